@@ -1,0 +1,442 @@
+// Package cache keeps LLM answers: request keys, tenant partitions, the exact tier and the semantic tier behind the Index contract.
+package cache
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Tiers reported in Result.Tier.
+const (
+	TierExact    = "exact"
+	TierSemantic = "semantic"
+)
+
+// Component names reported by Health.
+const (
+	ComponentEmbedder = "embedder"
+	ComponentIndex    = "index"
+)
+
+// Defaults for zero Options fields.
+const (
+	DefaultThreshold float32 = 0.93
+	DefaultQueueSize         = 1024
+)
+
+// searchLimit is how many candidates a semantic lookup considers: when the
+// best one is rejected (guard, long text, max-age), the next may still serve.
+const searchLimit = 4
+
+// Embedder turns texts into L2-normalised vectors; embed.Embedder satisfies
+// it. An embedder that also has Truncated(text string) bool (embed.Truncator)
+// enables the long-text rule.
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([][]float32, error)
+	Dimension() int
+	Name() string
+}
+
+// truncator is embed.Truncator, declared here so cache does not import embed.
+type truncator interface {
+	Truncated(text string) bool
+}
+
+// Options configure a Cache. Every zero value is usable.
+type Options struct {
+	// Exact is the exact tier. If nil, New creates one of
+	// DefaultExactMaxBytes, which Close then closes; an Exact passed in is
+	// left open for its owner to close.
+	Exact *Exact
+	// Index is the semantic tier's vector store. If nil (or Embedder is nil)
+	// there is no semantic tier: lookups use the exact tier only.
+	Index Index
+	// Embedder embeds query texts for Index. If nil there is no semantic tier.
+	Embedder Embedder
+	// Threshold is the minimum cosine similarity of a semantic hit, in (0,1].
+	// Zero means DefaultThreshold. Lookups may raise it, never lower it.
+	Threshold float32
+	// TTL is how long a stored entry is served, counted from Entry.Created,
+	// when Store is given an entry without Expires. Zero means such entries
+	// never expire (they are still bounded by the tiers' sizes).
+	TTL time.Duration
+	// QueueSize bounds the index writes waiting to be embedded and upserted;
+	// beyond it writes are dropped and counted. Zero means DefaultQueueSize.
+	QueueSize int
+	// Logger receives degraded-tier warnings; it never sees prompt text or
+	// headers. Nil discards.
+	Logger *slog.Logger
+	// Now is the clock for ages and expiry. Nil means time.Now.
+	Now func() time.Time
+	// Guard vets a semantic candidate above the threshold: it is called with
+	// the new query and the candidate entry's query and rejects the candidate
+	// (with a short reason, counted in Stats) when answer-determining tokens
+	// differ. Nil accepts every candidate.
+	Guard func(query, candidate string) (ok bool, reason string)
+}
+
+// LookupOptions are the per-request cache controls.
+type LookupOptions struct {
+	// Threshold raises the configured similarity threshold for this lookup
+	// (X-Breakwater-Threshold); the effective value is the larger of the two.
+	// Zero keeps the configured threshold.
+	Threshold float32
+	// StaleThreshold, when > 0, replaces the threshold for this lookup even
+	// when it is lower. Only the proxy's degraded mode uses it (no upstream
+	// can answer: a near match is better than an error, and the response
+	// says "stale"); client headers can never lower the threshold.
+	StaleThreshold float32
+	// MaxAge serves only entries younger than this (Cache-Control: max-age),
+	// from either tier. Zero accepts any age.
+	MaxAge time.Duration
+	// SkipSemantic looks in the exact tier only.
+	SkipSemantic bool
+}
+
+// Result is a cache hit.
+type Result struct {
+	// Entry is the entry served. For a semantic hit it is the matched entry as
+	// stored, so Entry.Key and Entry.Query are those of the earlier request.
+	Entry Entry
+	// Tier is TierExact or TierSemantic.
+	Tier string
+	// Similarity is the cosine similarity of a semantic hit; 1 for exact hits.
+	Similarity float32
+	// Age is how long ago the upstream produced the answer.
+	Age time.Duration
+}
+
+// Stats are the cache's counters.
+type Stats struct {
+	ExactEntries int `json:"exact_entries"`
+	// IndexEntries is -1 when there is no index or it cannot be counted.
+	IndexEntries int `json:"index_entries"`
+	QueueDepth   int `json:"queue_depth"`
+	// QueueDrops counts index writes dropped because the queue was full or
+	// the cache was closing.
+	QueueDrops uint64 `json:"queue_drops"`
+	// WriteFailures counts index writes lost to embedder or index errors.
+	WriteFailures uint64 `json:"write_failures"`
+	EmbedErrors   uint64 `json:"embed_errors"`
+	IndexErrors   uint64 `json:"index_errors"`
+	// GuardRejections counts semantic candidates rejected by Guard, by reason.
+	GuardRejections map[string]uint64 `json:"guard_rejections"`
+	// LongTextRejections counts candidates rejected because the embedder
+	// truncated one of the texts and the texts were not equal.
+	LongTextRejections uint64 `json:"long_text_rejections"`
+	// Promotions counts semantic hits copied into the exact tier.
+	Promotions uint64 `json:"promotions"`
+}
+
+// Cache answers lookups from the exact tier, then the semantic tier, and
+// writes answers back to both. It is safe for concurrent use.
+type Cache struct {
+	exact     *Exact
+	ownExact  bool
+	index     Index
+	embedder  Embedder
+	trunc     truncator
+	threshold float32
+	ttl       time.Duration
+	log       *slog.Logger
+	now       func() time.Time
+	guard     func(query, candidate string) (bool, string)
+	q         *queue
+
+	// gen counts flushes. Writes remember the gen they started at; a write
+	// whose partition was flushed since is dropped instead of resurrecting
+	// flushed data (a queued index write, a promotion racing a flush).
+	gen atomic.Uint64
+	// flushMu guards marks and orders flushes against promotions.
+	flushMu sync.RWMutex
+	marks   flushMarks
+	// writeMu orders index flushes against queued upserts.
+	writeMu sync.Mutex
+
+	healthMu sync.Mutex
+	health   map[string]error
+
+	embedErrors, indexErrors, writeFailures, longText, promotions atomic.Uint64
+	guardMu                                                       sync.Mutex
+	guardRejects                                                  map[string]uint64
+
+	closeOnce sync.Once
+}
+
+// New returns a Cache and starts its index-write worker; call Close to stop it.
+func New(opts Options) *Cache {
+	c := &Cache{
+		exact:        opts.Exact,
+		index:        opts.Index,
+		embedder:     opts.Embedder,
+		threshold:    opts.Threshold,
+		ttl:          opts.TTL,
+		log:          opts.Logger,
+		now:          opts.Now,
+		guard:        opts.Guard,
+		marks:        flushMarks{parts: map[string]uint64{}},
+		health:       map[string]error{},
+		guardRejects: map[string]uint64{},
+	}
+	if c.exact == nil {
+		x, err := NewExact(DefaultExactMaxBytes)
+		if err != nil {
+			panic(err) // unreachable: the size is a positive constant
+		}
+		c.exact, c.ownExact = x, true
+	}
+	if c.index == nil || c.embedder == nil {
+		c.index, c.embedder = nil, nil
+	}
+	if t, ok := c.embedder.(truncator); ok {
+		c.trunc = t
+	}
+	if c.threshold <= 0 {
+		c.threshold = DefaultThreshold
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	size := opts.QueueSize
+	if size <= 0 {
+		size = DefaultQueueSize
+	}
+	c.q = newQueue(size, c.writeBatch)
+	return c
+}
+
+func (c *Cache) semantic() bool { return c.index != nil }
+
+// Lookup returns the cached answer for key, if any: the exact tier first, then
+// the semantic tier. A semantic hit is copied into the exact tier under
+// key.Exact so that the same request hits exactly next time. Embedder and
+// index failures never fail a lookup: they are logged, counted and reported by
+// Health, and the lookup is a miss.
+func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result, bool) {
+	now := c.now()
+	fresh := func(e *Entry) bool {
+		return opt.MaxAge <= 0 || now.Sub(e.Created) <= opt.MaxAge
+	}
+	if e, ok := c.exact.Get(key.Exact, now); ok && e.Partition == key.Partition && fresh(&e) {
+		return Result{Entry: e, Tier: TierExact, Similarity: 1, Age: now.Sub(e.Created)}, true
+	}
+	if !c.semantic() || opt.SkipSemantic || !key.SemanticEligible() {
+		return Result{}, false
+	}
+	startGen := c.gen.Load()
+
+	vecs, err := c.embedder.Embed(ctx, []string{key.Query})
+	if err == nil && (len(vecs) != 1 || len(vecs[0]) != c.embedder.Dimension()) {
+		err = fmt.Errorf("embedder returned %d vectors for 1 text (dimension %d)", len(vecs), c.embedder.Dimension())
+	}
+	if err != nil {
+		if ctx.Err() == nil { // a client that went away is no embedder fault
+			c.embedErrors.Add(1)
+			c.fail(ComponentEmbedder, fmt.Errorf("embed query: %w", err))
+		}
+		return Result{}, false
+	}
+	c.ok(ComponentEmbedder)
+
+	threshold := min(max(c.threshold, opt.Threshold), 1)
+	if opt.StaleThreshold > 0 {
+		threshold = min(opt.StaleThreshold, 1)
+	}
+	matches, err := c.index.Search(ctx, SearchQuery{
+		Partition:   key.Partition,
+		Fingerprint: key.Fingerprint,
+		Vector:      vecs[0],
+		Threshold:   threshold,
+		Limit:       searchLimit,
+		Now:         now,
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			c.indexErrors.Add(1)
+			c.fail(ComponentIndex, fmt.Errorf("search index: %w", err))
+		}
+		return Result{}, false
+	}
+	c.ok(ComponentIndex)
+
+	for _, m := range matches {
+		e := m.Entry
+		// The index filters on partition and fingerprint; checking again here
+		// means a faulty backend can cost a hit but never leak across tenants.
+		if e.Partition != key.Partition || e.Fingerprint != key.Fingerprint ||
+			m.Score < threshold || e.Expired(now) || !fresh(&e) {
+			continue
+		}
+		if c.trunc != nil && e.Query != key.Query && (c.trunc.Truncated(key.Query) || c.trunc.Truncated(e.Query)) {
+			// Both vectors may come from the same prefix: similar vectors say
+			// nothing about the tails.
+			c.longText.Add(1)
+			continue
+		}
+		if c.guard != nil {
+			if ok, reason := c.guard(key.Query, e.Query); !ok {
+				c.guardMu.Lock()
+				c.guardRejects[reason]++
+				c.guardMu.Unlock()
+				continue
+			}
+		}
+		if opt.StaleThreshold == 0 {
+			// A stale answer is a stopgap below the threshold: never make it
+			// the exact answer for this question.
+			c.promote(key, e, startGen)
+		}
+		return Result{Entry: e, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(e.Created)}, true
+	}
+	return Result{}, false
+}
+
+// promote copies a semantic hit into the exact tier under the new request's
+// key, keeping the original Created and Expires so promotion never extends an
+// answer's life.
+func (c *Cache) promote(key Key, e Entry, startGen uint64) {
+	e.Key = key.Exact
+	e.Query = key.Query
+	c.flushMu.RLock()
+	defer c.flushMu.RUnlock()
+	if c.marks.flushed(key.Partition, startGen+1) {
+		return // the partition was flushed while we searched
+	}
+	c.exact.Set(e)
+	c.promotions.Add(1)
+}
+
+// Store writes an answer to both tiers: the exact tier before Store returns,
+// the index through the write queue (dropped and counted when the queue is
+// full; Store never blocks on it). Store sets e's Key, Partition, Fingerprint
+// and Query from key, Created to now when zero, and Expires to Created+TTL
+// when zero and a TTL is configured.
+func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
+	if key.Exact == "" {
+		return
+	}
+	now := c.now()
+	e.Key, e.Partition, e.Fingerprint, e.Query = key.Exact, key.Partition, key.Fingerprint, key.Query
+	if e.Created.IsZero() {
+		e.Created = now
+	}
+	if e.Expires.IsZero() && c.ttl > 0 {
+		e.Expires = e.Created.Add(c.ttl)
+	}
+	if e.Expired(now) {
+		return
+	}
+	c.exact.Set(e)
+	if c.semantic() && key.SemanticEligible() {
+		c.q.push(queueItem{e: e, gen: c.gen.Load()})
+	}
+}
+
+// Flush deletes the entries of partition from both tiers; "" deletes all.
+// Index writes still queued for the partition are dropped.
+func (c *Cache) Flush(ctx context.Context, partition string) error {
+	c.flushMu.Lock()
+	mark := c.gen.Add(1)
+	if partition == "" {
+		c.marks = flushMarks{all: mark, parts: map[string]uint64{}}
+	} else {
+		c.marks.parts[partition] = mark
+	}
+	c.exact.DeletePartition(partition)
+	c.flushMu.Unlock()
+	if !c.semantic() {
+		return nil
+	}
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	if err := c.index.DeletePartition(ctx, partition); err != nil {
+		c.indexErrors.Add(1)
+		c.fail(ComponentIndex, fmt.Errorf("flush index: %w", err))
+		return fmt.Errorf("flush index: %w", err)
+	}
+	c.ok(ComponentIndex)
+	return nil
+}
+
+// stale reports whether a write begun at gen was overtaken by a flush of
+// partition.
+func (c *Cache) stale(partition string, gen uint64) bool {
+	c.flushMu.RLock()
+	defer c.flushMu.RUnlock()
+	return c.marks.flushed(partition, gen+1)
+}
+
+// Health returns the components (ComponentEmbedder, ComponentIndex) whose
+// last operation failed, with that error. An empty map means every tier is
+// healthy; an entry is cleared by the component's next success.
+func (c *Cache) Health() map[string]error {
+	c.healthMu.Lock()
+	defer c.healthMu.Unlock()
+	return maps.Clone(c.health)
+}
+
+func (c *Cache) fail(component string, err error) {
+	c.healthMu.Lock()
+	c.health[component] = err
+	c.healthMu.Unlock()
+	c.log.Warn("cache tier degraded", "component", component, "err", err)
+}
+
+func (c *Cache) ok(component string) {
+	c.healthMu.Lock()
+	defer c.healthMu.Unlock()
+	if _, failing := c.health[component]; failing {
+		delete(c.health, component)
+		c.log.Info("cache tier recovered", "component", component)
+	}
+}
+
+// Stats returns the cache's counters. Counting the index may block, bounded
+// by ctx.
+func (c *Cache) Stats(ctx context.Context) Stats {
+	s := Stats{
+		ExactEntries:       c.exact.Len(),
+		IndexEntries:       -1,
+		QueueDepth:         c.q.depth(),
+		QueueDrops:         c.q.drops.Load(),
+		WriteFailures:      c.writeFailures.Load(),
+		EmbedErrors:        c.embedErrors.Load(),
+		IndexErrors:        c.indexErrors.Load(),
+		LongTextRejections: c.longText.Load(),
+		Promotions:         c.promotions.Load(),
+	}
+	c.guardMu.Lock()
+	s.GuardRejections = maps.Clone(c.guardRejects)
+	c.guardMu.Unlock()
+	if c.semantic() {
+		if n, err := c.index.Len(ctx); err == nil {
+			s.IndexEntries = n
+		}
+	}
+	return s
+}
+
+// Close writes the queued index entries (bounded by ctx), stops the write
+// worker and, if New created it, closes the exact tier. It does not close
+// the Index, which belongs to the caller. It is safe to call twice; Stores
+// after or during Close are dropped.
+func (c *Cache) Close(ctx context.Context) error {
+	err := c.q.close(ctx)
+	c.closeOnce.Do(func() {
+		if c.ownExact {
+			c.exact.Close()
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("close cache: %w", err)
+	}
+	return nil
+}

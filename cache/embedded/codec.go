@@ -1,0 +1,224 @@
+package embedded
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/cache"
+)
+
+// Log record payloads (see wal.go for the framing around them):
+//
+//	upsert:           opUpsert uvarint(n) n×(entry vector)
+//	delete keys:      opDeleteKeys uvarint(n) n×string
+//	delete partition: opDeletePartition string   ("" deletes all)
+//
+// entry is key, partition, fingerprint, query, model (strings), body (bytes),
+// created, expires (times); a string or bytes is uvarint(len) then the bytes;
+// a time is one byte 0 for the zero time, else 1, varint(unix seconds),
+// uvarint(nanoseconds); vector is uvarint(dim) then dim little-endian
+// float32 bits. The snapshot (snapshot.go) reuses entry and vector.
+const (
+	opUpsert          = 1
+	opDeleteKeys      = 2
+	opDeletePartition = 3
+)
+
+var errShort = errors.New("record too short")
+
+type encoder struct{ b []byte }
+
+func (e *encoder) byte(c byte)      { e.b = append(e.b, c) }
+func (e *encoder) uvarint(v uint64) { e.b = binary.AppendUvarint(e.b, v) }
+func (e *encoder) bytes(p []byte)   { e.uvarint(uint64(len(p))); e.b = append(e.b, p...) }
+func (e *encoder) str(s string)     { e.uvarint(uint64(len(s))); e.b = append(e.b, s...) }
+
+func (e *encoder) time(t time.Time) {
+	if t.IsZero() {
+		e.byte(0)
+		return
+	}
+	e.byte(1)
+	e.b = binary.AppendVarint(e.b, t.Unix())
+	e.uvarint(uint64(t.Nanosecond()))
+}
+
+func (e *encoder) vector(v []float32) {
+	e.uvarint(uint64(len(v)))
+	for _, x := range v {
+		e.b = binary.LittleEndian.AppendUint32(e.b, math.Float32bits(x))
+	}
+}
+
+func (e *encoder) entry(en *cache.Entry) {
+	e.str(en.Key)
+	e.str(en.Partition)
+	e.str(en.Fingerprint)
+	e.str(en.Query)
+	e.str(en.Model)
+	e.bytes(en.Body)
+	e.time(en.Created)
+	e.time(en.Expires)
+}
+
+// decoder reads what encoder wrote; the first error sticks.
+type decoder struct {
+	b   []byte
+	err error
+}
+
+func (d *decoder) fail(err error) {
+	if d.err == nil {
+		d.err = err
+	}
+	d.b = nil
+}
+
+func (d *decoder) byte() byte {
+	if len(d.b) < 1 {
+		d.fail(errShort)
+		return 0
+	}
+	c := d.b[0]
+	d.b = d.b[1:]
+	return c
+}
+
+func (d *decoder) uvarint() uint64 {
+	v, n := binary.Uvarint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) varint() int64 {
+	v, n := binary.Varint(d.b)
+	if n <= 0 {
+		d.fail(errShort)
+		return 0
+	}
+	d.b = d.b[n:]
+	return v
+}
+
+func (d *decoder) raw() []byte {
+	n := d.uvarint()
+	if n > uint64(len(d.b)) {
+		d.fail(errShort)
+		return nil
+	}
+	p := d.b[:n:n]
+	d.b = d.b[n:]
+	return p
+}
+
+func (d *decoder) str() string   { return string(d.raw()) }
+func (d *decoder) bytes() []byte { return append([]byte{}, d.raw()...) }
+
+func (d *decoder) time() time.Time {
+	switch d.byte() {
+	case 0:
+		return time.Time{}
+	case 1:
+		sec := d.varint()
+		return time.Unix(sec, int64(d.uvarint()))
+	default:
+		d.fail(errors.New("bad time tag"))
+		return time.Time{}
+	}
+}
+
+func (d *decoder) vector(dim int) []float32 {
+	if n := d.uvarint(); n != uint64(dim) {
+		d.fail(fmt.Errorf("vector of %d dims in a store of %d: %w", n, dim, cache.ErrDimension))
+		return nil
+	}
+	if len(d.b) < 4*dim {
+		d.fail(errShort)
+		return nil
+	}
+	v := make([]float32, dim)
+	for i := range v {
+		v[i] = math.Float32frombits(binary.LittleEndian.Uint32(d.b[4*i:]))
+	}
+	d.b = d.b[4*dim:]
+	return v
+}
+
+func (d *decoder) entry() cache.Entry {
+	return cache.Entry{
+		Key: d.str(), Partition: d.str(), Fingerprint: d.str(), Query: d.str(), Model: d.str(),
+		Body: d.bytes(), Created: d.time(), Expires: d.time(),
+	}
+}
+
+func encodeUpsert(items []cache.IndexItem) []byte {
+	e := encoder{}
+	e.byte(opUpsert)
+	e.uvarint(uint64(len(items)))
+	for i := range items {
+		e.entry(&items[i].Entry)
+		e.vector(items[i].Vector)
+	}
+	return e.b
+}
+
+func encodeDeleteKeys(keys []string) []byte {
+	e := encoder{}
+	e.byte(opDeleteKeys)
+	e.uvarint(uint64(len(keys)))
+	for _, k := range keys {
+		e.str(k)
+	}
+	return e.b
+}
+
+func encodeDeletePartition(partition string) []byte {
+	e := encoder{}
+	e.byte(opDeletePartition)
+	e.str(partition)
+	return e.b
+}
+
+// apply replays one log record payload onto s. The caller flushes after
+// the last record, so that replay links new graph nodes in one parallel batch.
+func (s *state) apply(payload []byte, maxEntries int) error {
+	d := decoder{b: payload}
+	switch op := d.byte(); op {
+	case opUpsert:
+		n := d.uvarint()
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			e := d.entry()
+			v := d.vector(s.dim)
+			if d.err == nil {
+				s.put(e, v)
+			}
+		}
+		s.evict(maxEntries)
+	case opDeleteKeys:
+		n := d.uvarint()
+		for i := uint64(0); i < n && d.err == nil; i++ {
+			if k := d.str(); d.err == nil {
+				s.deleteKey(k)
+			}
+		}
+	case opDeletePartition:
+		if p := d.str(); d.err == nil {
+			s.deletePartition(p)
+		}
+	default:
+		if d.err == nil {
+			return fmt.Errorf("decode record: unknown op %d", op)
+		}
+	}
+	if d.err != nil {
+		return fmt.Errorf("decode record: %w", d.err)
+	}
+	return nil
+}

@@ -1,0 +1,438 @@
+package guard
+
+import (
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// numbers returns t's numbers as comparable strings: currency, value and unit
+// ("inr:5000", "6month", "2017", "10"), with "5k" = "5,000" = "5 thousand",
+// "six" = "6" and "Rs. 500" = "500 rupees". Model-like words with digits
+// ("i7", "PS4", "5'10") are kept as written. years reports which are years.
+func numbers(t *text) (out []string, years []bool) {
+	toks := t.toks
+	for i := 0; i < len(toks); i++ {
+		tk := toks[i]
+		cur := ""
+		if c := tk.in.cur; c != "" && i+1 < len(toks) && startsNumber(toks[i+1]) {
+			cur = c
+			i++
+			tk = toks[i]
+		}
+		if c, rest := currencyPrefix(tk.low); c != "" {
+			cur, tk.low = c, rest // "rs.5000", "usd500"
+		}
+		val, unit, raw, ok := parseNumber(tk)
+		if !ok {
+			if m := tk.in.mul; m != 0 && len(tk.low) > 2 {
+				// "few thousand" vs "few hundred": a bare magnitude.
+				out = append(out, "x"+strconv.FormatFloat(m, 'f', -1, 64))
+				years = append(years, false)
+			}
+			continue
+		}
+		if raw != "" {
+			out = append(out, raw)
+			years = append(years, false)
+			continue
+		}
+		// Magnitude, currency and unit words after the number.
+		for i+1 < len(toks) {
+			next := toks[i+1].in
+			if m := next.mul; m != 0 && unit == "" {
+				val *= m
+			} else if c := next.cur; c != "" && cur == "" && !toks[i+1].sym {
+				cur = c
+			} else if u := next.unit; u != "" && unit == "" {
+				unit = u
+			} else {
+				break
+			}
+			i++
+		}
+		s := strconv.FormatFloat(val, 'f', -1, 64)
+		year := cur == "" && unit == "" && val >= 1800 && val <= 2100 && val == float64(int(val)) && len(tk.low) == 4
+		if cur != "" {
+			s = cur + ":" + s
+		}
+		out = append(out, s+unit)
+		years = append(years, year)
+	}
+	return out, years
+}
+
+func currencyPrefix(w string) (cur, rest string) {
+	for _, p := range [...][2]string{{"rs.", "inr"}, {"rs", "inr"}, {"inr", "inr"}, {"us$", "usd"}, {"usd", "usd"}} {
+		if len(w) > len(p[0]) && strings.HasPrefix(w, p[0]) && w[len(p[0])] >= '0' && w[len(p[0])] <= '9' {
+			return p[1], w[len(p[0]):]
+		}
+	}
+	return "", w
+}
+
+func startsNumber(tk token) bool {
+	if tk.low == "" {
+		return false
+	}
+	r, _ := utf8.DecodeRuneInString(tk.low)
+	return unicode.IsDigit(r) || tk.in.flags&fNum != 0
+}
+
+// parseNumber reads one token as a number. It returns the value and a unit
+// suffix ("5kg"), or raw for words with digits that are not plain amounts.
+func parseNumber(tk token) (val float64, unit, raw string, ok bool) {
+	w := tk.low
+	if tk.in != nil && tk.in.flags&fNum != 0 {
+		return tk.in.num, "", "", true
+	}
+	if !hasDigit(w) {
+		return 0, "", "", false
+	}
+	if w[0] < '0' || w[0] > '9' {
+		return 0, "", w, true // "i7", "ps4", "s7"
+	}
+	j := 0
+	dots := 0
+	for j < len(w) && (w[j] >= '0' && w[j] <= '9' || w[j] == ',' || w[j] == '.') {
+		if w[j] == '.' {
+			dots++
+		}
+		j++
+	}
+	num, suf := w[:j], w[j:]
+	if dots > 1 || strings.ContainsAny(suf, "0123456789'’:.-/") {
+		return 0, "", w, true // versions, times, heights, ranges
+	}
+	v, err := strconv.ParseFloat(strings.ReplaceAll(num, ",", ""), 64)
+	if err != nil {
+		return 0, "", w, true
+	}
+	switch suf {
+	case "":
+	case "st", "nd", "rd", "th":
+	case "s":
+		if len(num) == 4 { // "1990s"
+			return 0, "", w, true
+		}
+	default:
+		if m, isMul := multipliers[suf]; isMul {
+			v *= m
+		} else if u, isUnit := units[suf]; isUnit {
+			unit = u
+		} else {
+			return 0, "", w, true // "3d", "4g"
+		}
+	}
+	return v, unit, "", true
+}
+
+// dates returns t's month, weekday and relative-day words, canonicalised.
+func dates(t *text) []string {
+	var out []string
+	for _, tk := range t.toks {
+		d := tk.in.month
+		if d == "" {
+			continue
+		}
+		if tk.in.flags&fAmbigDate != 0 && (tk.start || !isCapitalised(tk.raw)) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// negated reports whether t contains a negation word or an n't contraction.
+func negated(t *text) bool {
+	for _, tk := range t.toks {
+		w := tk.low
+		if tk.in.flags&fNeg != 0 || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
+			if w == "wont" && tk.raw != "wont" { // "Wont" at a sentence start is rarely "won't"
+				continue
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// identifiers returns t's code-like words: anything in backticks, snake_case,
+// camelCase (iPhone, getUserName), dotted.names and paths.
+func identifiers(t *text) []string {
+	var out []string
+	for _, tk := range t.toks {
+		if tk.code || isIdentifier(tk.raw) {
+			out = append(out, tk.low)
+		}
+	}
+	return out
+}
+
+func isIdentifier(w string) bool {
+	if isPlain(w) {
+		return isCamel(w)
+	}
+	if strings.ContainsRune(w, '_') || strings.ContainsRune(w, '/') || strings.ContainsRune(w, '\\') {
+		return true
+	}
+	if strings.ContainsRune(w, '.') {
+		// "node.js", "os.path", "amazon.com"; not "U.S." or "e.g" or "2.5".
+		long, letters := false, false
+		for _, seg := range strings.Split(w, ".") {
+			if utf8.RuneCountInString(seg) >= 2 {
+				long = true
+			}
+			for _, r := range seg {
+				if unicode.IsLetter(r) {
+					letters = true
+				}
+			}
+		}
+		if long && letters {
+			return true
+		}
+	}
+	return isCamel(w)
+}
+
+// isCamel reports whether a lower-case letter is directly followed by an
+// upper-case one (camelCase, iPhone).
+func isCamel(w string) bool {
+	prevLower := false
+	for _, r := range w {
+		if prevLower && unicode.IsUpper(r) {
+			return true
+		}
+		prevLower = unicode.IsLower(r)
+	}
+	return false
+}
+
+func hasDigit(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if '0' <= w[i] && w[i] <= '9' {
+			return true
+		}
+	}
+	return false
+}
+
+// isAllCaps reports whether w has two or more letters, all upper-case.
+func isAllCaps(w string) bool {
+	n := 0
+	for _, r := range w {
+		if unicode.IsLetter(r) {
+			if !unicode.IsUpper(r) {
+				return false
+			}
+			n++
+		}
+	}
+	return n >= 2
+}
+
+func isCapitalised(w string) bool {
+	r, _ := utf8.DecodeRuneInString(w)
+	return unicode.IsUpper(r)
+}
+
+// names returns the lower-cased capitalised words of t that are not the
+// first word of a sentence, a stop word, a date, a number or an identifier;
+// all-caps words (NASA, SRM) count wherever they stand. A text written in
+// Title Case or ALL CAPS has no names: capitals say nothing there.
+func names(t *text) []string {
+	var caps, words int
+	for _, tk := range t.toks {
+		if tk.start || !isAlpha(tk.raw) {
+			continue
+		}
+		words++
+		if isCapitalised(tk.raw) {
+			caps++
+		}
+	}
+	if words >= 3 && caps*2 > words {
+		return nil
+	}
+	var out []string
+	for _, tk := range t.toks {
+		in := tk.in
+		if tk.code || !isAlpha(tk.raw) || in.flags&fStop != 0 || tk.low == "i" || in.month != "" || in.cur != "" || in.unit != "" {
+			continue
+		}
+		allCaps := isAllCaps(tk.raw)
+		if (tk.start && !allCaps) || !isCapitalised(tk.raw) || isIdentifier(tk.raw) {
+			continue
+		}
+		out = append(out, tk.low)
+	}
+	return out
+}
+
+func isAlpha(w string) bool {
+	for _, r := range w {
+		if !unicode.IsLetter(r) && r != '-' && r != '.' && r != '\'' && r != '’' {
+			return false
+		}
+	}
+	return w != ""
+}
+
+// missing returns the words of ws that b does not mention.
+func missing(ws []string, b *text) []string {
+	var out []string
+	for _, w := range ws {
+		if !b.mentions(w) {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// sameSet reports whether a and b hold the same strings, ignoring order and
+// repeats.
+func sameSet(a, b []string) bool {
+	return subset(a, b) && subset(b, a)
+}
+
+func subset(a, b []string) bool {
+	for _, x := range a {
+		found := false
+		for _, y := range b {
+			if x == y {
+				found = true
+				break
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// oppositeSides reports whether a uses one side of an opposites group that b
+// uses only the other side of ("best" vs "worst").
+func oppositeSides(a, b *text) bool {
+	for _, ta := range a.toks {
+		ga := ta.in.opp
+		if ga < 0 {
+			continue
+		}
+		other, same := false, false
+		for _, tb := range b.toks {
+			switch tb.in.opp {
+			case ga:
+				same = true
+			case ga ^ 1:
+				other = true
+			}
+		}
+		if other && !same {
+			return true
+		}
+	}
+	return false
+}
+
+// swapped reports whether a and b put the same two content words on opposite
+// sides of the same direction word: "from Delhi to Mumbai" vs "from Mumbai to
+// Delhi", "is X better than Y" vs "is Y better than X".
+func swapped(a, b *text) bool {
+	for i, ta := range a.toks {
+		if ta.in.flags&fDir == 0 {
+			continue
+		}
+		for j, tb := range b.toks {
+			if tb.low != ta.low {
+				continue
+			}
+			if crosses(a, i, b, j) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// crosses reports whether some content word x stands before a.toks[i] in a
+// and after b.toks[j] in b, while another, y, stands after it in a and before
+// it in b (each within the direction word's sentence).
+func crosses(a *text, i int, b *text, j int) bool {
+	x, y := false, false
+	for _, w := range sentence(a, i, -1) {
+		if contains(sentence(b, j, +1), w) {
+			x = true
+			break
+		}
+	}
+	if !x {
+		return false
+	}
+	for _, w := range sentence(a, i, +1) {
+		if contains(sentence(b, j, -1), w) {
+			y = true
+			break
+		}
+	}
+	return y
+}
+
+// sentence returns the tokens of t's sentence around index i, before it
+// (dir < 0) or after it (dir > 0).
+func sentence(t *text, i, dir int) []token {
+	if dir < 0 {
+		s := i
+		for s > 0 && !t.toks[s].start {
+			s--
+		}
+		return t.toks[s:i]
+	}
+	e := i + 1
+	for e < len(t.toks) && !t.toks[e].start {
+		e++
+	}
+	return t.toks[i+1 : e]
+}
+
+func contains(toks []token, w token) bool {
+	if w.in.flags&(fStop|fNeg) != 0 {
+		return false
+	}
+	for _, t := range toks {
+		if t.low == w.low {
+			return true
+		}
+	}
+	return false
+}
+
+// intent returns the question word that opens t's first sentence when it
+// asks for a reason, a place, a time, a person or a manner (why, where,
+// when, who, how), or "" for any other opening ("what", "which", "is",
+// "can"…), which many phrasings share.
+func intent(t *text) string {
+	if len(t.toks) == 0 {
+		return ""
+	}
+	switch w := t.toks[0].low; w {
+	case "why", "where", "when", "who", "how":
+		return w
+	case "whom", "whose":
+		return "who"
+	}
+	return ""
+}
+
+// askDifferently reports whether one text asks why, where, when or who and
+// the other opens with another of those or with how: "Why is overtime
+// taxed?" and "How is overtime taxed?" want different answers.
+func askDifferently(a, b *text) bool {
+	ia, ib := intent(a), intent(b)
+	if ia == ib || ia == "" || ib == "" {
+		return false
+	}
+	return ia != "how" || ib != "how"
+}

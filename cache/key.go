@@ -1,0 +1,443 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// ErrBadRequest is returned (wrapped) for a request body the upstream API
+// would reject: invalid JSON, not an object, a missing model, a chat request
+// without messages. The message after the sentinel says what to fix; the
+// proxy answers it with 400.
+var ErrBadRequest = errors.New("invalid request")
+
+// ChatEndpoint is the path ChatKey hashes into the exact key.
+const ChatEndpoint = "/v1/chat/completions"
+
+// ignoredFields are top-level request fields that never change the answer, so
+// two requests that differ only in them share an entry. stream is here on
+// purpose: a streamed and a non-streamed request share one entry, replayed as
+// SSE or JSON by the proxy. safety_identifier and prompt_cache_key are the
+// newer OpenAI spellings of "who is asking" and "how to route"; neither
+// changes the completion.
+var ignoredFields = map[string]bool{
+	"stream":            true,
+	"stream_options":    true,
+	"user":              true,
+	"metadata":          true,
+	"store":             true,
+	"service_tier":      true,
+	"request_id":        true,
+	"client_request_id": true,
+	"x_request_id":      true,
+	"safety_identifier": true,
+	"prompt_cache_key":  true,
+}
+
+// Key is what the cache needs to know about one request.
+type Key struct {
+	// Partition says who may share the entry (see Partitioner.Partition).
+	Partition string
+	// Endpoint is the API path the request was sent to.
+	Endpoint string
+	// Exact is the hex SHA-256 over Partition, Endpoint and the canonical
+	// request (see Canonical): the exact tier's key and the index point's id.
+	Exact string
+	// Fingerprint is the hex SHA-256 over everything that shapes a chat answer
+	// except the text of the final user turn. Empty for non-chat endpoints.
+	Fingerprint string
+	// Query is the text of the final user turn, what the semantic tier embeds.
+	// Empty means the request is not eligible for the semantic tier.
+	Query string
+	// Model is the model the client asked for.
+	Model string
+	// Temperature is the request's temperature; nil when the request does not
+	// set it (the upstream default applies, 1 for OpenAI).
+	Temperature *float64
+	// Stream reports whether the client asked for a streamed answer. It is not
+	// part of Exact: streamed and non-streamed requests share entries.
+	Stream bool
+}
+
+// SemanticEligible reports whether the request may be answered from, and
+// written to, the semantic tier.
+func (k Key) SemanticEligible() bool {
+	return k.Query != "" && k.Fingerprint != "" && k.Partition != ""
+}
+
+// Canonical returns the canonical JSON of an OpenAI request body: object keys
+// sorted at every depth, no insignificant whitespace, numbers in one decimal
+// form (1, 1.0 and 1e0 are the same), string content kept exactly, and the
+// top-level fields that do not change the answer removed.
+func Canonical(body []byte) ([]byte, error) {
+	obj, err := parseObject(body)
+	if err != nil {
+		return nil, err
+	}
+	return canonicalBytes(withoutIgnored(obj))
+}
+
+// ChatKey builds the key of a /v1/chat/completions request. group maps a
+// model to its cache group for the fingerprint, so that models sharing a
+// group share semantic entries; nil (or a result of "") uses the model
+// itself.
+func ChatKey(partition string, body []byte, group func(model string) string) (Key, error) {
+	obj, err := parseObject(body)
+	if err != nil {
+		return Key{}, err
+	}
+	k, err := commonKey(partition, ChatEndpoint, obj)
+	if err != nil {
+		return Key{}, err
+	}
+	msgs, ok := obj["messages"].([]any)
+	if !ok || len(msgs) == 0 {
+		return Key{}, badRequest(`field "messages" must be a non-empty array of message objects`)
+	}
+	for i, m := range msgs {
+		mo, ok := m.(map[string]any)
+		if !ok {
+			return Key{}, badRequest(fmt.Sprintf("messages[%d] must be an object", i))
+		}
+		if _, ok := mo["role"].(string); !ok {
+			return Key{}, badRequest(fmt.Sprintf(`messages[%d] must have a string "role"`, i))
+		}
+	}
+
+	fp := withoutIgnored(obj)
+	if group != nil {
+		if g := group(k.Model); g != "" {
+			fp["model"] = g
+		}
+	}
+	last := msgs[len(msgs)-1].(map[string]any)
+	if last["role"] == "user" {
+		query, rest, err := splitUserContent(len(msgs)-1, last["content"])
+		if err != nil {
+			return Key{}, err
+		}
+		k.Query = query
+		lastFP := make(map[string]any, len(last))
+		for name, v := range last {
+			lastFP[name] = v
+		}
+		// With the text removed, a string content and an array of only text
+		// parts leave the same thing behind: no content at all.
+		if len(rest) == 0 {
+			delete(lastFP, "content")
+		} else {
+			lastFP["content"] = rest
+		}
+		fpMsgs := slices.Clone(msgs)
+		fpMsgs[len(fpMsgs)-1] = lastFP
+		fp["messages"] = fpMsgs
+	}
+	canon, err := canonicalBytes(fp)
+	if err != nil {
+		return Key{}, err
+	}
+	// No partition here: the index filters on partition separately.
+	k.Fingerprint = digest("breakwater-fingerprint-v1", []byte(ChatEndpoint), canon)
+	return k, nil
+}
+
+// GenericKey builds the exact-only key of a request to another endpoint, such
+// as /v1/completions or /v1/embeddings.
+func GenericKey(partition, endpoint string, body []byte) (Key, error) {
+	obj, err := parseObject(body)
+	if err != nil {
+		return Key{}, err
+	}
+	return commonKey(partition, endpoint, obj)
+}
+
+// commonKey validates the fields every endpoint shares and computes Exact.
+func commonKey(partition, endpoint string, obj map[string]any) (Key, error) {
+	model, ok := obj["model"].(string)
+	if !ok || model == "" {
+		return Key{}, badRequest(`field "model" must be a non-empty string`)
+	}
+	k := Key{Partition: partition, Endpoint: endpoint, Model: model}
+	switch t := obj["temperature"].(type) {
+	case nil:
+	case json.Number:
+		f, err := strconv.ParseFloat(string(t), 64)
+		if err != nil {
+			return Key{}, badRequest(`field "temperature" must be a number`)
+		}
+		k.Temperature = &f
+	default:
+		return Key{}, badRequest(`field "temperature" must be a number`)
+	}
+	switch s := obj["stream"].(type) {
+	case nil:
+	case bool:
+		k.Stream = s
+	default:
+		return Key{}, badRequest(`field "stream" must be true or false`)
+	}
+	canon, err := canonicalBytes(withoutIgnored(obj))
+	if err != nil {
+		return Key{}, err
+	}
+	k.Exact = digest("breakwater-exact-v1", []byte(partition), []byte(endpoint), canon)
+	return k, nil
+}
+
+// splitUserContent separates the text of a user message's content from its
+// other parts (images, audio, files). Text parts are joined with a newline.
+func splitUserContent(idx int, content any) (text string, rest []any, err error) {
+	switch c := content.(type) {
+	case nil:
+		return "", nil, nil
+	case string:
+		return c, nil, nil
+	case []any:
+		var texts []string
+		for i, p := range c {
+			po, ok := p.(map[string]any)
+			if !ok {
+				return "", nil, badRequest(fmt.Sprintf("messages[%d].content[%d] must be an object", idx, i))
+			}
+			if po["type"] != "text" {
+				rest = append(rest, p)
+				continue
+			}
+			s, ok := po["text"].(string)
+			if !ok {
+				return "", nil, badRequest(fmt.Sprintf(`messages[%d].content[%d] of type "text" must have a string "text"`, idx, i))
+			}
+			texts = append(texts, s)
+		}
+		return strings.Join(texts, "\n"), rest, nil
+	default:
+		return "", nil, badRequest(fmt.Sprintf("messages[%d].content must be a string or an array of parts", idx))
+	}
+}
+
+func badRequest(msg string) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, msg)
+}
+
+// digest is a hex SHA-256 over a domain tag and length-prefixed parts, so that
+// no two different part lists hash the same bytes.
+func digest(domain string, parts ...[]byte) string {
+	h := sha256.New()
+	writePart(h, []byte(domain))
+	for _, p := range parts {
+		writePart(h, p)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+func writePart(h hash.Hash, p []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(p)))
+	h.Write(n[:])
+	h.Write(p)
+}
+
+// parseObject decodes body into a generic JSON object, keeping numbers as
+// their literal text.
+func parseObject(body []byte) (map[string]any, error) {
+	// encoding/json replaces invalid UTF-8 with U+FFFD, which would make two
+	// different bodies one key; JSON text must be UTF-8 anyway (RFC 8259).
+	if !utf8.Valid(body) {
+		return nil, badRequest("body is not valid UTF-8")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, badRequest(fmt.Sprintf("body is not valid JSON: %v", err))
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badRequest("body is not valid JSON: data after the top-level value")
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, badRequest("body must be a JSON object")
+	}
+	return obj, nil
+}
+
+// withoutIgnored returns a shallow copy of obj without the ignored fields.
+func withoutIgnored(obj map[string]any) map[string]any {
+	out := make(map[string]any, len(obj))
+	for k, v := range obj {
+		if !ignoredFields[k] {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+func canonicalBytes(v any) ([]byte, error) {
+	var b bytes.Buffer
+	if err := writeCanonical(&b, v); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
+}
+
+func writeCanonical(b *bytes.Buffer, v any) error {
+	switch t := v.(type) {
+	case nil:
+		b.WriteString("null")
+	case bool:
+		if t {
+			b.WriteString("true")
+		} else {
+			b.WriteString("false")
+		}
+	case string:
+		writeString(b, t)
+	case json.Number:
+		n, err := canonicalNumber(string(t))
+		if err != nil {
+			return err
+		}
+		b.WriteString(n)
+	case []any:
+		b.WriteByte('[')
+		for i, e := range t {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			if err := writeCanonical(b, e); err != nil {
+				return err
+			}
+		}
+		b.WriteByte(']')
+	case map[string]any:
+		keys := make([]string, 0, len(t))
+		for k := range t {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		b.WriteByte('{')
+		for i, k := range keys {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			writeString(b, k)
+			b.WriteByte(':')
+			if err := writeCanonical(b, t[k]); err != nil {
+				return err
+			}
+		}
+		b.WriteByte('}')
+	default:
+		// Only reachable if a caller hands in a value parseObject cannot produce.
+		return fmt.Errorf("encode canonical json: unexpected type %T", v)
+	}
+	return nil
+}
+
+// writeString writes s as a JSON string: only '"', '\\' and control
+// characters are escaped, everything else is written as its UTF-8 bytes.
+func writeString(b *bytes.Buffer, s string) {
+	const hexDigits = "0123456789abcdef"
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c == '\n':
+			b.WriteString(`\n`)
+		case c == '\r':
+			b.WriteString(`\r`)
+		case c == '\t':
+			b.WriteString(`\t`)
+		case c < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte(hexDigits[c>>4])
+			b.WriteByte(hexDigits[c&0xf])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+}
+
+// canonicalNumber rewrites a JSON number literal exactly (no float rounding,
+// so two different 64-bit seeds stay different) into one form: integers
+// without exponent up to 21 digits, plain decimals down to 1e-6, scientific
+// notation with a single leading digit otherwise.
+func canonicalNumber(s string) (string, error) {
+	orig := s
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	mant, exp, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits := intPart + frac
+	exp10 := -len(frac)
+	if hasExp {
+		expNeg := strings.HasPrefix(exp, "-")
+		exp = strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
+		// A larger exponent is no real request parameter; refusing it keeps
+		// the arithmetic below in int range.
+		if len(exp) > 6 {
+			return "", badRequest(fmt.Sprintf("number %.40s is out of range", orig))
+		}
+		e := 0
+		if exp != "" {
+			var err error
+			if e, err = strconv.Atoi(exp); err != nil {
+				return "", badRequest(fmt.Sprintf("number %.40s is malformed", orig))
+			}
+		}
+		if expNeg {
+			e = -e
+		}
+		exp10 += e
+	}
+	digits = strings.TrimLeft(digits, "0")
+	if digits == "" {
+		return "0", nil
+	}
+	trimmed := strings.TrimRight(digits, "0")
+	exp10 += len(digits) - len(trimmed)
+	digits = trimmed
+
+	var out strings.Builder
+	if neg {
+		out.WriteByte('-')
+	}
+	point := len(digits) + exp10 // position of the decimal point in digits
+	switch {
+	case exp10 >= 0 && point <= 21:
+		out.WriteString(digits)
+		out.WriteString(strings.Repeat("0", exp10))
+	case exp10 < 0 && point > 0:
+		out.WriteString(digits[:point])
+		out.WriteByte('.')
+		out.WriteString(digits[point:])
+	case exp10 < 0 && point > -6:
+		out.WriteString("0.")
+		out.WriteString(strings.Repeat("0", -point))
+		out.WriteString(digits)
+	default:
+		out.WriteByte(digits[0])
+		if len(digits) > 1 {
+			out.WriteByte('.')
+			out.WriteString(digits[1:])
+		}
+		out.WriteByte('e')
+		out.WriteString(strconv.Itoa(point - 1))
+	}
+	return out.String(), nil
+}

@@ -1,0 +1,206 @@
+package cache
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"net/textproto"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// SharedPartition is the partition of every request when the cache is shared
+// by all clients (an empty partition_by).
+const SharedPartition = "shared"
+
+// MinSecretLen is the shortest partition secret NewPartitioner accepts.
+const MinSecretLen = 16
+
+// SecretFile is the file, inside the data folder, that LoadOrCreateSecret keeps
+// the generated partition secret in.
+const SecretFile = "partition.key"
+
+// Partition selectors accepted by NewPartitioner; "header:<Name>" selects any
+// other header.
+const (
+	ByAuthorization = "authorization"
+	ByNamespace     = "namespace"
+	byHeaderPrefix  = "header:"
+)
+
+// NamespaceHeader adds to the partition when "namespace" is selected.
+const NamespaceHeader = "X-Breakwater-Namespace"
+
+// Partitioner turns request headers into the partition that decides who may
+// share cache entries. It is safe for concurrent use.
+type Partitioner struct {
+	secret []byte
+	// headers are the canonical header names, in the order given.
+	headers []string
+	// authIdx is the index of Authorization in headers, or -1.
+	authIdx int
+}
+
+// NewPartitioner returns a partitioner that separates tenants by the values
+// named in by: "authorization" (the Authorization header), "namespace" (the
+// X-Breakwater-Namespace header) and "header:<Name>" (any header). Values are
+// combined with HMAC-SHA256 under secret, so partitions do not reveal keys.
+// An empty by is the explicit opt-in to one cache shared by every client.
+func NewPartitioner(secret []byte, by []string) (*Partitioner, error) {
+	p := &Partitioner{authIdx: -1}
+	if len(by) == 0 {
+		return p, nil
+	}
+	if len(secret) < MinSecretLen {
+		return nil, fmt.Errorf("create partitioner: secret has %d bytes, need at least %d", len(secret), MinSecretLen)
+	}
+	p.secret = append([]byte(nil), secret...)
+	seen := map[string]bool{}
+	for _, sel := range by {
+		var name string
+		switch s := strings.ToLower(strings.TrimSpace(sel)); {
+		case s == ByAuthorization:
+			name = "Authorization"
+		case s == ByNamespace:
+			name = NamespaceHeader
+		case strings.HasPrefix(s, byHeaderPrefix):
+			name = strings.TrimSpace(sel[len(byHeaderPrefix):])
+			if !validHeaderName(name) {
+				return nil, fmt.Errorf("create partitioner: %q does not name a header (want header:<Name>)", sel)
+			}
+			name = textproto.CanonicalMIMEHeaderKey(name)
+		default:
+			return nil, fmt.Errorf("create partitioner: unknown partition_by value %q (want %q, %q or \"header:<Name>\")", sel, ByAuthorization, ByNamespace)
+		}
+		if seen[name] {
+			return nil, fmt.Errorf("create partitioner: %q selects %s twice", sel, name)
+		}
+		seen[name] = true
+		if name == "Authorization" {
+			p.authIdx = len(p.headers)
+		}
+		p.headers = append(p.headers, name)
+	}
+	return p, nil
+}
+
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, c := range []byte(name) {
+		// RFC 9110 token characters.
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// Partition returns the partition of a request with headers h: "shared" in
+// shared mode, else the hex HMAC-SHA256 over the selected header values. Each
+// value is length-prefixed, so "a"+"bc" and "ab"+"c" differ, and an absent
+// header differs from an empty one. A request without Authorization, when
+// Authorization is selected, falls into one fixed anonymous partition (per
+// value of the other selectors), distinct from every keyed tenant.
+func (p *Partitioner) Partition(h http.Header) string {
+	if len(p.headers) == 0 {
+		return SharedPartition
+	}
+	mac := hmac.New(sha256.New, p.secret)
+	writeLen := func(n int) {
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], uint64(n))
+		mac.Write(b[:])
+	}
+	mac.Write([]byte("breakwater-partition-v1"))
+	for i, name := range p.headers {
+		vals := h.Values(name)
+		if i == p.authIdx && (len(vals) == 0 || len(vals) == 1 && strings.TrimSpace(vals[0]) == "") {
+			vals = nil // "Authorization:" with no value is no credential either
+		}
+		writeLen(len(name))
+		mac.Write([]byte(name))
+		if vals == nil {
+			// Absent: a marker no present value can produce.
+			mac.Write([]byte{0})
+			continue
+		}
+		mac.Write([]byte{1})
+		writeLen(len(vals))
+		for _, v := range vals {
+			writeLen(len(v))
+			mac.Write([]byte(v))
+		}
+	}
+	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// LoadOrCreateSecret returns the partition secret kept in dir/partition.key,
+// creating it (32 random bytes, mode 0600) on first use. Creation is atomic:
+// a crash leaves either no file or a complete one, and of two processes
+// racing to create it both end up with the same secret.
+func LoadOrCreateSecret(dir string) ([]byte, error) {
+	path := filepath.Join(dir, SecretFile)
+	if b, err := readSecret(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return b, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create secret dir: %w", err)
+	}
+	secret := make([]byte, 32)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, fmt.Errorf("generate secret: %w", err)
+	}
+	tmp, err := os.CreateTemp(dir, SecretFile+".tmp-*")
+	if err != nil {
+		return nil, fmt.Errorf("create secret: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("create secret: %w", err)
+	}
+	if _, err := tmp.Write(secret); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("write secret: %w", err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return nil, fmt.Errorf("write secret: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, fmt.Errorf("write secret: %w", err)
+	}
+	// Link, unlike Rename, fails when the target exists: whoever links first
+	// wins and everyone else reads the winner's secret.
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return readSecret(path)
+		}
+		return nil, fmt.Errorf("create secret: %w", err)
+	}
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync() // make the new name durable; best effort on odd filesystems
+		d.Close()
+	}
+	return secret, nil
+}
+
+func readSecret(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read secret: %w", err)
+	}
+	if len(b) < MinSecretLen {
+		return nil, fmt.Errorf("read secret: %s has %d bytes, need at least %d (delete it to generate a new one)", path, len(b), MinSecretLen)
+	}
+	return b, nil
+}

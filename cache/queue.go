@@ -1,0 +1,176 @@
+package cache
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+const (
+	// maxBatch bounds how many queued writes share one Embed and one Upsert.
+	maxBatch = 64
+	// batchTimeout bounds one batch, so a hung embedder or index stalls the
+	// queue (which then drops) rather than the worker forever.
+	batchTimeout = 30 * time.Second
+)
+
+type queueItem struct {
+	e Entry
+	// gen is the cache's flush generation when the write was queued.
+	gen uint64
+}
+
+// queue is the bounded asynchronous index-write queue: a buffered channel
+// drained by one worker that batches what has piled up.
+type queue struct {
+	ch    chan queueItem
+	write func(ctx context.Context, batch []queueItem)
+
+	mu     sync.RWMutex // guards closed against push racing close(ch)
+	closed bool
+
+	drops  atomic.Uint64
+	ctx    context.Context // cancelled when Close runs out of time
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+func newQueue(size int, write func(context.Context, []queueItem)) *queue {
+	ctx, cancel := context.WithCancel(context.Background())
+	q := &queue{
+		ch:     make(chan queueItem, size),
+		write:  write,
+		ctx:    ctx,
+		cancel: cancel,
+		done:   make(chan struct{}),
+	}
+	go q.run()
+	return q
+}
+
+// push queues it without ever blocking; a full or closed queue drops it.
+func (q *queue) push(it queueItem) bool {
+	q.mu.RLock()
+	defer q.mu.RUnlock()
+	if !q.closed {
+		select {
+		case q.ch <- it:
+			return true
+		default:
+		}
+	}
+	q.drops.Add(1)
+	return false
+}
+
+func (q *queue) depth() int { return len(q.ch) }
+
+func (q *queue) run() {
+	defer close(q.done)
+	batch := make([]queueItem, 0, maxBatch)
+	for it := range q.ch {
+		batch = append(batch[:0], it)
+	fill:
+		for len(batch) < maxBatch {
+			select {
+			case it, ok := <-q.ch:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, it)
+			default:
+				break fill
+			}
+		}
+		if q.ctx.Err() != nil {
+			// Close gave up waiting: drain without calling out.
+			q.drops.Add(uint64(len(batch)))
+			continue
+		}
+		q.write(q.ctx, batch)
+	}
+}
+
+// close stops accepting writes and waits, bounded by ctx, for the queued ones
+// to be written. When ctx ends first the remaining writes are abandoned
+// (counted as drops) and a write in flight is cancelled.
+func (q *queue) close(ctx context.Context) error {
+	q.mu.Lock()
+	if !q.closed {
+		q.closed = true
+		close(q.ch)
+	}
+	q.mu.Unlock()
+	select {
+	case <-q.done:
+		q.cancel()
+		return nil
+	case <-ctx.Done():
+		q.cancel()
+		return fmt.Errorf("flush index writes: %w", ctx.Err())
+	}
+}
+
+// writeBatch embeds the queries of batch in one call and upserts them in one
+// call. Failures are counted and reported by Health; the entries stay in the
+// exact tier.
+func (c *Cache) writeBatch(ctx context.Context, batch []queueItem) {
+	ctx, cancel := context.WithTimeout(ctx, batchTimeout)
+	defer cancel()
+	now := c.now()
+	live := make([]queueItem, 0, len(batch))
+	for _, it := range batch {
+		if !it.e.Expired(now) && !c.stale(it.e.Partition, it.gen) {
+			live = append(live, it)
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	texts := make([]string, len(live))
+	for i, it := range live {
+		texts[i] = it.e.Query
+	}
+	vecs, err := c.embedder.Embed(ctx, texts)
+	if err == nil && len(vecs) != len(texts) {
+		err = fmt.Errorf("embedder returned %d vectors for %d texts", len(vecs), len(texts))
+	}
+	if err == nil {
+		for _, v := range vecs {
+			if len(v) != c.embedder.Dimension() {
+				err = fmt.Errorf("embedder returned a vector of dimension %d, want %d", len(v), c.embedder.Dimension())
+				break
+			}
+		}
+	}
+	if err != nil {
+		c.writeFailures.Add(uint64(len(live)))
+		c.embedErrors.Add(1)
+		c.fail(ComponentEmbedder, fmt.Errorf("embed queries: %w", err))
+		return
+	}
+	c.ok(ComponentEmbedder)
+
+	// Holding writeMu from the staleness check through Upsert means a Flush
+	// either sees this upsert (and deletes it after) or is seen by it.
+	c.writeMu.Lock()
+	defer c.writeMu.Unlock()
+	items := make([]IndexItem, 0, len(live))
+	for i, it := range live {
+		if !c.stale(it.e.Partition, it.gen) {
+			items = append(items, IndexItem{Entry: it.e, Vector: vecs[i]})
+		}
+	}
+	if len(items) == 0 {
+		return
+	}
+	if err := c.index.Upsert(ctx, items); err != nil {
+		c.writeFailures.Add(uint64(len(items)))
+		c.indexErrors.Add(1)
+		c.fail(ComponentIndex, fmt.Errorf("upsert index: %w", err))
+		return
+	}
+	c.ok(ComponentIndex)
+}

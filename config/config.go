@@ -1,0 +1,540 @@
+// Package config loads, defaults, overrides from the environment and validates Breakwater's TOML configuration.
+//
+// The order is fixed: strict TOML decoding (an unknown key is an error), then
+// defaults for every key the file leaves out, then BREAKWATER_<SECTION>_<KEY>
+// environment overrides, then derived values (vector.path from cache.data_dir,
+// a model's target model from its name, …), then Validate. Library packages
+// never import this package: main turns a *Config into constructor arguments.
+//
+// config.example.toml at the repository root documents every key; a test
+// fails when a key of Config is missing there.
+package config
+
+import (
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is the whole configuration file. The zero value is not usable; start
+// from Default or Load.
+type Config struct {
+	// Server is the HTTP listener and process-level settings ([server]).
+	Server ServerConfig `toml:"server"`
+	// Cache is the exact and semantic cache ([cache]).
+	Cache CacheConfig `toml:"cache"`
+	// Vector is the semantic tier's index ([vector]).
+	Vector VectorConfig `toml:"vector"`
+	// Embed is the text → vector encoder ([embed]).
+	Embed EmbedConfig `toml:"embed"`
+	// Retry is the per-target retry policy of the upstream caller ([retry]).
+	Retry RetryConfig `toml:"retry"`
+	// Breaker is the per-target circuit breaker ([breaker]).
+	Breaker BreakerConfig `toml:"breaker"`
+	// Stream is the handling of streamed (SSE) answers ([stream]).
+	Stream StreamConfig `toml:"stream"`
+	// Upstreams are the model endpoints ([[upstreams]]). Load gives a file
+	// without any the same single "default" upstream as running without a
+	// file. Validate needs at least one.
+	Upstreams []Upstream `toml:"upstreams"`
+	// Models route a requested model name to ordered targets ([[models]]).
+	// Empty: every request goes to DefaultUpstream with its model unchanged.
+	Models []Model `toml:"models,omitempty"`
+	// DefaultUpstream receives requests for models not listed in Models and
+	// every other /v1/* path. Empty: Load sets it when exactly one upstream
+	// is declared; otherwise Validate rejects it.
+	DefaultUpstream string `toml:"default_upstream"`
+}
+
+// ServerConfig is [server].
+type ServerConfig struct {
+	// Listen is the host:port to serve on. Default "127.0.0.1:8080" (a
+	// sidecar answers its neighbour, not the network); ":8080" listens on
+	// every interface.
+	Listen string `toml:"listen"`
+	// MaxBodyBytes caps a request body; larger bodies get 413. Default 4 MiB.
+	// 0 means no limit.
+	MaxBodyBytes Size `toml:"max_body_bytes"`
+	// AdminTokenEnv names the environment variable holding the bearer token
+	// for /admin/*. Default "BREAKWATER_ADMIN_TOKEN". When the variable (or
+	// this key) is empty, /admin/* answers loopback clients only.
+	AdminTokenEnv string `toml:"admin_token_env"`
+	// ShutdownTimeout bounds graceful shutdown (drain requests, flush index
+	// writes). Default 15s.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
+	// Default 10s.
+	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// LogLevel is "debug", "info" (default), "warn" or "error".
+	LogLevel string `toml:"log_level"`
+	// LogFormat is "json" (default) or "text".
+	LogFormat string `toml:"log_format"`
+}
+
+// CacheConfig is [cache].
+type CacheConfig struct {
+	// Enabled turns both tiers on. Default true; false makes Breakwater a
+	// resilient proxy only (every request is "bypass").
+	Enabled bool `toml:"enabled"`
+	// TTL is how long an entry is served. Default 24h.
+	TTL Duration `toml:"ttl"`
+	// Threshold is the minimum cosine similarity for a semantic hit, in
+	// (0, 1]. Default 0.93. A request's X-Breakwater-Threshold may raise it,
+	// never lower it.
+	Threshold float64 `toml:"threshold"`
+	// ExactMaxBytes is the exact tier's memory budget. Default 256 MiB.
+	// 0 disables the exact tier.
+	ExactMaxBytes Size `toml:"exact_max_bytes"`
+	// PartitionBy lists what separates tenants: "authorization" (HMAC of the
+	// Authorization header), "namespace" (X-Breakwater-Namespace) and
+	// "header:<Name>". Default ["authorization", "namespace"]. An empty list
+	// means one cache shared by every client (explicit opt-in).
+	PartitionBy []string `toml:"partition_by"`
+	// PartitionSecretEnv names the environment variable holding the HMAC
+	// secret for partitions. Default "BREAKWATER_PARTITION_SECRET". When the
+	// variable (or this key) is empty, a secret is generated once and kept
+	// in DataDir; replicas sharing a Qdrant collection must share the secret.
+	PartitionSecretEnv string `toml:"partition_secret_env"`
+	// MaxTemperature: requests whose temperature is above it bypass the cache
+	// (neither read nor written). A request without temperature counts as 1.0,
+	// the API default. Default 1.0, so only deliberately creative requests
+	// bypass; 0 caches only deterministic requests. Allowed [0, 2].
+	MaxTemperature float64 `toml:"max_temperature"`
+	// StaleIfError serves the best near match (down to StaleThreshold, and
+	// expired entries) when every target is open or failing, with
+	// X-Breakwater-Cache: stale. Default true.
+	StaleIfError bool `toml:"stale_if_error"`
+	// StaleThreshold is the minimum similarity for a stale answer, in (0, 1]
+	// and at most Threshold. Default 0.85.
+	StaleThreshold float64 `toml:"stale_threshold"`
+	// WriteQueue is the capacity of the asynchronous vector-index write queue;
+	// a full queue drops (and counts) writes, never blocks a response.
+	// Default 1024. Must be >= 1.
+	WriteQueue int `toml:"write_queue"`
+	// DataDir holds the generated partition secret and the embedded vector
+	// index. Default "./data" (relative to the working directory).
+	DataDir string `toml:"data_dir"`
+}
+
+// VectorConfig is [vector].
+type VectorConfig struct {
+	// Backend is "embedded" (default: in-process, persisted under Path) or
+	// "qdrant" (see Qdrant).
+	Backend string `toml:"backend"`
+	// Path is the embedded index's directory. Empty (default): DataDir/vectors.
+	Path string `toml:"path"`
+	// MaxEntries bounds the embedded index; the oldest entries are evicted
+	// first. Default 100000. Must be > 0.
+	MaxEntries int `toml:"max_entries"`
+	// Qdrant is used only when Backend is "qdrant" ([vector.qdrant]).
+	Qdrant QdrantConfig `toml:"qdrant"`
+}
+
+// QdrantConfig is [vector.qdrant].
+type QdrantConfig struct {
+	// URL is Qdrant's gRPC address as host:port. Default "localhost:6334".
+	URL string `toml:"url"`
+	// Collection is created on first use with cosine distance. Default
+	// "breakwater".
+	Collection string `toml:"collection"`
+	// APIKeyEnv names the environment variable holding Qdrant's API key.
+	// Empty (default): no key is sent.
+	APIKeyEnv string `toml:"api_key_env"`
+	// TLS dials Qdrant over TLS. Default false.
+	TLS bool `toml:"tls"`
+	// Timeout bounds each Qdrant call. Default 2s.
+	Timeout Duration `toml:"timeout"`
+}
+
+// EmbedConfig is [embed].
+type EmbedConfig struct {
+	// Provider is "builtin" (default: the bundled sentence encoder, pure Go)
+	// or "openai" (any OpenAI-compatible /v1/embeddings, see OpenAI).
+	Provider string `toml:"provider"`
+	// CacheBytes is the memory budget of the text → vector cache. Default
+	// 32 MiB. 0 disables it.
+	CacheBytes Size `toml:"cache_bytes"`
+	// OpenAI is used only when Provider is "openai" ([embed.openai]).
+	OpenAI OpenAIEmbedConfig `toml:"openai"`
+}
+
+// OpenAIEmbedConfig is [embed.openai].
+type OpenAIEmbedConfig struct {
+	// BaseURL is the API root including the version prefix, e.g.
+	// "https://api.openai.com/v1" or "http://localhost:11434/v1". Empty
+	// (default): required when the provider is "openai".
+	BaseURL string `toml:"base_url"`
+	// Model is the embedding model, e.g. "text-embedding-3-small". Empty
+	// (default): required when the provider is "openai".
+	Model string `toml:"model"`
+	// APIKeyEnv names the environment variable holding the API key. Empty
+	// (default): no Authorization header (fine for local servers).
+	APIKeyEnv string `toml:"api_key_env"`
+	// Dimensions asks the model for shorter vectors (text-embedding-3-*).
+	// 0 (default): the model's native size.
+	Dimensions int `toml:"dimensions"`
+	// Timeout bounds each embeddings call. Default 10s.
+	Timeout Duration `toml:"timeout"`
+}
+
+// RetryConfig is [retry].
+type RetryConfig struct {
+	// MaxAttempts is the number of tries per target (1 = no retry) before
+	// falling back to the next target. Default 3.
+	MaxAttempts int `toml:"max_attempts"`
+	// BaseDelay is the first backoff step (exponential, full jitter).
+	// Default 200ms.
+	BaseDelay Duration `toml:"base_delay"`
+	// MaxDelay caps one backoff wait; must be >= BaseDelay. Default 5s.
+	MaxDelay Duration `toml:"max_delay"`
+	// Deadline bounds a whole request: every attempt, wait and fallback.
+	// Default 60s.
+	Deadline Duration `toml:"deadline"`
+	// RetryOn are the upstream statuses that are retried (connection errors
+	// and timeouts always are). Default [429, 500, 502, 503, 504, 529]. Only
+	// 4xx/5xx; 400, 401, 403, 404, 409, 413 and 422 are refused because the
+	// same request would fail the same way. Empty: retry connection errors
+	// and timeouts only.
+	RetryOn []int `toml:"retry_on"`
+}
+
+// BreakerConfig is [breaker].
+type BreakerConfig struct {
+	// Window is the rolling window for FailureRatio. Default 30s.
+	Window Duration `toml:"window"`
+	// MinRequests is how many requests the window needs before FailureRatio
+	// can open the breaker. Default 10. Must be >= 1.
+	MinRequests int `toml:"min_requests"`
+	// FailureRatio opens the breaker when failures/requests in Window reach
+	// it, in (0, 1]. Default 0.5.
+	FailureRatio float64 `toml:"failure_ratio"`
+	// ConsecutiveFailures opens the breaker after that many failures in a
+	// row. Default 5. 0 disables this trigger.
+	ConsecutiveFailures int `toml:"consecutive_failures"`
+	// OpenFor is how long an open breaker rejects before going half-open.
+	// Default 15s.
+	OpenFor Duration `toml:"open_for"`
+	// HalfOpenProbes is how many requests a half-open breaker admits.
+	// Default 1. Must be >= 1.
+	HalfOpenProbes int `toml:"half_open_probes"`
+}
+
+// StreamConfig is [stream].
+type StreamConfig struct {
+	// Resume continues a stream cut after its first byte on the next target
+	// (partial answer sent as an assistant prefix). Default true; false sends
+	// the client an SSE error event instead.
+	Resume bool `toml:"resume"`
+	// IdleTimeout is the longest gap between two chunks of an upstream stream
+	// before it counts as cut. Default 30s. 0 disables it (Retry.Deadline
+	// still applies).
+	IdleTimeout Duration `toml:"idle_timeout"`
+}
+
+// Upstream is one [[upstreams]] entry: an OpenAI-compatible endpoint.
+type Upstream struct {
+	// Name identifies the upstream in [[models]] targets, default_upstream,
+	// metrics and the X-Breakwater-Upstream header. Required, unique,
+	// letters, digits, '.', '_' and '-' only.
+	Name string `toml:"name"`
+	// BaseURL is the API root INCLUDING the version prefix, e.g.
+	// "https://api.openai.com/v1"; a client's /v1/chat/completions goes to
+	// BaseURL + "/chat/completions". Required; http or https. Load trims a
+	// trailing slash.
+	BaseURL string `toml:"base_url"`
+	// APIKeyEnv names the environment variable holding this upstream's key,
+	// sent as "Authorization: Bearer <key>". Empty (default): the client's
+	// own Authorization header is forwarded.
+	APIKeyEnv string `toml:"api_key_env"`
+	// Timeout bounds one attempt (until the response headers for streams).
+	// Default 60s (when the key is absent). Must be > 0.
+	Timeout Duration `toml:"timeout"`
+	// MaxConcurrency is the number of requests in flight to this upstream
+	// (default pool). Default 64 (when the key is absent). Must be >= 1.
+	MaxConcurrency int `toml:"max_concurrency"`
+	// MaxQueue is how many requests may wait for a slot; beyond it requests
+	// get 429 + Retry-After at once. Default 256 (when the key is absent).
+	// 0: no waiting.
+	MaxQueue int `toml:"max_queue"`
+	// Pools are per-class limits ([upstreams.pools.<class>]), chosen by a
+	// request's X-Breakwater-Class. Each pool has its own slots and queue; a
+	// request without a class, or with a class not listed, uses the
+	// upstream's MaxConcurrency/MaxQueue. Nil (default): no classes.
+	Pools map[string]Pool `toml:"pools,omitempty"`
+}
+
+// Pool is one [upstreams.pools.<class>] entry.
+type Pool struct {
+	// MaxConcurrency is this class's slots. Default (key absent): the
+	// upstream's MaxConcurrency. Must be >= 1.
+	MaxConcurrency int `toml:"max_concurrency"`
+	// MaxQueue is this class's queue. Default (key absent): the upstream's
+	// MaxQueue. 0: no waiting.
+	MaxQueue int `toml:"max_queue"`
+}
+
+// Model is one [[models]] entry: a model name clients ask for and where it
+// is served.
+type Model struct {
+	// Name is the model a client requests (the body's "model"). Required,
+	// unique.
+	Name string `toml:"name"`
+	// CacheGroup lets models share cache entries: models with the same group
+	// have the same context fingerprint. Empty: Load sets it to Name (no
+	// sharing).
+	CacheGroup string `toml:"cache_group"`
+	// Targets are tried by ascending Priority, weighted within a priority.
+	// At least one.
+	Targets []Target `toml:"targets"`
+}
+
+// Target is one entry of a model's targets.
+type Target struct {
+	// Upstream names a declared [[upstreams]] entry. Required.
+	Upstream string `toml:"upstream"`
+	// Model is the model name sent to that upstream. Empty: Load sets it to
+	// the Model's Name.
+	Model string `toml:"model"`
+	// Priority orders targets: lower first. Default 0. Must be >= 0.
+	Priority int `toml:"priority"`
+	// Weight is the share of traffic among healthy targets of the same
+	// priority. Default 1 (when the key is absent). Must be > 0.
+	Weight float64 `toml:"weight"`
+}
+
+// Defaults that are not a plain value of Default() (element defaults of
+// [[upstreams]], pools and targets, and the no-file upstream).
+const (
+	// DefaultUpstreamURL is the upstream used without a config file when
+	// BREAKWATER_UPSTREAM_URL is unset.
+	DefaultUpstreamURL = "https://api.openai.com/v1"
+	// UpstreamURLEnv sets the base_url of the implicit "default" upstream
+	// (no file, or a file without [[upstreams]]).
+	UpstreamURLEnv = "BREAKWATER_UPSTREAM_URL"
+
+	defaultUpstreamName     = "default"
+	defaultUpstreamTimeout  = Duration(60 * time.Second)
+	defaultMaxConcurrency   = 64
+	defaultMaxQueue         = 256
+	defaultTargetWeight     = 1.0
+	defaultVectorsDirectory = "vectors"
+)
+
+// Default returns a complete, valid configuration: every key at its
+// documented default and one upstream named "default" pointing at
+// DefaultUpstreamURL that forwards the client's Authorization header.
+func Default() *Config {
+	c := defaults()
+	c.Upstreams = []Upstream{implicitUpstream(DefaultUpstreamURL)}
+	c.finish()
+	return c
+}
+
+// defaults is Default without upstreams and without derived values; Load
+// decodes a file over it so absent section keys keep their defaults.
+func defaults() *Config {
+	return &Config{
+		Server: ServerConfig{
+			Listen:            "127.0.0.1:8080",
+			MaxBodyBytes:      4 * MiB,
+			AdminTokenEnv:     "BREAKWATER_ADMIN_TOKEN",
+			ShutdownTimeout:   Duration(15 * time.Second),
+			ReadHeaderTimeout: Duration(10 * time.Second),
+			LogLevel:          "info",
+			LogFormat:         "json",
+		},
+		Cache: CacheConfig{
+			Enabled:            true,
+			TTL:                Duration(24 * time.Hour),
+			Threshold:          0.93,
+			ExactMaxBytes:      256 * MiB,
+			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
+			PartitionSecretEnv: "BREAKWATER_PARTITION_SECRET",
+			MaxTemperature:     1.0,
+			StaleIfError:       true,
+			StaleThreshold:     0.85,
+			WriteQueue:         1024,
+			DataDir:            "./data",
+		},
+		Vector: VectorConfig{
+			Backend:    BackendEmbedded,
+			MaxEntries: 100000,
+			Qdrant: QdrantConfig{
+				URL:        "localhost:6334",
+				Collection: "breakwater",
+				Timeout:    Duration(2 * time.Second),
+			},
+		},
+		Embed: EmbedConfig{
+			Provider:   ProviderBuiltin,
+			CacheBytes: 32 * MiB,
+			OpenAI: OpenAIEmbedConfig{
+				Timeout: Duration(10 * time.Second),
+			},
+		},
+		Retry: RetryConfig{
+			MaxAttempts: 3,
+			BaseDelay:   Duration(200 * time.Millisecond),
+			MaxDelay:    Duration(5 * time.Second),
+			Deadline:    Duration(60 * time.Second),
+			RetryOn:     []int{429, 500, 502, 503, 504, 529},
+		},
+		Breaker: BreakerConfig{
+			Window:              Duration(30 * time.Second),
+			MinRequests:         10,
+			FailureRatio:        0.5,
+			ConsecutiveFailures: 5,
+			OpenFor:             Duration(15 * time.Second),
+			HalfOpenProbes:      1,
+		},
+		Stream: StreamConfig{
+			Resume:      true,
+			IdleTimeout: Duration(30 * time.Second),
+		},
+	}
+}
+
+func implicitUpstream(baseURL string) Upstream {
+	return Upstream{
+		Name:           defaultUpstreamName,
+		BaseURL:        baseURL,
+		Timeout:        defaultUpstreamTimeout,
+		MaxConcurrency: defaultMaxConcurrency,
+		MaxQueue:       defaultMaxQueue,
+	}
+}
+
+// finish fills values derived from other keys. It runs after environment
+// overrides so that, e.g., BREAKWATER_CACHE_DATA_DIR moves vector.path too.
+func (c *Config) finish() {
+	if c.Vector.Path == "" && c.Cache.DataDir != "" {
+		c.Vector.Path = filepath.Join(c.Cache.DataDir, defaultVectorsDirectory)
+	}
+	if c.DefaultUpstream == "" && len(c.Upstreams) == 1 {
+		c.DefaultUpstream = c.Upstreams[0].Name
+	}
+	for i := range c.Upstreams {
+		c.Upstreams[i].BaseURL = strings.TrimRight(c.Upstreams[i].BaseURL, "/")
+	}
+	for i := range c.Models {
+		m := &c.Models[i]
+		if m.CacheGroup == "" {
+			m.CacheGroup = m.Name
+		}
+		for j := range m.Targets {
+			if m.Targets[j].Model == "" {
+				m.Targets[j].Model = m.Name
+			}
+		}
+	}
+}
+
+// Upstream returns the upstream named name.
+func (c *Config) Upstream(name string) (Upstream, bool) {
+	for _, u := range c.Upstreams {
+		if u.Name == name {
+			return u, true
+		}
+	}
+	return Upstream{}, false
+}
+
+// Allowed values of enumerated keys.
+const (
+	BackendEmbedded = "embedded"
+	BackendQdrant   = "qdrant"
+
+	ProviderBuiltin = "builtin"
+	ProviderOpenAI  = "openai"
+
+	PartitionAuthorization = "authorization"
+	PartitionNamespace     = "namespace"
+	// PartitionHeaderPrefix starts a partition_by item naming a request
+	// header, e.g. "header:X-Tenant-ID".
+	PartitionHeaderPrefix = "header:"
+)
+
+// Duration is a time.Duration written as a Go duration string ("200ms",
+// "1m30s") in TOML and in environment overrides. A bare TOML integer is
+// refused by Load (it would silently mean nanoseconds).
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String formats d like time.Duration.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(strings.TrimSpace(string(b)))
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: %s", b, durationHint)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+const durationHint = `must be a Go duration string such as "200ms", "5s" or "1m30s"`
+
+// Size is a byte count written as a TOML integer (4194304) or a string with a
+// unit ("4MiB", "512KiB", "1GiB"; "KB"/"MB"/"GB" are powers of 1000).
+type Size int64
+
+// Byte-size units.
+const (
+	KiB Size = 1 << 10
+	MiB Size = 1 << 20
+	GiB Size = 1 << 30
+)
+
+var sizeUnits = []struct {
+	suffix string
+	mult   Size
+}{
+	// Longest suffixes first so "MiB" is not read as "B".
+	{"KiB", KiB}, {"MiB", MiB}, {"GiB", GiB},
+	{"KB", 1000}, {"MB", 1000 * 1000}, {"GB", 1000 * 1000 * 1000},
+	{"B", 1},
+}
+
+// String formats s with the largest binary unit that divides it exactly.
+func (s Size) String() string {
+	for _, u := range []struct {
+		suffix string
+		mult   Size
+	}{{"GiB", GiB}, {"MiB", MiB}, {"KiB", KiB}} {
+		if s != 0 && s%u.mult == 0 {
+			return strconv.FormatInt(int64(s/u.mult), 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(int64(s), 10)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (s Size) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *Size) UnmarshalText(b []byte) error {
+	text := strings.TrimSpace(string(b))
+	num, mult := text, Size(1)
+	for _, u := range sizeUnits {
+		if strings.HasSuffix(text, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(text, u.suffix)), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || (mult > 1 && (n > int64(1<<63-1)/int64(mult) || n < -int64(1<<63-1)/int64(mult))) {
+		return fmt.Errorf("invalid size %q: %s", b, sizeHint)
+	}
+	*s = Size(n) * mult
+	return nil
+}
+
+const sizeHint = `must be a byte count such as 4194304 or "4MiB"`

@@ -1,0 +1,501 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// EnvPrefix starts every environment override: BREAKWATER_<SECTION>_<KEY>.
+const EnvPrefix = "BREAKWATER_"
+
+// Load reads the TOML file at path and returns a validated configuration.
+//
+// With path "", the configuration is Default() except that the "default"
+// upstream's base_url is $BREAKWATER_UPSTREAM_URL when set. A file is decoded
+// strictly (an unknown key is an error naming it and its line); keys it
+// leaves out keep their defaults; a file without [[upstreams]] gets the same
+// implicit "default" upstream.
+//
+// Then every scalar or list key of the sections (and default_upstream) can be
+// overridden by BREAKWATER_<SECTION>_<KEY>, upper-cased with dots as
+// underscores: BREAKWATER_CACHE_THRESHOLD=0.95,
+// BREAKWATER_VECTOR_QDRANT_URL=qdrant:6334, BREAKWATER_RETRY_RETRY_ON=429,503.
+// Lists are comma-separated; "[]" is the empty list. An empty variable counts
+// as unset. [[upstreams]] and [[models]] have no overrides.
+//
+// env looks variables up (os.Getenv when nil); tests pass a map's lookup.
+// The returned error is one line per problem, each naming the key.
+func Load(path string, env func(string) string) (*Config, error) {
+	if env == nil {
+		env = os.Getenv
+	}
+	var c *Config
+	if path == "" {
+		c = defaults()
+	} else {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return nil, fmt.Errorf("config: read file: %w", err)
+		}
+		if c, err = decode(path, data); err != nil {
+			return nil, err
+		}
+	}
+	if len(c.Upstreams) == 0 {
+		base := env(UpstreamURLEnv)
+		if base == "" {
+			base = DefaultUpstreamURL
+		}
+		c.Upstreams = []Upstream{implicitUpstream(base)}
+	}
+	if err := applyEnv(c, env); err != nil {
+		return nil, err
+	}
+	c.finish()
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// decode parses data over the defaults, strictly, and fills the defaults of
+// [[upstreams]], pools and targets for the keys each entry leaves out.
+func decode(path string, data []byte) (*Config, error) {
+	// A generic parse first: it reports syntax errors on their own, and it
+	// tells which keys each array-of-tables entry sets (a zero in the struct
+	// cannot: max_queue = 0 is a choice, an absent max_queue is 256).
+	var raw map[string]any
+	if err := toml.Unmarshal(data, &raw); err != nil {
+		return nil, decodeError(path, err, nil)
+	}
+	if err := checkRaw(path, reflect.TypeFor[Config](), raw, ""); err != nil {
+		return nil, err
+	}
+	c := defaults()
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(c); err != nil {
+		return nil, decodeError(path, err, raw)
+	}
+	fillElementDefaults(c, raw)
+	return c, nil
+}
+
+// decodeError turns go-toml's errors into one line per problem:
+// "config: FILE:LINE:COL: KEY: what is wrong". raw is the generic parse of
+// the document, when there is one.
+func decodeError(path string, err error, raw map[string]any) error {
+	var missing *toml.StrictMissingError
+	if errors.As(err, &missing) {
+		errs := make([]error, 0, len(missing.Errors))
+		for i := range missing.Errors {
+			e := &missing.Errors[i]
+			line, col := e.Position()
+			key := []string(e.Key())
+			hint := ""
+			if rawHas(raw, key) {
+				hint = unknownKeyHint(key)
+			} else if len(key) > 0 {
+				// go-toml drops the array's name for keys inside inline
+				// tables of an array ("models.prio" for a target's "prio");
+				// the line and column are right, the path is not.
+				key = key[len(key)-1:]
+			}
+			errs = append(errs, fmt.Errorf("config: %s:%d:%d: unknown key %q%s",
+				path, line, col, strings.Join(key, "."), hint))
+		}
+		return errors.Join(errs...)
+	}
+	var de *toml.DecodeError
+	if errors.As(err, &de) {
+		line, col := de.Position()
+		key := []string(de.Key())
+		msg := strings.TrimPrefix(de.Error(), "toml: ")
+		// go-toml names Go types ("... into struct field ... of type int");
+		// say what the key accepts instead.
+		if rest, ok := strings.CutPrefix(msg, "cannot decode TOML "); ok {
+			got, _, _ := strings.Cut(rest, " into ")
+			if t, ok := typeAt(reflect.TypeFor[Config](), key); ok {
+				msg = fmt.Sprintf("got a TOML %s, want %s", got, describe(t))
+			}
+		}
+		if len(key) == 0 {
+			return fmt.Errorf("config: %s:%d:%d: %s", path, line, col, msg)
+		}
+		return fmt.Errorf("config: %s:%d:%d: %s: %s", path, line, col, strings.Join(key, "."), msg)
+	}
+	return fmt.Errorf("config: %s: %w", path, err)
+}
+
+// rawHas reports whether the generic parse has key, in any entry of an
+// array of tables.
+func rawHas(raw any, key []string) bool {
+	if len(key) == 0 {
+		return true
+	}
+	switch v := raw.(type) {
+	case map[string]any:
+		next, ok := v[key[0]]
+		return ok && rawHas(next, key[1:])
+	case []any:
+		return slices.ContainsFunc(v, func(e any) bool { return rawHas(e, key) })
+	}
+	return false
+}
+
+// unknownKeyHint suggests the closest allowed key of the same table, or
+// lists the allowed keys when none is close.
+func unknownKeyHint(key []string) string {
+	if len(key) == 0 {
+		return ""
+	}
+	parent, ok := typeAt(reflect.TypeFor[Config](), key[:len(key)-1])
+	if ok && parent.Kind() == reflect.Slice {
+		parent = parent.Elem()
+	}
+	if !ok || parent.Kind() != reflect.Struct {
+		return ""
+	}
+	var names []string
+	for f := range parent.Fields() {
+		if name := tomlName(f); name != "" {
+			names = append(names, name)
+		}
+	}
+	bad := key[len(key)-1]
+	best, bestDist := "", 3
+	for _, n := range names {
+		if d := editDistance(strings.ToLower(bad), n); d < bestDist {
+			best, bestDist = n, d
+		}
+	}
+	if best != "" {
+		return fmt.Sprintf(" (did you mean %q?)", best)
+	}
+	return " (allowed: " + strings.Join(names, ", ") + ")"
+}
+
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// typeAt follows a TOML key path through the Config type: struct fields by
+// tag, slices to their element, maps consume one key part (the map key).
+func typeAt(t reflect.Type, key []string) (reflect.Type, bool) {
+	for len(key) > 0 {
+		switch t.Kind() {
+		case reflect.Slice:
+			if t.Elem().Kind() != reflect.Struct {
+				return nil, false
+			}
+			t = t.Elem()
+		case reflect.Map:
+			t, key = t.Elem(), key[1:]
+		case reflect.Struct:
+			f, ok := fieldByTag(t, key[0])
+			if !ok {
+				return nil, false
+			}
+			t, key = f.Type, key[1:]
+		default:
+			return nil, false
+		}
+	}
+	return t, true
+}
+
+func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
+	for f := range t.Fields() {
+		if tomlName(f) == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
+}
+
+func tomlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
+}
+
+var (
+	durationType = reflect.TypeFor[Duration]()
+	sizeType     = reflect.TypeFor[Size]()
+)
+
+// describe says in words what a key of type t accepts.
+func describe(t reflect.Type) string {
+	switch t {
+	case durationType:
+		return `a Go duration string such as "200ms", "5s" or "1m30s"`
+	case sizeType:
+		return `a byte count such as 4194304 or "4MiB"`
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int64:
+		return "an integer"
+	case reflect.Float64:
+		return "a number"
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Struct {
+			return "an array of tables"
+		}
+		return "a list of " + strings.TrimPrefix(strings.TrimPrefix(describe(t.Elem()), "a "), "an ") + "s"
+	case reflect.Map, reflect.Struct:
+		return "a table"
+	}
+	return t.String()
+}
+
+// checkRaw refuses what go-toml would take silently or report without a
+// line: an integer duration goes straight into the int64 under Duration
+// ("timeout = 5" would mean 5ns), and a float size fails inside
+// UnmarshalText with no key. It walks only keys that Config has.
+func checkRaw(path string, t reflect.Type, raw any, key string) error {
+	switch {
+	case t == durationType:
+		if _, ok := raw.(string); !ok {
+			return fmt.Errorf("config: %s: %s = %v: %s", path, key, raw, durationHint)
+		}
+	case t == sizeType:
+		switch raw.(type) {
+		case string, int64:
+		default:
+			return fmt.Errorf("config: %s: %s = %v: %s", path, key, raw, sizeHint)
+		}
+	case t.Kind() == reflect.Struct:
+		m, _ := raw.(map[string]any)
+		for f := range t.Fields() {
+			name := tomlName(f)
+			v, ok := m[name]
+			if name == "" || !ok {
+				continue
+			}
+			if err := checkRaw(path, f.Type, v, joinKey(key, name)); err != nil {
+				return err
+			}
+		}
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		list, _ := raw.([]any)
+		for i, v := range list {
+			if err := checkRaw(path, t.Elem(), v, fmt.Sprintf("%s[%d]", key, i)); err != nil {
+				return err
+			}
+		}
+	case t.Kind() == reflect.Map:
+		m, _ := raw.(map[string]any)
+		for _, k := range slices.Sorted(mapKeys(m)) {
+			if err := checkRaw(path, t.Elem(), m[k], key+"."+k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func joinKey(prefix, name string) string {
+	if prefix == "" {
+		return name
+	}
+	return prefix + "." + name
+}
+
+// fillElementDefaults sets the defaults of array-of-tables entries for the
+// keys the file leaves out (sections get theirs by decoding over defaults()).
+func fillElementDefaults(c *Config, raw map[string]any) {
+	ups, _ := raw["upstreams"].([]any)
+	for i := range c.Upstreams {
+		r := tableAt(ups, i)
+		u := &c.Upstreams[i]
+		if !has(r, "timeout") {
+			u.Timeout = defaultUpstreamTimeout
+		}
+		if !has(r, "max_concurrency") {
+			u.MaxConcurrency = defaultMaxConcurrency
+		}
+		if !has(r, "max_queue") {
+			u.MaxQueue = defaultMaxQueue
+		}
+		pools, _ := r["pools"].(map[string]any)
+		for class, p := range u.Pools {
+			pr, _ := pools[class].(map[string]any)
+			if !has(pr, "max_concurrency") {
+				p.MaxConcurrency = u.MaxConcurrency
+			}
+			if !has(pr, "max_queue") {
+				p.MaxQueue = u.MaxQueue
+			}
+			u.Pools[class] = p
+		}
+	}
+	models, _ := raw["models"].([]any)
+	for i := range c.Models {
+		targets, _ := tableAt(models, i)["targets"].([]any)
+		for j := range c.Models[i].Targets {
+			if !has(tableAt(targets, j), "weight") {
+				c.Models[i].Targets[j].Weight = defaultTargetWeight
+			}
+		}
+	}
+}
+
+func tableAt(list []any, i int) map[string]any {
+	if i >= len(list) {
+		return nil
+	}
+	m, _ := list[i].(map[string]any)
+	return m
+}
+
+func has(m map[string]any, key string) bool {
+	_, ok := m[key]
+	return ok
+}
+
+// envKey is one environment override: Name is the variable, Key the TOML
+// key it sets, Index the field path in Config.
+type envKey struct {
+	Name  string
+	Key   string
+	Index []int
+	Type  reflect.Type
+}
+
+// envKeys lists every override, in struct order: every scalar and list key
+// of the sections, recursively, and the top-level scalars. Arrays of tables
+// and maps are skipped.
+func envKeys() []envKey {
+	var out []envKey
+	var walk func(t reflect.Type, index []int, path []string)
+	walk = func(t reflect.Type, index []int, path []string) {
+		for f := range t.Fields() {
+			name := tomlName(f)
+			if name == "" || !f.IsExported() {
+				continue
+			}
+			idx := append(slices.Clone(index), f.Index...)
+			p := append(slices.Clone(path), name)
+			switch {
+			case f.Type == durationType || f.Type == sizeType:
+			case f.Type.Kind() == reflect.Struct:
+				walk(f.Type, idx, p)
+				continue
+			case f.Type.Kind() == reflect.Map,
+				f.Type.Kind() == reflect.Slice && f.Type.Elem().Kind() == reflect.Struct:
+				continue
+			}
+			out = append(out, envKey{
+				Name:  EnvPrefix + strings.ToUpper(strings.Join(p, "_")),
+				Key:   strings.Join(p, "."),
+				Index: idx,
+				Type:  f.Type,
+			})
+		}
+	}
+	walk(reflect.TypeFor[Config](), nil, nil)
+	return out
+}
+
+// applyEnv sets every key whose BREAKWATER_ variable is non-empty.
+func applyEnv(c *Config, env func(string) string) error {
+	root := reflect.ValueOf(c).Elem()
+	var errs []error
+	for _, k := range envKeys() {
+		s := env(k.Name)
+		if s == "" {
+			continue
+		}
+		if err := setString(root.FieldByIndex(k.Index), s); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s = %q: %s must be %s", k.Name, s, k.Key, envDescribe(k.Type)))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func envDescribe(t reflect.Type) string {
+	if t.Kind() == reflect.Slice {
+		return describe(t) + `, comma-separated ("[]" for none)`
+	}
+	return describe(t)
+}
+
+// setString parses s into v according to v's type.
+func setString(v reflect.Value, s string) error {
+	s = strings.TrimSpace(s)
+	if u, ok := v.Addr().Interface().(interface{ UnmarshalText([]byte) error }); ok {
+		return u.UnmarshalText([]byte(s))
+	}
+	switch v.Kind() {
+	case reflect.String:
+		v.SetString(s)
+	case reflect.Bool:
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return err
+		}
+		v.SetBool(b)
+	case reflect.Int, reflect.Int64:
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return err
+		}
+		if v.OverflowInt(n) {
+			return strconv.ErrRange
+		}
+		v.SetInt(n)
+	case reflect.Float64:
+		f, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return err
+		}
+		v.SetFloat(f)
+	case reflect.Slice:
+		list := reflect.MakeSlice(v.Type(), 0, 0)
+		if s != "[]" {
+			for part := range strings.SplitSeq(s, ",") {
+				if part = strings.TrimSpace(part); part == "" {
+					continue
+				}
+				elem := reflect.New(v.Type().Elem()).Elem()
+				if err := setString(elem, part); err != nil {
+					return err
+				}
+				list = reflect.Append(list, elem)
+			}
+		}
+		v.Set(list)
+	default:
+		return fmt.Errorf("unsupported type %s", v.Type())
+	}
+	return nil
+}

@@ -1,0 +1,427 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Error is one invalid setting: the key, its value and what is allowed. Its
+// message is one line, e.g.
+//
+//	config: cache.threshold = 1.5: must be in (0, 1]
+//	config: upstreams[1].base_url is empty: set the upstream's API root, e.g. https://api.openai.com/v1
+type Error struct {
+	// Key is the TOML key, with indices for array entries
+	// ("models[0].targets[1].upstream").
+	Key string
+	// Value is the offending value; an empty string reads "is empty".
+	Value any
+	// Problem says what is allowed.
+	Problem string
+}
+
+func (e *Error) Error() string {
+	switch v := e.Value.(type) {
+	case string:
+		if v == "" {
+			return fmt.Sprintf("config: %s is empty: %s", e.Key, e.Problem)
+		}
+		return fmt.Sprintf("config: %s = %q: %s", e.Key, v, e.Problem)
+	case []string:
+		return fmt.Sprintf("config: %s = [%s]: %s", e.Key, quoteAll(v), e.Problem)
+	default:
+		return fmt.Sprintf("config: %s = %v: %s", e.Key, v, e.Problem)
+	}
+}
+
+// Validate checks every key and returns every problem found, each an *Error
+// on its own line (errors.Join), in the order of the file's sections:
+// start-up should fail with the whole list rather than one fix per restart.
+// errors.As(err, &e) yields the first. nil means the configuration is usable.
+// Validate does not fill defaults; see Load.
+func (c *Config) Validate() error {
+	var v validator
+	c.validateServer(&v)
+	c.validateCache(&v)
+	c.validateVector(&v)
+	c.validateEmbed(&v)
+	c.validateRetry(&v)
+	c.validateBreaker(&v)
+	if c.Stream.IdleTimeout < 0 {
+		v.add("stream.idle_timeout", c.Stream.IdleTimeout, "must be >= 0 (0 disables it)")
+	}
+	upstreams := c.validateUpstreams(&v)
+	c.validateModels(&v, upstreams)
+	switch {
+	case len(c.Upstreams) == 0: // already reported; naming "none" adds nothing
+	case c.DefaultUpstream == "":
+		v.add("default_upstream", "", "set it to the upstream that serves unrouted models (have: %s)", upstreams)
+	case !slices.Contains(upstreams, c.DefaultUpstream):
+		v.add("default_upstream", c.DefaultUpstream, "no [[upstreams]] named %q (have: %s)", c.DefaultUpstream, upstreams)
+	}
+	return errors.Join(v.errs...)
+}
+
+type validator struct{ errs []error }
+
+func (v *validator) add(key string, value any, problem string, args ...any) {
+	v.errs = append(v.errs, &Error{Key: key, Value: value, Problem: fmt.Sprintf(problem, args...)})
+}
+
+// names prints a list of upstream names the way messages quote them.
+type names []string
+
+func (n names) String() string {
+	if len(n) == 0 {
+		return "none"
+	}
+	return strings.Join(n, ", ")
+}
+
+func quoteAll(list []string) string {
+	q := make([]string, len(list))
+	for i, s := range list {
+		q[i] = strconv.Quote(s)
+	}
+	return strings.Join(q, ", ")
+}
+
+func (c *Config) validateServer(v *validator) {
+	s := &c.Server
+	hostPort(v, "server.listen", s.Listen, `must be host:port, e.g. "127.0.0.1:8080" or ":8080"`)
+	nonNegative(v, "server.max_body_bytes", s.MaxBodyBytes, "must be >= 0 (0: no limit)")
+	envName(v, "server.admin_token_env", s.AdminTokenEnv)
+	positive(v, "server.shutdown_timeout", s.ShutdownTimeout)
+	positive(v, "server.read_header_timeout", s.ReadHeaderTimeout)
+	oneOf(v, "server.log_level", s.LogLevel, "debug", "info", "warn", "error")
+	oneOf(v, "server.log_format", s.LogFormat, "json", "text")
+}
+
+func (c *Config) validateCache(v *validator) {
+	s := &c.Cache
+	positive(v, "cache.ttl", s.TTL)
+	unitInterval(v, "cache.threshold", s.Threshold)
+	nonNegative(v, "cache.exact_max_bytes", s.ExactMaxBytes, "must be >= 0 (0 disables the exact tier)")
+	seen := map[string]bool{}
+	for i, item := range s.PartitionBy {
+		key := fmt.Sprintf("cache.partition_by[%d]", i)
+		switch {
+		case item == PartitionAuthorization, item == PartitionNamespace:
+		case strings.HasPrefix(item, PartitionHeaderPrefix):
+			if name := strings.TrimPrefix(item, PartitionHeaderPrefix); !isToken(name) {
+				v.add(key, item, `"header:" must be followed by a header name such as X-Tenant-ID`)
+				continue
+			}
+		default:
+			v.add(key, item, `must be "authorization", "namespace" or "header:<Name>" ([] shares one cache between all clients)`)
+			continue
+		}
+		norm := strings.ToLower(item)
+		if seen[norm] {
+			v.add(key, item, "listed twice")
+		}
+		seen[norm] = true
+	}
+	envName(v, "cache.partition_secret_env", s.PartitionSecretEnv)
+	if s.MaxTemperature < 0 || s.MaxTemperature > 2 {
+		v.add("cache.max_temperature", s.MaxTemperature, "must be in [0, 2] (requests above it bypass the cache)")
+	}
+	switch {
+	case !(s.StaleThreshold > 0 && s.StaleThreshold <= 1):
+		unitInterval(v, "cache.stale_threshold", s.StaleThreshold)
+	case s.Threshold > 0 && s.Threshold <= 1 && s.StaleThreshold > s.Threshold:
+		v.add("cache.stale_threshold", s.StaleThreshold, "must be <= cache.threshold (%v): a stale answer is a fallback, not a stricter match", s.Threshold)
+	}
+	if s.WriteQueue < 1 {
+		v.add("cache.write_queue", s.WriteQueue, "must be >= 1")
+	}
+	if s.DataDir == "" {
+		v.add("cache.data_dir", s.DataDir, `set a writable directory for the partition secret and the vector index, e.g. "./data"`)
+	}
+}
+
+func (c *Config) validateVector(v *validator) {
+	s := &c.Vector
+	switch s.Backend {
+	case BackendEmbedded:
+		if s.Path == "" {
+			v.add("vector.path", s.Path, "set the embedded index's directory (default: <cache.data_dir>/vectors)")
+		}
+	case BackendQdrant:
+		q := &s.Qdrant
+		hostPort(v, "vector.qdrant.url", q.URL, `must be Qdrant's gRPC address as host:port, e.g. "localhost:6334" (no scheme; set tls = true for TLS)`)
+		if q.Collection == "" {
+			v.add("vector.qdrant.collection", q.Collection, `set the collection name, e.g. "breakwater"`)
+		}
+	default:
+		v.add("vector.backend", s.Backend, `must be "embedded" or "qdrant"`)
+	}
+	if s.MaxEntries <= 0 {
+		v.add("vector.max_entries", s.MaxEntries, "must be > 0")
+	}
+	envName(v, "vector.qdrant.api_key_env", s.Qdrant.APIKeyEnv)
+	positive(v, "vector.qdrant.timeout", s.Qdrant.Timeout)
+}
+
+func (c *Config) validateEmbed(v *validator) {
+	s := &c.Embed
+	o := &s.OpenAI
+	switch s.Provider {
+	case ProviderBuiltin:
+	case ProviderOpenAI:
+		if o.BaseURL == "" {
+			v.add("embed.openai.base_url", o.BaseURL, `required when embed.provider = "openai": the API root, e.g. https://api.openai.com/v1`)
+		} else {
+			httpURL(v, "embed.openai.base_url", o.BaseURL)
+		}
+		if o.Model == "" {
+			v.add("embed.openai.model", o.Model, `required when embed.provider = "openai", e.g. "text-embedding-3-small"`)
+		}
+	default:
+		v.add("embed.provider", s.Provider, `must be "builtin" or "openai"`)
+	}
+	nonNegative(v, "embed.cache_bytes", s.CacheBytes, "must be >= 0 (0 disables the embedding cache)")
+	envName(v, "embed.openai.api_key_env", o.APIKeyEnv)
+	if o.Dimensions < 0 {
+		v.add("embed.openai.dimensions", o.Dimensions, "must be >= 0 (0: the model's native size)")
+	}
+	positive(v, "embed.openai.timeout", o.Timeout)
+}
+
+// neverRetry are statuses that the same request bytes would get again.
+var neverRetry = []int{400, 401, 403, 404, 409, 413, 422}
+
+func (c *Config) validateRetry(v *validator) {
+	s := &c.Retry
+	if s.MaxAttempts < 1 {
+		v.add("retry.max_attempts", s.MaxAttempts, "must be >= 1 (1: no retry)")
+	}
+	if s.BaseDelay < 0 {
+		v.add("retry.base_delay", s.BaseDelay, "must be >= 0")
+	}
+	if s.MaxDelay < s.BaseDelay {
+		v.add("retry.max_delay", s.MaxDelay, "must be >= retry.base_delay (%v)", s.BaseDelay)
+	}
+	positive(v, "retry.deadline", s.Deadline)
+	for i, code := range s.RetryOn {
+		key := fmt.Sprintf("retry.retry_on[%d]", i)
+		switch {
+		case code < 400 || code > 599:
+			v.add(key, code, "must be a 4xx or 5xx status")
+		case slices.Contains(neverRetry, code):
+			v.add(key, code, "is never retried: 400, 401, 403, 404, 409, 413 and 422 would fail the same way again")
+		case slices.Contains(s.RetryOn[:i], code):
+			v.add(key, code, "listed twice")
+		}
+	}
+}
+
+func (c *Config) validateBreaker(v *validator) {
+	s := &c.Breaker
+	positive(v, "breaker.window", s.Window)
+	if s.MinRequests < 1 {
+		v.add("breaker.min_requests", s.MinRequests, "must be >= 1")
+	}
+	unitInterval(v, "breaker.failure_ratio", s.FailureRatio)
+	if s.ConsecutiveFailures < 0 {
+		v.add("breaker.consecutive_failures", s.ConsecutiveFailures, "must be >= 0 (0 disables this trigger)")
+	}
+	positive(v, "breaker.open_for", s.OpenFor)
+	if s.HalfOpenProbes < 1 {
+		v.add("breaker.half_open_probes", s.HalfOpenProbes, "must be >= 1")
+	}
+}
+
+// validateUpstreams checks [[upstreams]] and returns the declared names.
+func (c *Config) validateUpstreams(v *validator) names {
+	if len(c.Upstreams) == 0 {
+		v.errs = append(v.errs, errors.New("config: no [[upstreams]]: declare at least one, e.g. name = \"openai\", base_url = \"https://api.openai.com/v1\""))
+	}
+	var declared names
+	for i, u := range c.Upstreams {
+		key := fmt.Sprintf("upstreams[%d]", i)
+		switch {
+		case u.Name == "":
+			v.add(key+".name", u.Name, `name the upstream, e.g. "openai"`)
+		case !isName(u.Name):
+			v.add(key+".name", u.Name, "must be letters, digits, '.', '_' or '-'")
+		case slices.Contains(declared, u.Name):
+			v.add(key+".name", u.Name, "another [[upstreams]] has this name")
+		default:
+			declared = append(declared, u.Name)
+		}
+		if u.BaseURL == "" {
+			v.add(key+".base_url", u.BaseURL, "set the upstream's API root, e.g. https://api.openai.com/v1")
+		} else {
+			httpURL(v, key+".base_url", u.BaseURL)
+		}
+		envName(v, key+".api_key_env", u.APIKeyEnv)
+		positive(v, key+".timeout", u.Timeout)
+		if u.MaxConcurrency < 1 {
+			v.add(key+".max_concurrency", u.MaxConcurrency, "must be >= 1")
+		}
+		if u.MaxQueue < 0 {
+			v.add(key+".max_queue", u.MaxQueue, "must be >= 0 (0: no waiting)")
+		}
+		for _, class := range slices.Sorted(mapKeys(u.Pools)) {
+			p := u.Pools[class]
+			pkey := key + ".pools." + class
+			if !isName(class) {
+				v.add(key+".pools", class, "a class must be letters, digits, '.', '_' or '-' (it is matched against X-Breakwater-Class)")
+			}
+			if p.MaxConcurrency < 1 {
+				v.add(pkey+".max_concurrency", p.MaxConcurrency, "must be >= 1")
+			}
+			if p.MaxQueue < 0 {
+				v.add(pkey+".max_queue", p.MaxQueue, "must be >= 0 (0: no waiting)")
+			}
+		}
+	}
+	return declared
+}
+
+func (c *Config) validateModels(v *validator, upstreams names) {
+	var seen []string
+	for i, m := range c.Models {
+		key := fmt.Sprintf("models[%d]", i)
+		switch {
+		case m.Name == "":
+			v.add(key+".name", m.Name, `set the model name clients request, e.g. "gpt-4o-mini"`)
+		case slices.Contains(seen, m.Name):
+			v.add(key+".name", m.Name, "another [[models]] has this name")
+		default:
+			seen = append(seen, m.Name)
+		}
+		if len(m.Targets) == 0 {
+			v.errs = append(v.errs, fmt.Errorf("config: %s.targets is empty: add at least one {upstream = ..., model = ...}", key))
+		}
+		for j, t := range m.Targets {
+			tkey := fmt.Sprintf("%s.targets[%d]", key, j)
+			switch {
+			case t.Upstream == "":
+				v.add(tkey+".upstream", t.Upstream, "name one of the [[upstreams]] (have: %s)", upstreams)
+			case !slices.Contains(upstreams, t.Upstream):
+				v.add(tkey+".upstream", t.Upstream, "no [[upstreams]] named %q (have: %s)", t.Upstream, upstreams)
+			}
+			if t.Priority < 0 {
+				v.add(tkey+".priority", t.Priority, "must be >= 0 (lower is tried first)")
+			}
+			if !(t.Weight > 0) {
+				v.add(tkey+".weight", t.Weight, "must be > 0")
+			}
+		}
+	}
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+func positive(v *validator, key string, d Duration) {
+	if d <= 0 {
+		v.add(key, d, "must be > 0")
+	}
+}
+
+func nonNegative(v *validator, key string, s Size, problem string) {
+	if s < 0 {
+		v.add(key, int64(s), "%s", problem)
+	}
+}
+
+func unitInterval(v *validator, key string, f float64) {
+	if !(f > 0 && f <= 1) {
+		v.add(key, f, "must be in (0, 1]")
+	}
+}
+
+func oneOf(v *validator, key, value string, allowed ...string) {
+	if !slices.Contains(allowed, value) {
+		v.add(key, value, "must be %s", orList(allowed))
+	}
+}
+
+func orList(allowed []string) string {
+	q := make([]string, len(allowed))
+	for i, a := range allowed {
+		q[i] = strconv.Quote(a)
+	}
+	if len(q) == 1 {
+		return q[0]
+	}
+	return strings.Join(q[:len(q)-1], ", ") + " or " + q[len(q)-1]
+}
+
+func hostPort(v *validator, key, value, problem string) {
+	host, port, err := net.SplitHostPort(value)
+	if err != nil || strings.ContainsAny(host, "/ ") {
+		v.add(key, value, "%s", problem)
+		return
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		v.add(key, value, "port must be a number in 0-65535")
+	}
+}
+
+func httpURL(v *validator, key, value string) {
+	u, err := url.Parse(value)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		v.add(key, value, "must be an http(s) URL of the API root, e.g. https://api.openai.com/v1")
+	case u.RawQuery != "" || u.Fragment != "":
+		v.add(key, value, "must not have a query or fragment")
+	}
+}
+
+// envName checks a *_env key: it holds the NAME of a variable, and a value
+// like "sk-…" is a key pasted in the wrong place (never echo it back).
+func envName(v *validator, key, value string) {
+	if value == "" || isEnvName(value) {
+		return
+	}
+	v.errs = append(v.errs, fmt.Errorf("config: %s is not an environment variable name: it must name the variable that holds the secret (letters, digits, '_'), not the secret itself", key))
+}
+
+func isEnvName(s string) bool {
+	for i, r := range s {
+		switch {
+		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
+		case r >= '0' && r <= '9' && i > 0:
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+func isName(s string) bool {
+	for _, r := range s {
+		switch {
+		case r == '.', r == '_', r == '-', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		default:
+			return false
+		}
+	}
+	return s != ""
+}
+
+// isToken reports whether s is an HTTP field name (RFC 9110 token).
+func isToken(s string) bool {
+	for _, r := range s {
+		if r >= 0x80 || !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
+			return false
+		}
+	}
+	return s != ""
+}

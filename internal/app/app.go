@@ -1,0 +1,269 @@
+// Package app is Breakwater's composition root: it turns a config.Config into
+// the constructors of cache, embed and proxy, runs the server and shuts it
+// down in order. Only main (and tests) import it; library packages never see
+// the config file.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/proxy"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// App is a wired, not yet serving, Breakwater.
+type App struct {
+	cfg      *config.Config
+	log      *slog.Logger
+	registry *prometheus.Registry
+	cache    *cache.Cache
+	index    cache.Index
+	server   *proxy.Server
+	http     *http.Server
+	closers  []func() error
+	once     sync.Once
+}
+
+// Options are what main hands over besides the config.
+type Options struct {
+	// Logger receives every log line. Nil: slog.Default().
+	Logger *slog.Logger
+	// Env looks up environment variables (keys named by *_env settings).
+	// Nil: os.Getenv.
+	Env func(string) string
+}
+
+// New builds every component from cfg. It does not listen yet.
+func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Env == nil {
+		opts.Env = os.Getenv
+	}
+	a := &App{cfg: cfg, log: opts.Logger, registry: prometheus.NewRegistry()}
+	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+
+	caller, err := newCaller(cfg, opts, a.registry)
+	if err != nil {
+		return nil, err
+	}
+	var c *cache.Cache
+	var partitioner *cache.Partitioner
+	if cfg.Cache.Enabled {
+		c, partitioner, err = a.newCache(ctx, opts)
+		if err != nil {
+			a.closeAll()
+			return nil, err
+		}
+		a.cache = c
+	}
+	popts, err := proxyOptions(cfg, opts, caller, partitioner)
+	if err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	if c != nil {
+		popts.Cache = c
+	}
+	popts.Metrics = proxy.NewMetrics(a.registry)
+	srv, err := proxy.New(popts)
+	if err != nil {
+		a.closeAll()
+		return nil, err
+	}
+	srv.Echo().GET("/metrics", echoHandler(promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
+	a.server = srv
+	a.http = &http.Server{
+		Addr:              cfg.Server.Listen,
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	return a, nil
+}
+
+// Handler is the wired HTTP handler (for tests that serve it themselves).
+func (a *App) Handler() http.Handler { return a.server.Handler() }
+
+// Server is the proxy (for tests).
+func (a *App) Server() *proxy.Server { return a.server }
+
+// Serve listens on ln until ctx is cancelled, then shuts down gracefully:
+// readiness false, drain connections, flush pending index writes, close
+// stores (STYLE.md "Shutdown").
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	a.server.SetReady(true)
+	a.log.Info("breakwater serving", "listen", ln.Addr().String(),
+		"cache", a.cfg.Cache.Enabled, "vector_backend", a.cfg.Vector.Backend, "embedder", a.cfg.Embed.Provider)
+	errc := make(chan error, 1)
+	go func() { errc <- a.http.Serve(ln) }()
+	select {
+	case err := <-errc:
+		a.Shutdown(context.Background())
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.Server.ShutdownTimeout.D())
+	defer cancel()
+	return a.Shutdown(sctx)
+}
+
+// Shutdown stops serving and flushes state. Safe to call twice.
+func (a *App) Shutdown(ctx context.Context) error {
+	var err error
+	a.once.Do(func() {
+		a.server.SetReady(false)
+		a.log.Info("shutting down: draining connections")
+		if e := a.http.Shutdown(ctx); e != nil {
+			err = fmt.Errorf("shutdown http: %w", e)
+		}
+		a.server.Close()
+		a.closeAll()
+		a.log.Info("shutdown complete")
+	})
+	return err
+}
+
+func (a *App) closeAll() {
+	if a.cache != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), a.cfg.Server.ShutdownTimeout.D())
+		if err := a.cache.Close(ctx); err != nil {
+			a.log.Warn("flush index writes", "err", err)
+		}
+		cancel()
+	}
+	for i := len(a.closers) - 1; i >= 0; i-- {
+		if err := a.closers[i](); err != nil {
+			a.log.Warn("close", "err", err)
+		}
+	}
+	a.closers = nil
+}
+
+func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*upstream.Caller, error) {
+	uo := upstream.Options{
+		DefaultUpstream: cfg.DefaultUpstream,
+		Retry: upstream.RetryPolicy{
+			MaxAttempts: cfg.Retry.MaxAttempts,
+			BaseDelay:   cfg.Retry.BaseDelay.D(),
+			MaxDelay:    cfg.Retry.MaxDelay.D(),
+			Deadline:    cfg.Retry.Deadline.D(),
+			RetryOn:     cfg.Retry.RetryOn,
+		},
+		Breaker: upstream.BreakerOptions{
+			Window:              cfg.Breaker.Window.D(),
+			MinRequests:         cfg.Breaker.MinRequests,
+			FailureRatio:        cfg.Breaker.FailureRatio,
+			ConsecutiveFailures: cfg.Breaker.ConsecutiveFailures,
+			OpenFor:             cfg.Breaker.OpenFor.D(),
+			HalfOpenProbes:      cfg.Breaker.HalfOpenProbes,
+		},
+		Metrics: upstream.NewMetrics(reg),
+		Logger:  opts.Logger,
+	}
+	for _, u := range cfg.Upstreams {
+		up := upstream.Upstream{
+			Name:           u.Name,
+			BaseURL:        u.BaseURL,
+			Timeout:        u.Timeout.D(),
+			MaxConcurrency: u.MaxConcurrency,
+			MaxQueue:       u.MaxQueue,
+		}
+		if u.APIKeyEnv != "" {
+			up.APIKey = opts.Env(u.APIKeyEnv)
+			if up.APIKey == "" {
+				return nil, fmt.Errorf("config: upstreams %q api_key_env = %q: the variable is not set (unset api_key_env to forward the client's Authorization instead)", u.Name, u.APIKeyEnv)
+			}
+		}
+		if len(u.Pools) > 0 {
+			up.Pools = map[string]upstream.PoolLimits{}
+			for name, p := range u.Pools {
+				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: p.MaxQueue}
+			}
+		}
+		uo.Upstreams = append(uo.Upstreams, up)
+	}
+	for _, m := range cfg.Models {
+		r := upstream.Route{Name: m.Name}
+		for _, t := range m.Targets {
+			r.Targets = append(r.Targets, upstream.Target{Upstream: t.Upstream, Model: t.Model, Priority: t.Priority, Weight: t.Weight})
+		}
+		uo.Routes = append(uo.Routes, r)
+	}
+	c, err := upstream.New(uo)
+	if err != nil {
+		return nil, fmt.Errorf("build upstream caller: %w", err)
+	}
+	return c, nil
+}
+
+func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *cache.Partitioner) (proxy.Options, error) {
+	groups := map[string]string{}
+	models := make([]string, 0, len(cfg.Models))
+	for _, m := range cfg.Models {
+		groups[m.Name] = m.CacheGroup
+		models = append(models, m.Name)
+	}
+	po := proxy.Options{
+		Caller:         caller,
+		Partitioner:    p,
+		Models:         models,
+		MaxBodyBytes:   int64(cfg.Server.MaxBodyBytes),
+		TTL:            cfg.Cache.TTL.D(),
+		MaxTemperature: cfg.Cache.MaxTemperature,
+		StaleIfError:   cfg.Cache.StaleIfError,
+		StaleThreshold: float32(cfg.Cache.StaleThreshold),
+		Resume:         cfg.Stream.Resume,
+		IdleTimeout:    cfg.Stream.IdleTimeout.D(),
+		Logger:         opts.Logger,
+		Group: func(model string) string {
+			if g, ok := groups[model]; ok {
+				return g
+			}
+			return model
+		},
+	}
+	if cfg.Server.MaxBodyBytes == 0 {
+		po.MaxBodyBytes = 1 << 40
+	}
+	if cfg.Stream.IdleTimeout == 0 {
+		po.IdleTimeout = -1
+	}
+	if cfg.Server.AdminTokenEnv != "" {
+		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
+	}
+	if u, ok := cfg.Upstream(cfg.DefaultUpstream); ok {
+		root, err := url.Parse(u.BaseURL)
+		if err != nil {
+			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
+		}
+		po.Passthrough = root
+		if u.APIKeyEnv != "" {
+			po.PassthroughKey = opts.Env(u.APIKeyEnv)
+		}
+	}
+	return po, nil
+}
+
+// waitTimeout is how long start-up waits for a remote index or embedder
+// before starting degraded.
+const waitTimeout = 5 * time.Second

@@ -1,0 +1,177 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/guard"
+	"github.com/breakwater-dev/breakwater/cache/qdrant"
+	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/embed"
+)
+
+// newCache builds the exact tier, the embedder, the vector index and the
+// partitioner. A remote index or embedder that is down at start does not stop
+// Breakwater: it starts degraded (exact tier + pass-through) and /readyz says so.
+func (a *App) newCache(ctx context.Context, opts Options) (*cache.Cache, *cache.Partitioner, error) {
+	cfg := a.cfg
+	secret, err := partitionSecret(cfg, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	part, err := cache.NewPartitioner(secret, cfg.Cache.PartitionBy)
+	if err != nil {
+		return nil, nil, fmt.Errorf("config: cache.partition_by: %w", err)
+	}
+	var exact *cache.Exact
+	if cfg.Cache.ExactMaxBytes > 0 {
+		exact, err = cache.NewExact(int64(cfg.Cache.ExactMaxBytes))
+		if err != nil {
+			return nil, nil, fmt.Errorf("build exact tier: %w", err)
+		}
+		a.closers = append(a.closers, func() error { exact.Close(); return nil })
+	}
+	emb, err := a.newEmbedder(ctx, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	var index cache.Index
+	if emb != nil {
+		index, err = a.newIndex(ctx, emb, opts)
+		if err != nil {
+			return nil, nil, err
+		}
+	}
+	co := cache.Options{
+		Exact:     exact,
+		Threshold: float32(cfg.Cache.Threshold),
+		TTL:       cfg.Cache.TTL.D(),
+		QueueSize: cfg.Cache.WriteQueue,
+		Logger:    a.log,
+		Guard:     guard.New(guard.Options{}).Check,
+	}
+	if index != nil {
+		m := newCacheMetrics(a.registry)
+		co.Index = timedIndex{Index: index, m: m}
+		co.Embedder = timedEmbedder{Embedder: emb, m: m}
+		a.index = index
+	}
+	c := cache.New(co)
+	registerCacheStats(a.registry, c)
+	return c, part, nil
+}
+
+func partitionSecret(cfg *config.Config, opts Options) ([]byte, error) {
+	if cfg.Cache.PartitionSecretEnv != "" {
+		if v := opts.Env(cfg.Cache.PartitionSecretEnv); v != "" {
+			if len(v) < cache.MinSecretLen {
+				return nil, fmt.Errorf("config: cache.partition_secret_env = %q: the secret in that variable is %d bytes; use at least %d", cfg.Cache.PartitionSecretEnv, len(v), cache.MinSecretLen)
+			}
+			return []byte(v), nil
+		}
+	}
+	if err := os.MkdirAll(cfg.Cache.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("config: cache.data_dir = %q: %w", cfg.Cache.DataDir, err)
+	}
+	s, err := cache.LoadOrCreateSecret(cfg.Cache.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("config: cache.data_dir = %q: %w", cfg.Cache.DataDir, err)
+	}
+	return s, nil
+}
+
+func (a *App) newEmbedder(ctx context.Context, opts Options) (embed.Embedder, error) {
+	cfg := a.cfg
+	var e embed.Embedder
+	switch cfg.Embed.Provider {
+	case config.ProviderBuiltin:
+		b, err := embed.NewBuiltin()
+		if err != nil {
+			return nil, fmt.Errorf("load built-in encoder: %w", err)
+		}
+		e = b
+	case config.ProviderOpenAI:
+		o := cfg.Embed.OpenAI
+		oe, err := embed.NewOpenAI(embed.OpenAIOptions{
+			BaseURL:    o.BaseURL,
+			Model:      o.Model,
+			APIKey:     envOr(opts.Env, o.APIKeyEnv),
+			Dimensions: o.Dimensions,
+			Timeout:    o.Timeout.D(),
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: embed.openai: %w", err)
+		}
+		if o.Dimensions == 0 {
+			pctx, cancel := context.WithTimeout(ctx, waitTimeout)
+			_, err := oe.Probe(pctx)
+			cancel()
+			if err != nil {
+				// Without a dimension the index cannot be opened; run
+				// without the semantic tier rather than not at all.
+				a.log.Warn("embeddings endpoint unreachable at start: semantic tier off (set embed.openai.dimensions to start it regardless)", "err", err)
+				return nil, nil
+			}
+		}
+		e = oe
+	default:
+		return nil, fmt.Errorf("config: embed.provider = %q: must be %q or %q", cfg.Embed.Provider, config.ProviderBuiltin, config.ProviderOpenAI)
+	}
+	if cfg.Embed.CacheBytes > 0 {
+		c, err := embed.NewCached(e, int64(cfg.Embed.CacheBytes))
+		if err != nil {
+			return nil, fmt.Errorf("build embedding cache: %w", err)
+		}
+		a.closers = append(a.closers, func() error { c.Close(); return nil })
+		return c, nil
+	}
+	return e, nil
+}
+
+func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (cache.Index, error) {
+	cfg := a.cfg
+	switch cfg.Vector.Backend {
+	case config.BackendEmbedded:
+		ix, err := embedded.Open(embedded.Options{
+			Path:         cfg.Vector.Path,
+			Dimension:    emb.Dimension(),
+			EmbedderName: emb.Name(),
+			MaxEntries:   cfg.Vector.MaxEntries,
+			Logger:       a.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open vector index (vector.path = %q): %w", cfg.Vector.Path, err)
+		}
+		a.closers = append(a.closers, ix.Close)
+		return ix, nil
+	case config.BackendQdrant:
+		q := cfg.Vector.Qdrant
+		ix, err := qdrant.Open(ctx, qdrant.Options{
+			Addr:         q.URL,
+			Collection:   q.Collection,
+			APIKey:       envOr(opts.Env, q.APIKeyEnv),
+			TLS:          q.TLS,
+			Dimension:    emb.Dimension(),
+			EmbedderName: emb.Name(),
+			Timeout:      q.Timeout.D(),
+			Logger:       a.log,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err)
+		}
+		a.closers = append(a.closers, ix.Close)
+		return ix, nil
+	default:
+		return nil, fmt.Errorf("config: vector.backend = %q: must be %q or %q", cfg.Vector.Backend, config.BackendEmbedded, config.BackendQdrant)
+	}
+}
+
+func envOr(env func(string) string, name string) string {
+	if name == "" {
+		return ""
+	}
+	return env(name)
+}

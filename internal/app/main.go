@@ -1,0 +1,65 @@
+package app
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/breakwater-dev/breakwater/config"
+)
+
+// Main is the serve command: flags, config, logger, listen, serve until ctx
+// ends, shut down in order.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
+	fs := flag.NewFlagSet("breakwater", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "TOML config file (default: built-in defaults; the upstream comes from "+config.UpstreamURLEnv+")")
+	check := fs.Bool("check", false, "validate the config and exit")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*path, env)
+	if err != nil {
+		return err
+	}
+	if *check {
+		fmt.Fprintln(stdout, "config ok")
+		return nil
+	}
+	log := NewLogger(stderr, cfg.Server.LogLevel, cfg.Server.LogFormat)
+	a, err := New(ctx, cfg, Options{Logger: log, Env: env})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		a.Shutdown(context.Background())
+		return fmt.Errorf("config: server.listen = %q: %w", cfg.Server.Listen, err)
+	}
+	return a.Serve(ctx, ln)
+}
+
+// NewLogger builds the process logger: JSON by default (production), text
+// for people at a terminal.
+func NewLogger(w io.Writer, level, format string) *slog.Logger {
+	var l slog.Level
+	switch strings.ToLower(level) {
+	case "debug":
+		l = slog.LevelDebug
+	case "warn":
+		l = slog.LevelWarn
+	case "error":
+		l = slog.LevelError
+	default:
+		l = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{Level: l}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

@@ -1,0 +1,54 @@
+// Command breakwater is a semantic-caching sidecar for OpenAI-compatible LLM
+// endpoints: it answers repeats and paraphrases from its cache and sends
+// only true misses to the model, through a caller that backs off, falls back
+// and sheds load cleanly.
+//
+// Usage:
+//
+//	breakwater [-config FILE]          serve (the default command)
+//	breakwater eval -pairs FILE.jsonl  measure precision/recall of the semantic tier
+//	breakwater calibrate -pairs FILE   pick a threshold for a false-hit target
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/breakwater-dev/breakwater/internal/app"
+	"github.com/breakwater-dev/breakwater/internal/evalcmd"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	go func() {
+		// A second signal forces exit (STYLE.md: shutdown).
+		<-ctx.Done()
+		stop()
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		<-sig
+		fmt.Fprintln(os.Stderr, "breakwater: second signal, exiting now")
+		os.Exit(2)
+	}()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "breakwater:", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "eval":
+			return evalcmd.Run(ctx, args[1:], os.Stdout, os.Stderr)
+		case "calibrate":
+			return evalcmd.Calibrate(ctx, args[1:], os.Stdout, os.Stderr)
+		case "serve":
+			args = args[1:]
+		}
+	}
+	return app.Main(ctx, args, os.Stdout, os.Stderr, os.Getenv)
+}

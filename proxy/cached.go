@@ -1,0 +1,294 @@
+package proxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+func (s *Server) handleChat(c echo.Context) error    { return s.serveCached(c, "/v1/chat/completions") }
+func (s *Server) handleGeneric(c echo.Context) error { return s.serveCached(c, c.Request().URL.Path) }
+
+// exchange is one request on its way through the cached flow.
+type exchange struct {
+	c         echo.Context
+	log       *slog.Logger
+	endpoint  string
+	body      []byte
+	shape     requestShape
+	key       cache.Key
+	ctl       controls
+	start     time.Time
+	upstream  time.Duration // time spent waiting for the upstream
+	mayStore  bool          // a cacheable answer is written back
+	coalesced bool          // answered by another request's upstream call
+	called    bool          // this request led an upstream call
+}
+
+// serveCached is the flow of DESIGN.md §1: parse, exact tier, singleflight,
+// semantic tier, caller, write-back.
+func (s *Server) serveCached(c echo.Context, endpoint string) error {
+	x := &exchange{c: c, log: s.logger(c), endpoint: endpoint, start: s.opts.Now()}
+	req := c.Request()
+	body, err := readBody(req, s.opts.MaxBodyBytes)
+	if errors.Is(err, errTooLarge) {
+		return writeError(c, http.StatusRequestEntityTooLarge, "request_too_large",
+			"breakwater: request body is larger than server.max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)", 0)
+	}
+	if err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
+	x.body = body
+	if err := json.Unmarshal(body, &x.shape); err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
+	}
+	x.ctl, err = parseControls(req.Header)
+	if err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
+	}
+	partition := cache.SharedPartition
+	if s.opts.Partitioner != nil {
+		partition = s.opts.Partitioner.Partition(req.Header)
+	}
+	if endpoint == "/v1/chat/completions" {
+		x.key, err = cache.ChatKey(partition, body, s.opts.Group)
+	} else {
+		x.key, err = cache.GenericKey(partition, endpoint, body)
+	}
+	if err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
+
+	if x.shape.Stream {
+		return s.serveStream(x)
+	}
+	if s.bypass(x) {
+		return s.forward(x, OutcomeBypass)
+	}
+	x.mayStore = !x.ctl.noStore
+	if !x.ctl.noCache {
+		res, ok := s.opts.Cache.Lookup(req.Context(), x.key, cache.LookupOptions{
+			Threshold:    x.ctl.threshold,
+			MaxAge:       x.ctl.maxAge,
+			SkipSemantic: endpoint != "/v1/chat/completions",
+		})
+		if ok {
+			return s.serveHit(x, res)
+		}
+	}
+	outcome := OutcomeMiss
+	if x.ctl.noCache {
+		// The client refused cached answers: not eligible for the hit rate.
+		outcome = OutcomeBypass
+	}
+	return s.forward(x, outcome)
+}
+
+// bypass reports whether the request must not touch the cache at all.
+func (s *Server) bypass(x *exchange) bool {
+	if s.opts.Cache == nil {
+		return true
+	}
+	if x.ctl.noCache && x.ctl.noStore {
+		return true
+	}
+	temp := 1.0 // the API's default when a request sends none
+	if x.shape.Temperature != nil {
+		temp = *x.shape.Temperature
+	}
+	if s.opts.MaxTemperature >= 0 && temp > s.opts.MaxTemperature {
+		return true
+	}
+	return false
+}
+
+// serveHit answers from the cache, rewriting id and created so every answer
+// looks like a fresh completion to the client.
+func (s *Server) serveHit(x *exchange, res cache.Result) error {
+	outcome := OutcomeHitExact
+	if res.Tier == cache.TierSemantic {
+		outcome = OutcomeHitSemantic
+	}
+	return s.writeCached(x, res, outcome)
+}
+
+func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) error {
+	h := x.c.Response().Header()
+	h.Set(HeaderCache, outcome)
+	if outcome != OutcomeHitExact {
+		h.Set(HeaderSimilarity, strconv.FormatFloat(float64(res.Similarity), 'f', 4, 32))
+	}
+	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
+	h.Set(HeaderUpstream, "cache")
+	body := rewriteIdentity(res.Entry.Body, s.opts.Now())
+	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
+	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
+}
+
+// forward sends a miss (or bypass) upstream, sharing the call with identical
+// misses in flight, and writes a cacheable answer back to both tiers.
+func (s *Server) forward(x *exchange, outcome string) error {
+	req := x.c.Request()
+	ureq := &upstream.Request{
+		Path:      x.endpoint,
+		Model:     x.shape.Model,
+		Body:      x.body,
+		Header:    req.Header,
+		RequestID: req.Header.Get(HeaderRequestID),
+		Class:     x.ctl.class,
+	}
+	call := func(ctx context.Context) (*upstream.Response, error) {
+		s.stats.calls.Add(1)
+		x.called = true
+		t0 := time.Now()
+		r, err := s.opts.Caller.Do(ctx, ureq)
+		x.upstream = time.Since(t0)
+		return r, err
+	}
+	var (
+		resp   *upstream.Response
+		shared bool
+		err    error
+	)
+	if !x.mayStore && outcome == OutcomeBypass {
+		resp, err = call(req.Context())
+	} else {
+		// Coalesce on the exact key: identical requests of one tenant.
+		resp, shared, err = s.flights.do(req.Context(), x.key.Exact, call)
+	}
+	if shared {
+		s.countCoalesced()
+		x.coalesced = true
+	}
+	if err != nil {
+		if req.Context().Err() != nil {
+			// The client went away; nobody is there to answer.
+			s.finish(x, outcome, 499, 0, "")
+			return nil
+		}
+		if stale, ok := s.staleAnswer(x); ok {
+			return s.writeCached(x, stale, OutcomeStale)
+		}
+		s.stats.errors.Add(1)
+		s.finish(x, outcome, statusOf(err), 0, "")
+		return writeUpstreamError(x.c, err)
+	}
+	if !shared && x.mayStore {
+		s.store(x, resp)
+	}
+	h := x.c.Response().Header()
+	h.Set(HeaderCache, outcome)
+	h.Set(HeaderUpstream, resp.Target)
+	h.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
+	if shared {
+		h.Set("X-Breakwater-Coalesced", "true")
+	}
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		ct = echo.MIMEApplicationJSON
+	}
+	s.finish(x, outcome, resp.Status, 0, resp.Target)
+	return x.c.Blob(resp.Status, ct, resp.Body)
+}
+
+// store writes a cacheable answer back: exact tier now, index via the queue.
+func (s *Server) store(x *exchange, resp *upstream.Response) {
+	if resp.Status != http.StatusOK {
+		return
+	}
+	s.storeBody(context.WithoutCancel(x.c.Request().Context()), x.key, x.endpoint, resp.Model, resp.Body)
+}
+
+// storeBody stores a finished completion under key; anything that is not a
+// finished answer (DESIGN.md §1 "Cacheable") is dropped here.
+func (s *Server) storeBody(ctx context.Context, key cache.Key, endpoint, model string, body []byte) {
+	if !finished(endpoint, body) {
+		return
+	}
+	now := s.opts.Now()
+	s.opts.Cache.Store(ctx, key, cache.Entry{
+		Key:         key.Exact,
+		Partition:   key.Partition,
+		Fingerprint: key.Fingerprint,
+		Query:       key.Query,
+		Model:       model,
+		Body:        body,
+		Created:     now,
+		Expires:     now.Add(s.opts.TTL),
+	})
+}
+
+// staleAnswer looks for the nearest cached answer down to StaleThreshold when
+// no upstream could answer (DESIGN.md §3 degraded mode).
+func (s *Server) staleAnswer(x *exchange) (cache.Result, bool) {
+	if !s.opts.StaleIfError || s.opts.Cache == nil {
+		return cache.Result{}, false
+	}
+	return s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
+		StaleThreshold: s.opts.StaleThreshold,
+		SkipSemantic:   x.endpoint != "/v1/chat/completions",
+	})
+}
+
+func statusOf(err error) int {
+	var ue *upstream.Error
+	if errors.As(err, &ue) {
+		return ue.Status
+	}
+	return http.StatusBadGateway
+}
+
+// finish records the request's outcome in stats, metrics and one log line.
+func (s *Server) finish(x *exchange, outcome string, status int, similarity float32, target string) {
+	s.stats.outcome(outcome)
+	now := s.opts.Now()
+	s.window.record(now, outcome, x.coalesced, x.called)
+	total := now.Sub(x.start)
+	if m := s.opts.Metrics; m != nil {
+		m.observe(x.endpoint, outcome, total, x.upstream, similarity)
+	}
+	attrs := []any{"endpoint", x.endpoint, "outcome", outcome, "status", status,
+		"duration_ms", float64(total.Microseconds()) / 1000}
+	if similarity > 0 {
+		attrs = append(attrs, "similarity", similarity)
+	}
+	if target != "" {
+		attrs = append(attrs, "target", target, "upstream_ms", float64(x.upstream.Microseconds())/1000)
+	}
+	x.log.Info("request", attrs...)
+}
+
+// rewriteIdentity gives a cached body a fresh id and created time. Bodies
+// that are not JSON objects are returned unchanged.
+func rewriteIdentity(body []byte, now time.Time) []byte {
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal(body, &m); err != nil {
+		return body
+	}
+	if _, ok := m["id"]; ok {
+		prefix := "chatcmpl-bw"
+		var old string
+		if json.Unmarshal(m["id"], &old) == nil && bytes.HasPrefix([]byte(old), []byte("cmpl-")) {
+			prefix = "cmpl-bw"
+		}
+		m["id"], _ = json.Marshal(prefix + newID()[:24])
+	}
+	if _, ok := m["created"]; ok {
+		m["created"] = json.RawMessage(strconv.FormatInt(now.Unix(), 10))
+	}
+	out, err := json.Marshal(m)
+	if err != nil {
+		return body
+	}
+	return out
+}

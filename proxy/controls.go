@@ -1,0 +1,117 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// controls are the per-request cache controls a client may send (DESIGN.md §2).
+type controls struct {
+	noCache   bool          // skip lookup, store the fresh answer
+	noStore   bool          // do not write
+	maxAge    time.Duration // accept only entries younger than this; 0 = any
+	threshold float32       // X-Breakwater-Threshold; 0 = config's
+	class     string        // X-Breakwater-Class
+}
+
+func parseControls(h http.Header) (controls, error) {
+	var c controls
+	for _, v := range h.Values("Cache-Control") {
+		for _, d := range strings.Split(v, ",") {
+			d = strings.ToLower(strings.TrimSpace(d))
+			switch {
+			case d == "no-cache":
+				c.noCache = true
+			case d == "no-store":
+				c.noStore = true
+			case strings.HasPrefix(d, "max-age="):
+				n, err := strconv.Atoi(strings.TrimPrefix(d, "max-age="))
+				if err != nil || n < 0 {
+					return c, fmt.Errorf("Cache-Control %q: max-age must be a whole number of seconds >= 0", d)
+				}
+				c.maxAge = time.Duration(n) * time.Second
+				if n == 0 {
+					// max-age=0 accepts nothing cached: the same as no-cache.
+					c.noCache = true
+				}
+			}
+		}
+	}
+	if v := h.Get(HeaderThreshold); v != "" {
+		f, err := strconv.ParseFloat(v, 32)
+		if err != nil || f <= 0 || f > 1 {
+			return c, fmt.Errorf("%s = %q: must be a number in (0, 1]; it can only raise the configured threshold", HeaderThreshold, v)
+		}
+		c.threshold = float32(f)
+	}
+	c.class = h.Get(HeaderClass)
+	if len(c.class) > 32 || strings.ContainsAny(c.class, " \t\r\n") {
+		return c, fmt.Errorf("%s = %q: must be a short pool name such as realtime or batch", HeaderClass, c.class)
+	}
+	return c, nil
+}
+
+// readBody reads at most limit bytes; errTooLarge when the body is longer.
+func readBody(r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, errTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return nil, fmt.Errorf("read request body: %w", err)
+	}
+	if int64(len(b)) > limit {
+		return nil, errTooLarge
+	}
+	return b, nil
+}
+
+var errTooLarge = errors.New("request body too large")
+
+// requestShape is the part of a request body the proxy itself needs.
+type requestShape struct {
+	Model         string   `json:"model"`
+	Stream        bool     `json:"stream"`
+	Temperature   *float64 `json:"temperature"`
+	StreamOptions *struct {
+		IncludeUsage bool `json:"include_usage"`
+	} `json:"stream_options"`
+}
+
+// finished reports whether a completion body is worth caching: well-formed,
+// with at least one choice, and every choice finished (DESIGN.md §1).
+func finished(endpoint string, body []byte) bool {
+	if endpoint == "/v1/embeddings" {
+		var r struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		return json.Unmarshal(body, &r) == nil && len(r.Data) > 0
+	}
+	var r struct {
+		Choices []struct {
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
+		return false
+	}
+	for _, ch := range r.Choices {
+		if ch.FinishReason == nil {
+			return false
+		}
+		switch *ch.FinishReason {
+		case "stop", "length", "tool_calls", "function_call":
+		default:
+			// content_filter and anything unknown: the upstream refused or
+			// cut the answer; never serve that to the next asker.
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,101 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// apiError is the OpenAI error body: {"error":{"message","type","code"}}.
+type apiError struct {
+	Error apiErrorBody `json:"error"`
+}
+
+type apiErrorBody struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    string  `json:"code"`
+}
+
+// errorType maps an HTTP status to the OpenAI error type clients branch on.
+func errorType(status int) string {
+	switch {
+	case status == http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case status == http.StatusUnauthorized || status == http.StatusForbidden:
+		return "authentication_error"
+	case status >= 500:
+		return "server_error"
+	default:
+		return "invalid_request_error"
+	}
+}
+
+// writeError sends an OpenAI-shaped error. retryAfter > 0 adds Retry-After in
+// whole seconds (rounded up, at least 1) because clients and SDKs only parse
+// integers there.
+func writeError(c echo.Context, status int, code, message string, retryAfter time.Duration) error {
+	if retryAfter > 0 {
+		secs := int(math.Ceil(retryAfter.Seconds()))
+		if secs < 1 {
+			secs = 1
+		}
+		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
+	}
+	body, _ := json.Marshal(apiError{Error: apiErrorBody{Message: message, Type: errorType(status), Code: code}})
+	return c.Blob(status, echo.MIMEApplicationJSON, body)
+}
+
+// writeUpstreamError turns an error of the caller into the response the
+// client gets. Errors that are not the caller's typed error are 502.
+func writeUpstreamError(c echo.Context, err error) error {
+	var ue *upstream.Error
+	if errors.As(err, &ue) {
+		c.Response().Header().Set(HeaderAttempts, strconv.Itoa(ue.Attempts))
+		return writeError(c, ue.Status, ue.Code, ue.Message, ue.RetryAfter)
+	}
+	return writeError(c, http.StatusBadGateway, "upstream_error", "breakwater: upstream call failed: "+err.Error(), 0)
+}
+
+// httpErrorHandler renders echo's own errors (unknown route, wrong method,
+// panics recovered) in the OpenAI shape too.
+func httpErrorHandler(err error, c echo.Context) {
+	if c.Response().Committed {
+		return
+	}
+	status := http.StatusInternalServerError
+	msg := "breakwater: internal error"
+	var he *echo.HTTPError
+	if errors.As(err, &he) {
+		status = he.Code
+		if m, ok := he.Message.(string); ok {
+			msg = m
+		} else {
+			msg = http.StatusText(status)
+		}
+	}
+	_ = writeError(c, status, codeForStatus(status), msg, 0)
+}
+
+func codeForStatus(status int) string {
+	switch status {
+	case http.StatusNotFound:
+		return "not_found"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusUnauthorized:
+		return "unauthorized"
+	case http.StatusForbidden:
+		return "forbidden"
+	default:
+		return "internal_error"
+	}
+}

@@ -1,0 +1,90 @@
+package proxy
+
+import (
+	"context"
+	"sync"
+
+	"golang.org/x/sync/singleflight"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// flights coalesces identical misses in flight (same exact key) into one
+// upstream call. singleflight alone would tie the shared call to the first
+// caller's context, so a leader whose client hangs up would fail everybody;
+// here the shared call runs on its own context, cancelled only when every
+// waiter has gone (DESIGN.md §1 and the caller's "client cancellation stops
+// everything at once" — once nobody waits, nothing keeps running).
+type flights struct {
+	group singleflight.Group
+	mu    sync.Mutex
+	live  map[string]*flight
+}
+
+type flight struct {
+	waiters int
+	ctx     context.Context
+	cancel  context.CancelFunc
+}
+
+func newFlights() *flights { return &flights{live: map[string]*flight{}} }
+
+// do runs fn once for all concurrent callers with the same key. shared is
+// true for callers that received another caller's result.
+func (f *flights) do(ctx context.Context, key string, fn func(ctx context.Context) (*upstream.Response, error)) (resp *upstream.Response, shared bool, err error) {
+	fl := f.join(ctx, key)
+	defer f.leave(key, fl)
+	// singleflight's Shared is true for the leader as well once anybody
+	// joined; what matters here is whether this caller's function ran.
+	ran := false
+	ch := f.group.DoChan(key, func() (any, error) {
+		ran = true
+		return fn(fl.ctx)
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, !ran, r.Err
+		}
+		return r.Val.(*upstream.Response), !ran, nil
+	case <-ctx.Done():
+		return nil, false, ctx.Err()
+	}
+}
+
+func (f *flights) join(ctx context.Context, key string) *flight {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl, ok := f.live[key]
+	if !ok {
+		// The shared call keeps the first caller's values (request ID,
+		// logger) and deadline, but not its cancellation.
+		base := context.WithoutCancel(ctx)
+		var cctx context.Context
+		var cancel context.CancelFunc
+		if dl, ok := ctx.Deadline(); ok {
+			cctx, cancel = context.WithDeadline(base, dl)
+		} else {
+			cctx, cancel = context.WithCancel(base)
+		}
+		fl = &flight{ctx: cctx, cancel: cancel}
+		f.live[key] = fl
+	}
+	fl.waiters++
+	return fl
+}
+
+func (f *flights) leave(key string, fl *flight) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl.waiters--
+	if fl.waiters == 0 {
+		fl.cancel()
+		if f.live[key] == fl {
+			delete(f.live, key)
+		}
+		// A new caller after this point must start a new flight rather
+		// than join the cancelled one.
+		f.group.Forget(key)
+	}
+}

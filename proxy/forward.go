@@ -1,0 +1,50 @@
+package proxy
+
+import (
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+)
+
+// newForwarder builds the reverse proxy for /v1/* paths Breakwater does not
+// cache (files, batches, audio, ...): they go to the default upstream as
+// they are, streaming in both directions.
+func (s *Server) newForwarder(root *url.URL) *httputil.ReverseProxy {
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			// /v1/files -> <root>/files: the root already holds the version.
+			rest := strings.TrimPrefix(pr.In.URL.Path, "/v1")
+			pr.Out.URL.Scheme = root.Scheme
+			pr.Out.URL.Host = root.Host
+			pr.Out.URL.Path = strings.TrimSuffix(root.Path, "/") + rest
+			pr.Out.URL.RawPath = ""
+			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
+			pr.Out.Host = root.Host
+			if s.opts.PassthroughKey != "" {
+				pr.Out.Header.Set("Authorization", "Bearer "+s.opts.PassthroughKey)
+			}
+		},
+		Transport:     s.opts.Transport,
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadGateway)
+			_, _ = w.Write([]byte(`{"error":{"message":"breakwater: the default upstream did not answer","type":"server_error","param":null,"code":"upstream_unreachable"}}`))
+		},
+	}
+	return rp
+}
+
+func (s *Server) handleForward(c echo.Context) error {
+	if s.fwd == nil {
+		return writeError(c, http.StatusNotFound, "not_found", "breakwater: "+c.Request().URL.Path+" is not served (no default upstream configured)", 0)
+	}
+	c.Response().Header().Set(HeaderCache, OutcomeBypass)
+	s.stats.outcome(OutcomeBypass)
+	s.fwd.ServeHTTP(c.Response(), c.Request())
+	return nil
+}

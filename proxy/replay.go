@@ -1,0 +1,161 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode"
+	"unicode/utf8"
+)
+
+// cachedCompletion is the part of a stored completion that a replay needs.
+type cachedCompletion struct {
+	ID                string          `json:"id"`
+	Object            string          `json:"object"`
+	Created           int64           `json:"created"`
+	Model             string          `json:"model"`
+	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
+	Usage             json.RawMessage `json:"usage,omitempty"`
+	Choices           []struct {
+		Index   int `json:"index"`
+		Message struct {
+			Role             string          `json:"role"`
+			Content          *string         `json:"content"`
+			ReasoningContent string          `json:"reasoning_content,omitempty"`
+			Refusal          *string         `json:"refusal,omitempty"`
+			ToolCalls        json.RawMessage `json:"tool_calls,omitempty"`
+		} `json:"message"`
+		Text         string  `json:"text"`
+		FinishReason *string `json:"finish_reason"`
+	} `json:"choices"`
+}
+
+// replay writes a cached completion as a well-formed SSE stream: a role
+// chunk, the content in word-sized pieces, tool calls, the finish chunk, a
+// usage chunk when includeUsage, then [DONE]. id and created are the ones
+// given (a hit is a fresh completion to the client). flush is called after
+// each event so a replay streams like the original did.
+func replay(w io.Writer, flush func(), body []byte, id string, created int64, includeUsage bool) error {
+	var cc cachedCompletion
+	if err := json.Unmarshal(body, &cc); err != nil {
+		return fmt.Errorf("replay cached completion: %w", err)
+	}
+	chat := cc.Object != "text_completion"
+	object := "chat.completion.chunk"
+	if !chat {
+		object = "text_completion"
+	}
+	send := func(choices any, usage json.RawMessage) error {
+		ev := map[string]any{"id": id, "object": object, "created": created, "model": cc.Model, "choices": choices}
+		if cc.SystemFingerprint != "" {
+			ev["system_fingerprint"] = cc.SystemFingerprint
+		}
+		if usage != nil {
+			ev["usage"] = usage
+		}
+		b, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+			return err
+		}
+		if flush != nil {
+			flush()
+		}
+		return nil
+	}
+	for _, c := range cc.Choices {
+		delta := func(d map[string]any) []map[string]any {
+			return []map[string]any{{"index": c.Index, "delta": d, "finish_reason": nil, "logprobs": nil}}
+		}
+		if chat {
+			role := c.Message.Role
+			if role == "" {
+				role = "assistant"
+			}
+			if err := send(delta(map[string]any{"role": role, "content": ""}), nil); err != nil {
+				return err
+			}
+			if c.Message.ReasoningContent != "" {
+				for _, piece := range words(c.Message.ReasoningContent) {
+					if err := send(delta(map[string]any{"reasoning_content": piece}), nil); err != nil {
+						return err
+					}
+				}
+			}
+			if c.Message.Content != nil {
+				for _, piece := range words(*c.Message.Content) {
+					if err := send(delta(map[string]any{"content": piece}), nil); err != nil {
+						return err
+					}
+				}
+			}
+			if c.Message.Refusal != nil && *c.Message.Refusal != "" {
+				if err := send(delta(map[string]any{"refusal": *c.Message.Refusal}), nil); err != nil {
+					return err
+				}
+			}
+			if len(c.Message.ToolCalls) > 0 && !bytes.Equal(c.Message.ToolCalls, []byte("null")) {
+				var calls []map[string]any
+				if err := json.Unmarshal(c.Message.ToolCalls, &calls); err != nil {
+					return fmt.Errorf("replay tool calls: %w", err)
+				}
+				for i, call := range calls {
+					call["index"] = i
+				}
+				if err := send(delta(map[string]any{"tool_calls": calls}), nil); err != nil {
+					return err
+				}
+			}
+			fin := []map[string]any{{"index": c.Index, "delta": map[string]any{}, "finish_reason": c.FinishReason, "logprobs": nil}}
+			if err := send(fin, nil); err != nil {
+				return err
+			}
+			continue
+		}
+		for _, piece := range words(c.Text) {
+			if err := send([]map[string]any{{"index": c.Index, "text": piece, "finish_reason": nil, "logprobs": nil}}, nil); err != nil {
+				return err
+			}
+		}
+		if err := send([]map[string]any{{"index": c.Index, "text": "", "finish_reason": c.FinishReason, "logprobs": nil}}, nil); err != nil {
+			return err
+		}
+	}
+	if includeUsage && len(cc.Usage) > 0 {
+		if err := send([]any{}, cc.Usage); err != nil {
+			return err
+		}
+	}
+	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err != nil {
+		return err
+	}
+	if flush != nil {
+		flush()
+	}
+	return nil
+}
+
+// words splits s into word-sized pieces that concatenate back to s exactly:
+// each piece is a run of non-space characters followed by its spaces.
+func words(s string) []string {
+	var out []string
+	start := 0
+	inSpace := false
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		sp := unicode.IsSpace(r)
+		if !sp && inSpace {
+			out = append(out, s[start:i])
+			start = i
+		}
+		inSpace = sp
+		i += n
+	}
+	if start < len(s) {
+		out = append(out, s[start:])
+	}
+	return out
+}

@@ -1,0 +1,317 @@
+// Package proxy serves the OpenAI-compatible HTTP surface of Breakwater: the
+// cached completion endpoints, pass-through, health, stats and admin.
+package proxy
+
+import (
+	"context"
+	"crypto/subtle"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// Response headers Breakwater adds (DESIGN.md §2).
+const (
+	HeaderCache      = "X-Breakwater-Cache"
+	HeaderSimilarity = "X-Breakwater-Similarity"
+	HeaderUpstream   = "X-Breakwater-Upstream"
+	HeaderAttempts   = "X-Breakwater-Attempts"
+	HeaderRequestID  = "X-Request-ID"
+	HeaderNamespace  = "X-Breakwater-Namespace"
+	HeaderThreshold  = "X-Breakwater-Threshold"
+	HeaderClass      = "X-Breakwater-Class"
+)
+
+// Cache outcomes, as sent in X-Breakwater-Cache and counted in /stats.
+const (
+	OutcomeHitExact    = "hit-exact"
+	OutcomeHitSemantic = "hit-semantic"
+	OutcomeMiss        = "miss"
+	OutcomeBypass      = "bypass"
+	OutcomeStale       = "stale"
+)
+
+// Cache is what the proxy needs of the cache tiers; *cache.Cache implements it.
+type Cache interface {
+	Lookup(ctx context.Context, key cache.Key, opt cache.LookupOptions) (cache.Result, bool)
+	Store(ctx context.Context, key cache.Key, e cache.Entry)
+	Flush(ctx context.Context, partition string) error
+	Health() map[string]error
+	Stats(ctx context.Context) cache.Stats
+}
+
+// Caller is what the proxy needs of the upstream caller; *upstream.Caller
+// implements it.
+type Caller interface {
+	Do(ctx context.Context, req *upstream.Request) (*upstream.Response, error)
+	Open(ctx context.Context, req *upstream.Request) (*upstream.StreamResponse, error)
+	Snapshot() []upstream.ModelStats
+}
+
+// Options configure a Server. Zero values are documented per field.
+type Options struct {
+	// Cache holds the exact and semantic tiers. Nil disables caching: every
+	// request is forwarded and answered "bypass".
+	Cache Cache
+	// Caller sends misses upstream. Required.
+	Caller Caller
+	// Partitioner says which tenant a request belongs to. Nil means one
+	// shared partition for everybody (only for tests and explicit opt-in).
+	Partitioner *cache.Partitioner
+	// Group maps a requested model to its cache group (models that may share
+	// answers). Nil: the model name itself.
+	Group func(model string) string
+	// Models are the names /v1/models lists (the configured routes).
+	Models []string
+	// Passthrough is the default upstream's API root (including /v1) for
+	// the /v1/* paths that are forwarded without caching. Nil answers 404.
+	Passthrough *url.URL
+	// PassthroughKey replaces the client's Authorization on pass-through when
+	// set; empty forwards the client's header.
+	PassthroughKey string
+	// Transport is used for pass-through. Nil: http.DefaultTransport.
+	Transport http.RoundTripper
+	// MaxBodyBytes bounds request bodies (413 beyond). Zero: 4 MiB.
+	MaxBodyBytes int64
+	// TTL is how long a stored entry is served. Zero: 24h.
+	TTL time.Duration
+	// MaxTemperature: requests with a higher temperature bypass the cache
+	// (their answers are meant to vary); a request without one counts as
+	// 1.0, the API's default. Zero caches only temperature-0 requests.
+	// Negative: no limit.
+	MaxTemperature float64
+	// StaleIfError serves the nearest cached answer down to StaleThreshold
+	// when no upstream can answer.
+	StaleIfError   bool
+	StaleThreshold float32
+	// Resume continues a stream cut after its first byte on the next target
+	// (partial answer as an assistant prefix); false sends an SSE error event.
+	Resume bool
+	// MaxResumes bounds resumptions of one stream. Zero: 2.
+	MaxResumes int
+	// IdleTimeout cuts an upstream stream that sends nothing for this long.
+	// Zero: 30s. Negative: never.
+	IdleTimeout time.Duration
+	// AdminToken protects /admin/*. Empty: only loopback clients may call it.
+	AdminToken string
+	// Logger receives one line per request. Nil: slog.Default().
+	Logger *slog.Logger
+	// Metrics records Prometheus metrics. Nil: none.
+	Metrics *Metrics
+	// Now is the clock. Nil: time.Now.
+	Now func() time.Time
+}
+
+// Server is the HTTP front of Breakwater.
+type Server struct {
+	opts     Options
+	echo     *echo.Echo
+	log      *slog.Logger
+	stats    *counters
+	flights  *flights
+	sflights *streamFlights
+	window   *window
+	stop     chan struct{}
+	stopOnce sync.Once
+	fwd      *httputil.ReverseProxy
+	ready    atomic.Bool
+}
+
+// New builds a Server. It is not ready until SetReady(true).
+func New(opts Options) (*Server, error) {
+	if opts.Caller == nil {
+		return nil, errorf("new proxy: a Caller is required")
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 4 << 20
+	}
+	if opts.TTL <= 0 {
+		opts.TTL = 24 * time.Hour
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.MaxResumes == 0 {
+		opts.MaxResumes = 2
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = 30 * time.Second
+	}
+	if opts.Group == nil {
+		opts.Group = func(m string) string { return m }
+	}
+	s := &Server{opts: opts, log: opts.Logger, stats: newCounters(), flights: newFlights(), sflights: newStreamFlights(),
+		window: newWindow(), stop: make(chan struct{})}
+	if opts.Passthrough != nil {
+		s.fwd = s.newForwarder(opts.Passthrough)
+	}
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = httpErrorHandler
+	e.Use(s.requestID)
+
+	e.POST("/v1/chat/completions", s.handleChat)
+	e.POST("/v1/completions", s.handleGeneric)
+	e.POST("/v1/embeddings", s.handleGeneric)
+	e.GET("/v1/models", s.handleModels)
+	e.Any("/v1/*", s.handleForward)
+	e.GET("/healthz", s.handleHealthz)
+	e.GET("/readyz", s.handleReadyz)
+	e.GET("/stats", s.handleStats)
+	e.GET("/dashboard", s.handleDashboard)
+	admin := e.Group("/admin", s.adminAuth)
+	admin.DELETE("/cache", s.handleFlush)
+	s.echo = e
+	go s.sampleLoop()
+	return s, nil
+}
+
+// Close stops the server's background sampling. Safe to call twice.
+func (s *Server) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+
+// sampleLoop folds the caller's per-target counters into the rolling
+// windows every few seconds, so rates are placed in the right minute even
+// when nobody polls /stats.
+func (s *Server) sampleLoop() {
+	t := time.NewTicker(5 * time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			s.sampleTargets()
+		case <-s.stop:
+			return
+		}
+	}
+}
+
+func (s *Server) sampleTargets() {
+	cum := map[string]targetCum{}
+	for _, m := range s.opts.Caller.Snapshot() {
+		for _, t := range m.Targets {
+			cum[t.Name] = targetCum{sent: t.Sent, rateLimited: t.RateLimited, capacity: t.RateLimited + t.Shed}
+		}
+	}
+	s.window.sampleTargets(s.opts.Now(), cum)
+}
+
+// Handler returns the server's http.Handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// Echo exposes the router so main can mount more routes (metrics, dashboard).
+func (s *Server) Echo() *echo.Echo { return s.echo }
+
+// SetReady flips /readyz; main sets it false first thing on shutdown so load
+// balancers stop sending traffic before connections are drained.
+func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
+
+type ctxKey int
+
+const loggerKey ctxKey = 0
+
+// requestID echoes or generates X-Request-ID and puts a logger carrying it
+// in the request context, so every line of the request has the same ID.
+func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		id := req.Header.Get(HeaderRequestID)
+		if id == "" || len(id) > 128 {
+			id = newID()
+			req.Header.Set(HeaderRequestID, id)
+		}
+		c.Response().Header().Set(HeaderRequestID, id)
+		c.Set("request_id", id)
+		return next(c)
+	}
+}
+
+func (s *Server) logger(c echo.Context) *slog.Logger {
+	id, _ := c.Get("request_id").(string)
+	return s.log.With("request_id", id)
+}
+
+func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if s.opts.AdminToken != "" {
+			got := strings.TrimPrefix(c.Request().Header.Get("Authorization"), "Bearer ")
+			if subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.AdminToken)) != 1 {
+				return writeError(c, http.StatusUnauthorized, "unauthorized", "breakwater: /admin needs Authorization: Bearer <token> (the token is in the variable named by server.admin_token_env)", 0)
+			}
+			return next(c)
+		}
+		host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
+		if err != nil || !net.ParseIP(host).IsLoopback() {
+			return writeError(c, http.StatusForbidden, "forbidden", "breakwater: /admin answers only loopback clients when no admin token is configured (set the variable named by server.admin_token_env)", 0)
+		}
+		return next(c)
+	}
+}
+
+func (s *Server) handleHealthz(c echo.Context) error {
+	return c.JSON(http.StatusOK, map[string]string{"status": "ok"})
+}
+
+// handleReadyz answers 200 while serving, naming degraded tiers: a down
+// index or embedder degrades the cache but requests are still served.
+func (s *Server) handleReadyz(c echo.Context) error {
+	if !s.ready.Load() {
+		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "not ready"})
+	}
+	degraded := map[string]string{}
+	if s.opts.Cache != nil {
+		for tier, err := range s.opts.Cache.Health() {
+			if err != nil {
+				degraded[tier] = err.Error()
+			}
+		}
+	}
+	if len(degraded) > 0 {
+		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "degraded": degraded})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"status": "ready"})
+}
+
+func (s *Server) handleModels(c echo.Context) error {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	data := make([]model, 0, len(s.opts.Models))
+	for _, m := range s.opts.Models {
+		data = append(data, model{ID: m, Object: "model", OwnedBy: "breakwater"})
+	}
+	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+func (s *Server) handleFlush(c echo.Context) error {
+	if s.opts.Cache == nil {
+		return c.JSON(http.StatusOK, map[string]any{"flushed": "nothing: cache disabled"})
+	}
+	p := c.QueryParam("partition")
+	if err := s.opts.Cache.Flush(c.Request().Context(), p); err != nil {
+		return writeError(c, http.StatusInternalServerError, "flush_failed", "breakwater: flush cache: "+err.Error(), 0)
+	}
+	what := p
+	if what == "" {
+		what = "all"
+	}
+	s.logger(c).Info("cache flushed", "partition", what)
+	return c.JSON(http.StatusOK, map[string]any{"flushed": what})
+}

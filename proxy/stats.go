@@ -1,0 +1,220 @@
+package proxy
+
+import (
+	"context"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// counters are the process-lifetime totals behind /stats.
+type counters struct {
+	requests, hitsExact, hitsSemantic, misses, bypass, stale atomic.Uint64
+	calls, coalesced, errors                                 atomic.Uint64
+}
+
+func newCounters() *counters { return &counters{} }
+
+func (c *counters) outcome(o string) {
+	c.requests.Add(1)
+	switch o {
+	case OutcomeHitExact:
+		c.hitsExact.Add(1)
+	case OutcomeHitSemantic:
+		c.hitsSemantic.Add(1)
+	case OutcomeMiss:
+		c.misses.Add(1)
+	case OutcomeBypass:
+		c.bypass.Add(1)
+	case OutcomeStale:
+		c.stale.Add(1)
+	}
+}
+
+// Stats is the body of GET /stats (DESIGN.md §2).
+type Stats struct {
+	Requests     uint64            `json:"requests"`
+	HitsExact    uint64            `json:"hits_exact"`
+	HitsSemantic uint64            `json:"hits_semantic"`
+	Misses       uint64            `json:"misses"`
+	Bypass       uint64            `json:"bypass"`
+	Stale        uint64            `json:"stale"`
+	HitRate      float64           `json:"hit_rate"`
+	Upstream     UpstreamStats     `json:"upstream"`
+	Entries      EntryStats        `json:"entries"`
+	WriteBack    WriteBackStats    `json:"write_back"`
+	Models       []ModelStatsJSON  `json:"models"`
+	Degraded     map[string]string `json:"degraded,omitempty"`
+	// Windows are rolling figures over the last "1m", "15m" and "1h".
+	Windows map[string]WindowStats `json:"windows"`
+	// Timeline is the last hour, one point per minute, oldest first.
+	Timeline []TimelinePoint `json:"timeline"`
+	// CapacityByHour counts at-capacity answers (429s and sheds) by UTC hour
+	// of day since start: the peak pattern operators plan around.
+	CapacityByHour [24]uint64 `json:"capacity_by_hour"`
+	// Cache holds the cache's own counters (guard rejections, write-back).
+	Cache *CacheStats `json:"cache,omitempty"`
+}
+
+// CacheStats are the cache tiers' internal counters.
+type CacheStats struct {
+	GuardRejections    map[string]uint64 `json:"guard_rejections"`
+	LongTextRejections uint64            `json:"long_text_rejections"`
+	Promotions         uint64            `json:"promotions"`
+	EmbedErrors        uint64            `json:"embed_errors"`
+	IndexErrors        uint64            `json:"index_errors"`
+	WriteFailures      uint64            `json:"write_failures"`
+}
+
+// UpstreamStats counts what reached, or was kept from, the model endpoints.
+type UpstreamStats struct {
+	// Calls is the number of upstream calls the proxy made (one per miss
+	// flight, whatever the retries inside it).
+	Calls uint64 `json:"calls"`
+	// Saved is the number of requests answered without an upstream call:
+	// hits of every tier, stale answers and coalesced followers.
+	Saved       uint64 `json:"saved"`
+	Coalesced   uint64 `json:"coalesced"`
+	RateLimited uint64 `json:"rate_limited"`
+	Timeouts    uint64 `json:"timeouts"`
+	Errors      uint64 `json:"errors"`
+}
+
+// EntryStats are the sizes of the two tiers.
+type EntryStats struct {
+	Exact int `json:"exact"`
+	// Semantic is -1 when the index cannot be counted (down or absent).
+	Semantic int `json:"semantic"`
+}
+
+// WriteBackStats describe the asynchronous index write queue.
+type WriteBackStats struct {
+	Queued  int    `json:"queued"`
+	Dropped uint64 `json:"dropped"`
+}
+
+// ModelStatsJSON is one routed model and its targets.
+type ModelStatsJSON struct {
+	Name    string            `json:"name"`
+	Targets []TargetStatsJSON `json:"targets"`
+}
+
+// TargetStatsJSON is one target's health as /stats and /dashboard show it.
+type TargetStatsJSON struct {
+	Name        string    `json:"name"`
+	Upstream    string    `json:"upstream"`
+	Model       string    `json:"model"`
+	State       string    `json:"state"`
+	Weight      float64   `json:"weight"`
+	Configured  float64   `json:"configured_weight"`
+	Inflight    int       `json:"inflight"`
+	Queued      int       `json:"queued"`
+	Sent        uint64    `json:"sent"`
+	Success     uint64    `json:"success"`
+	SuccessRate float64   `json:"success_rate"`
+	RateLimited uint64    `json:"rate_limited"`
+	ServerError uint64    `json:"server_error"`
+	Timeout     uint64    `json:"timeout"`
+	ClientError uint64    `json:"client_error"`
+	Shed        uint64    `json:"shed"`
+	LatencyMS   LatencyMS `json:"latency_ms"`
+}
+
+// LatencyMS are recent latency percentiles in milliseconds.
+type LatencyMS struct {
+	P50 float64 `json:"p50"`
+	P99 float64 `json:"p99"`
+}
+
+// Snapshot returns the current /stats body.
+func (s *Server) Snapshot() Stats {
+	c := s.stats
+	st := Stats{
+		Requests:     c.requests.Load(),
+		HitsExact:    c.hitsExact.Load(),
+		HitsSemantic: c.hitsSemantic.Load(),
+		Misses:       c.misses.Load(),
+		Bypass:       c.bypass.Load(),
+		Stale:        c.stale.Load(),
+	}
+	hits := st.HitsExact + st.HitsSemantic + st.Stale
+	if eligible := st.Requests - st.Bypass; eligible > 0 {
+		st.HitRate = float64(hits) / float64(eligible)
+	}
+	st.Upstream = UpstreamStats{
+		Calls:     c.calls.Load(),
+		Coalesced: c.coalesced.Load(),
+		Saved:     hits + c.coalesced.Load(),
+		Errors:    c.errors.Load(),
+	}
+	for _, m := range s.opts.Caller.Snapshot() {
+		mj := ModelStatsJSON{Name: m.Name, Targets: make([]TargetStatsJSON, 0, len(m.Targets))}
+		for _, t := range m.Targets {
+			st.Upstream.RateLimited += t.RateLimited
+			st.Upstream.Timeouts += t.Timeout
+			mj.Targets = append(mj.Targets, targetJSON(t))
+		}
+		st.Models = append(st.Models, mj)
+	}
+	if st.Models == nil {
+		st.Models = []ModelStatsJSON{}
+	}
+	s.sampleTargets()
+	now := s.opts.Now()
+	st.Windows = map[string]WindowStats{
+		"1m":  s.window.summary(now, time.Minute),
+		"15m": s.window.summary(now, 15*time.Minute),
+		"1h":  s.window.summary(now, time.Hour),
+	}
+	st.Timeline = s.window.timeline(now)
+	st.CapacityByHour = s.window.capacityByHour()
+	if s.opts.Cache != nil {
+		cs := s.opts.Cache.Stats(context.Background())
+		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}
+		st.WriteBack = WriteBackStats{Queued: cs.QueueDepth, Dropped: cs.QueueDrops}
+		st.Cache = &CacheStats{
+			GuardRejections: cs.GuardRejections, LongTextRejections: cs.LongTextRejections,
+			Promotions: cs.Promotions, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
+			WriteFailures: cs.WriteFailures,
+		}
+		for tier, err := range s.opts.Cache.Health() {
+			if err != nil {
+				if st.Degraded == nil {
+					st.Degraded = map[string]string{}
+				}
+				st.Degraded[tier] = err.Error()
+			}
+		}
+	}
+	return st
+}
+
+func targetJSON(t upstream.TargetStats) TargetStatsJSON {
+	return TargetStatsJSON{
+		Name: t.Name, Upstream: t.Upstream, Model: t.Model, State: t.State,
+		Weight: t.Weight, Configured: t.ConfiguredWeight,
+		Inflight: t.Inflight, Queued: t.Queued,
+		Sent: t.Sent, Success: t.Success, SuccessRate: t.SuccessRate,
+		RateLimited: t.RateLimited, ServerError: t.ServerError, Timeout: t.Timeout,
+		ClientError: t.ClientError, Shed: t.Shed,
+		LatencyMS: LatencyMS{
+			P50: float64(t.LatencyP50.Microseconds()) / 1000,
+			P99: float64(t.LatencyP99.Microseconds()) / 1000,
+		},
+	}
+}
+
+func (s *Server) handleStats(c echo.Context) error {
+	return c.JSON(http.StatusOK, s.Snapshot())
+}
+
+func (s *Server) countCoalesced() {
+	s.stats.coalesced.Add(1)
+	if s.opts.Metrics != nil {
+		s.opts.Metrics.coalesced.Inc()
+	}
+}

@@ -1,0 +1,434 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// streamJob is what the pump of one upstream stream needs. It is copied out
+// of the request because the pump may outlive the leader's handler (its
+// followers still listen), and echo reuses a Context after its handler ends.
+type streamJob struct {
+	req      *upstream.Request
+	key      cache.Key
+	endpoint string
+	chat     bool
+	mayStore bool
+	log      logFn
+}
+
+type logFn func(msg string, args ...any)
+
+// serveStream answers stream: true requests: a hit is replayed as SSE; a miss
+// is streamed through as it arrives (followers of the same question share
+// it), assembled on the way and written back when it finished cleanly.
+func (s *Server) serveStream(x *exchange) error {
+	req := x.c.Request()
+	if s.bypass(x) {
+		return s.streamMiss(x, OutcomeBypass)
+	}
+	x.mayStore = !x.ctl.noStore
+	if !x.ctl.noCache {
+		res, ok := s.opts.Cache.Lookup(req.Context(), x.key, cache.LookupOptions{
+			Threshold:    x.ctl.threshold,
+			MaxAge:       x.ctl.maxAge,
+			SkipSemantic: x.endpoint != "/v1/chat/completions",
+		})
+		if ok {
+			outcome := OutcomeHitExact
+			if res.Tier == cache.TierSemantic {
+				outcome = OutcomeHitSemantic
+			}
+			return s.replayHit(x, res, outcome)
+		}
+	}
+	outcome := OutcomeMiss
+	if x.ctl.noCache {
+		outcome = OutcomeBypass
+	}
+	return s.streamMiss(x, outcome)
+}
+
+func (s *Server) newStreamJob(x *exchange) *streamJob {
+	req := x.c.Request()
+	l := x.log
+	return &streamJob{
+		req: &upstream.Request{
+			Path:      x.endpoint,
+			Model:     x.shape.Model,
+			Body:      x.body,
+			Header:    req.Header.Clone(),
+			RequestID: req.Header.Get(HeaderRequestID),
+			Class:     x.ctl.class,
+			Stream:    true,
+		},
+		key:      x.key,
+		endpoint: x.endpoint,
+		chat:     x.endpoint == "/v1/chat/completions",
+		mayStore: x.mayStore,
+		log:      l.Warn,
+	}
+}
+
+func (s *Server) streamMiss(x *exchange, outcome string) error {
+	ctx := x.c.Request().Context()
+	job := s.newStreamJob(x)
+	var b *broadcast
+	if x.mayStore {
+		var pctx context.Context
+		var leader bool
+		b, pctx, leader = s.sflights.join(ctx, x.key.Exact)
+		defer s.sflights.leave(x.key.Exact, b)
+		if leader {
+			x.called = true
+			go s.pump(pctx, job, b, func() { s.sflights.done(x.key.Exact, b) })
+		} else {
+			s.countCoalesced()
+			x.coalesced = true
+			x.c.Response().Header().Set("X-Breakwater-Coalesced", "true")
+		}
+	} else {
+		pctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		b = newBroadcast(cancel)
+		x.called = true
+		go s.pump(pctx, job, b, func() {})
+	}
+	return s.relay(x, b, outcome)
+}
+
+// relay writes a broadcast to one client as it arrives.
+func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
+	ctx := x.c.Request().Context()
+	if err := b.waitStart(ctx); err != nil {
+		if ctx.Err() != nil {
+			s.finish(x, outcome, 499, 0, "")
+			return nil
+		}
+		if stale, ok := s.staleAnswer(x); ok {
+			return s.replayHit(x, stale, OutcomeStale)
+		}
+		s.stats.errors.Add(1)
+		s.finish(x, outcome, statusOf(err), 0, "")
+		return writeUpstreamError(x.c, err)
+	}
+	w := x.c.Response()
+	h := w.Header()
+	h.Set(HeaderCache, outcome)
+	h.Set(HeaderUpstream, b.target)
+	h.Set(HeaderAttempts, strconv.Itoa(b.attempts))
+	if b.status != http.StatusOK {
+		// An upstream 4xx: passed through whole, never cached.
+		if ct := b.header.Get("Content-Type"); ct != "" {
+			h.Set("Content-Type", ct)
+		}
+		w.WriteHeader(b.status)
+		for i := 0; ; {
+			evs, more, err := b.read(ctx, i)
+			for _, ev := range evs {
+				_, _ = w.Write(ev)
+			}
+			i += len(evs)
+			if !more || err != nil {
+				break
+			}
+		}
+		s.finish(x, outcome, b.status, 0, b.target)
+		return nil
+	}
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	w.Flush()
+	status := http.StatusOK
+	for i := 0; ; {
+		evs, more, err := b.read(ctx, i)
+		for _, ev := range evs {
+			if _, werr := w.Write(ev); werr != nil {
+				err = werr
+				break
+			}
+		}
+		w.Flush()
+		i += len(evs)
+		if err != nil {
+			status = 499
+			break
+		}
+		if !more {
+			break
+		}
+	}
+	s.finish(x, outcome, status, 0, b.target)
+	return nil
+}
+
+// replayHit sends a cached completion as an SSE stream.
+func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error {
+	w := x.c.Response()
+	h := w.Header()
+	h.Set(HeaderCache, outcome)
+	if outcome != OutcomeHitExact {
+		h.Set(HeaderSimilarity, strconv.FormatFloat(float64(res.Similarity), 'f', 4, 32))
+	}
+	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
+	h.Set(HeaderUpstream, "cache")
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	prefix := "chatcmpl-bw"
+	if x.endpoint != "/v1/chat/completions" {
+		prefix = "cmpl-bw"
+	}
+	includeUsage := x.shape.StreamOptions != nil && x.shape.StreamOptions.IncludeUsage
+	err := replay(w, w.Flush, res.Entry.Body, prefix+newID()[:24], s.opts.Now().Unix(), includeUsage)
+	status := http.StatusOK
+	if err != nil {
+		status = 499
+		x.log.Warn("replay cached stream", "err", err)
+	}
+	s.finish(x, outcome, status, res.Similarity, "")
+	return nil
+}
+
+// pump reads one upstream stream into b, resuming a cut stream on the next
+// target when it can, and writes a cleanly finished stream back to the cache.
+func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done func()) {
+	defer done()
+	s.stats.calls.Add(1)
+	sr, err := s.opts.Caller.Open(ctx, job.req)
+	if err != nil {
+		b.finish(err)
+		return
+	}
+	b.start(sr.Status, sr.Header.Clone(), sr.Target, sr.Attempts)
+	if sr.Status != http.StatusOK {
+		body, rerr := io.ReadAll(io.LimitReader(sr.Body, 1<<20))
+		sr.Body.Close()
+		sr.Done(nil)
+		if len(body) > 0 {
+			b.append(body)
+		}
+		b.finish(rerr)
+		return
+	}
+	asm := newAssembler(job.chat)
+	cut := s.copyStream(sr, b, asm, false)
+	model := sr.Model
+	// A stream that was cut is never cached, even when resumed: the
+	// continuation came from another request and may not read as one answer.
+	wasCut := cut != nil
+	for resumes := 0; cut != nil && s.opts.Resume && job.chat && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
+		job.log("stream cut; resuming on the next target", "target", sr.Target, "err", cut.Error(), "resume", resumes+1)
+		rreq, err := resumeRequest(job.req, asm.text())
+		if err != nil {
+			break
+		}
+		rreq.Avoid = sr.Target
+		next, err := s.opts.Caller.Open(ctx, rreq)
+		if err != nil {
+			cut = fmt.Errorf("%w; resume failed: %v", cut, err)
+			break
+		}
+		if next.Status != http.StatusOK {
+			next.Body.Close()
+			next.Done(nil)
+			cut = fmt.Errorf("%w; resume answered %d", cut, next.Status)
+			break
+		}
+		sr = next
+		cut = s.copyStream(sr, b, asm, true)
+	}
+	if cut != nil {
+		// Never end a cut stream as if it had finished, never cache it.
+		job.log("stream cut", "target", sr.Target, "err", cut.Error())
+		b.append(errorEvent(cut))
+		b.finish(nil)
+		return
+	}
+	if !asm.sawDone {
+		b.append([]byte("data: [DONE]\n\n"))
+	}
+	b.finish(nil)
+	if job.mayStore && !wasCut && asm.complete() {
+		body, err := asm.completion()
+		if err == nil {
+			s.storeBody(context.WithoutCancel(ctx), job.key, job.endpoint, model, body)
+		}
+	}
+}
+
+var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout")
+
+// copyStream copies one upstream stream's events into b and the assembler.
+// It returns nil when the stream finished cleanly ([DONE], or every choice
+// finished), else why it was cut. A resumed stream's role-only first chunk is
+// dropped: the client already has one.
+func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm *assembler, resumed bool) (cut error) {
+	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
+	defer func() {
+		body.Close()
+		sr.Done(cut)
+	}()
+	rd := newSSEReader(body)
+	for {
+		ev, raw, err := rd.next()
+		if errors.Is(err, io.EOF) {
+			if asm.complete() || allFinished(asm) {
+				return nil
+			}
+			return errors.New("the upstream closed the stream before it finished")
+		}
+		if err != nil {
+			if body.idle.Load() {
+				return errIdle
+			}
+			return fmt.Errorf("read upstream stream: %w", err)
+		}
+		if ev.Event == "error" {
+			return fmt.Errorf("the upstream sent an error event: %s", truncate(string(ev.Data), 200))
+		}
+		if ev.done() {
+			asm.sawDone = true
+			b.append(raw)
+			return nil
+		}
+		if len(ev.Data) == 0 {
+			continue
+		}
+		var probe struct {
+			Error json.RawMessage `json:"error"`
+		}
+		if json.Unmarshal(ev.Data, &probe) == nil && len(probe.Error) > 0 && string(probe.Error) != "null" {
+			return fmt.Errorf("the upstream sent an error mid-stream: %s", truncate(string(probe.Error), 200))
+		}
+		before := len(asm.text())
+		if err := asm.add(ev.Data); err != nil {
+			return err
+		}
+		if resumed && len(asm.text()) == before && !anyFinished(asm) {
+			continue
+		}
+		b.append(raw)
+	}
+}
+
+func allFinished(a *assembler) bool {
+	if len(a.choices) == 0 {
+		return false
+	}
+	for _, c := range a.choices {
+		if c.finish == nil {
+			return false
+		}
+	}
+	return true
+}
+
+func anyFinished(a *assembler) bool {
+	for _, c := range a.choices {
+		if c.finish != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// resumeRequest asks the next target to continue a cut answer: the partial
+// answer goes in as an assistant turn, followed by a continuation instruction.
+func resumeRequest(orig *upstream.Request, partial string) (*upstream.Request, error) {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(orig.Body, &body); err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(body["messages"], &msgs); err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	asst, _ := json.Marshal(map[string]string{"role": "assistant", "content": partial})
+	cont, _ := json.Marshal(map[string]string{"role": "user", "content": resumeInstruction})
+	msgs = append(msgs, asst, cont)
+	body["messages"], _ = json.Marshal(msgs)
+	nb, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	r := *orig
+	r.Body = nb
+	return &r, nil
+}
+
+const resumeInstruction = "Your previous message was cut off. Continue it exactly where it stopped, " +
+	"without repeating anything and without any preamble; output only the rest of the answer."
+
+func errorEvent(err error) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
+		"type":    "server_error", "param": nil, "code": "stream_interrupted",
+	}})
+	// A data-only event whose object has "error": what the API itself sends,
+	// and what the SDKs raise as an error (openai-python checks data.error,
+	// go-openai accumulates a data: {"error": line and returns it at EOF; a
+	// named "event: error" line would be mis-parsed by go-openai).
+	return []byte("data: " + string(b) + "\n\n")
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
+
+// idleBody closes the upstream body when no bytes arrive for d, turning a
+// stalled stream into a read error the pump can act on.
+type idleBody struct {
+	rc    io.ReadCloser
+	d     time.Duration
+	t     *time.Timer
+	idle  atomic.Bool
+	close atomic.Bool
+}
+
+func newIdleBody(rc io.ReadCloser, d time.Duration) *idleBody {
+	b := &idleBody{rc: rc, d: d}
+	if d > 0 {
+		b.t = time.AfterFunc(d, func() {
+			b.idle.Store(true)
+			_ = rc.Close()
+		})
+	}
+	return b
+}
+
+func (b *idleBody) Read(p []byte) (int, error) {
+	n, err := b.rc.Read(p)
+	if b.t != nil && n > 0 {
+		b.t.Reset(b.d)
+	}
+	return n, err
+}
+
+func (b *idleBody) Close() error {
+	if b.t != nil {
+		b.t.Stop()
+	}
+	if b.close.Swap(true) {
+		return nil
+	}
+	return b.rc.Close()
+}
+
+var _ = echo.MIMEApplicationJSON

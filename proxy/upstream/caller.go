@@ -1,0 +1,395 @@
+package upstream
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"time"
+)
+
+// Caller sends requests upstream with routing, retries, fallbacks, breakers,
+// pacing and concurrency limits. It is safe for concurrent use.
+type Caller struct {
+	retry     RetryPolicy
+	check     CheckRetry
+	backoff   Backoff
+	transport http.RoundTripper
+	metrics   *Metrics
+	log       *slog.Logger
+	now       func() time.Time
+	rand      func() float64
+
+	routes map[string]*route
+	order  []*route // config order, for Snapshot
+	def    *route   // the default upstream as a one-target route; nil when none
+}
+
+// Response is an upstream's complete answer: a success, or a 4xx (other than 429)
+// passed through unchanged.
+type Response struct {
+	Status int
+	// Header is the upstream's, without hop-by-hop headers and Content-Length.
+	Header http.Header
+	Body   []byte
+	// Target and Upstream name who answered; Model is the model sent upstream.
+	Target, Upstream, Model string
+	// Attempts counts the upstream requests this call sent, over all targets.
+	Attempts int
+}
+
+// New builds a Caller, applying the documented defaults to zero fields.
+func New(opts Options) (*Caller, error) {
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	c := &Caller{
+		retry: opts.Retry.withDefaults(), check: opts.CheckRetry, backoff: opts.Backoff,
+		transport: opts.Transport, metrics: opts.Metrics, log: opts.Logger, now: opts.Now, rand: opts.Rand,
+		routes: make(map[string]*route, len(opts.Routes)),
+	}
+	if c.check == nil {
+		c.check = RetryOnStatus(c.retry.RetryOn)
+	}
+	if c.backoff == nil {
+		c.backoff = DefaultBackoff
+	}
+	if c.transport == nil {
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConns = 1024
+		t.MaxIdleConnsPerHost = 256
+		c.transport = t
+	}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.rand == nil {
+		c.rand = rand.Float64
+	}
+	bopts := opts.Breaker.withDefaults()
+	ups := make(map[string]*upstream, len(opts.Upstreams))
+	for _, u := range opts.Upstreams {
+		ups[u.Name] = newUpstream(u, c.metrics)
+	}
+	targets := make(map[string]*target)
+	get := func(tc Target, weight float64) (*target, error) {
+		name := targetName(tc)
+		if t, ok := targets[name]; ok {
+			if t.up.cfg.Name != tc.Upstream || t.model != tc.Model {
+				return nil, fmt.Errorf("build target %q: defined twice with different upstream or model", name)
+			}
+			return t, nil
+		}
+		t := &target{name: name, model: tc.Model, up: ups[tc.Upstream], breaker: newBreaker(bopts), factor: 1, cfgWeight: weight}
+		targets[name] = t
+		c.metrics.health(name, StateClosed, weight)
+		return t, nil
+	}
+	for _, r := range opts.Routes {
+		members := make([]*member, 0, len(r.Targets))
+		for _, tc := range r.Targets {
+			w := tc.Weight
+			if w == 0 {
+				w = 1
+			}
+			t, err := get(tc, w)
+			if err != nil {
+				return nil, fmt.Errorf("build route %q: %w", r.Name, err)
+			}
+			members = append(members, &member{t: t, priority: tc.Priority, weight: w})
+		}
+		rt := newRoute(r.Name, members)
+		c.routes[r.Name] = rt
+		c.order = append(c.order, rt)
+	}
+	if opts.DefaultUpstream != "" {
+		t, err := get(Target{Upstream: opts.DefaultUpstream}, 1)
+		if err != nil {
+			return nil, fmt.Errorf("build default upstream: %w", err)
+		}
+		c.def = newRoute(DefaultModelName, []*member{{t: t, weight: 1}})
+	}
+	return c, nil
+}
+
+// Do sends a non-streaming request and reads the whole answer. It returns a
+// *Response for a success or a non-retryable 4xx, ctx.Err() when the client
+// cancelled, and an *Error otherwise.
+func (c *Caller) Do(ctx context.Context, req *Request) (*Response, error) {
+	a, err := c.run(ctx, req, false)
+	if err != nil {
+		return nil, err
+	}
+	return &Response{
+		Status: a.resp.StatusCode, Header: inboundHeader(a.resp.Header), Body: a.body,
+		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts,
+	}, nil
+}
+
+// answer is what run hands back to Do or Open.
+type answer struct {
+	m        *member
+	model    string
+	resp     *http.Response
+	body     []byte      // the whole body, except for a live stream
+	finish   func(error) // a live stream's end, nil otherwise
+	attempts int
+}
+
+// call is one request's journey over targets.
+type call struct {
+	c        *Caller
+	req      *Request
+	ctx      context.Context // the client's
+	dctx     context.Context // ctx bounded by the deadline
+	deadline time.Time
+	budget   time.Duration
+	stream   bool
+	rep      report
+}
+
+func (c *Caller) routeFor(model string) *route {
+	if r, ok := c.routes[model]; ok {
+		return r
+	}
+	return c.def
+}
+
+func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	r := c.routeFor(req.Model)
+	if r == nil {
+		return nil, &Error{Status: http.StatusNotFound, Code: CodeModelNotFound, Err: ErrUnknownModel,
+			Message: fmt.Sprintf("breakwater: the model %q is not configured and there is no default upstream", req.Model)}
+	}
+	dctx, cancel := context.WithTimeout(ctx, c.retry.Deadline)
+	defer cancel()
+	deadline, _ := dctx.Deadline()
+	k := &call{c: c, req: req, ctx: ctx, dctx: dctx, deadline: deadline, budget: time.Until(deadline),
+		stream: stream, rep: report{model: req.Model}}
+	for _, group := range avoidLast(r.groups, req.Avoid) {
+		left := slices.Clone(group)
+		for len(left) > 0 {
+			i := pick(left, c.now(), c.rand)
+			if i < 0 {
+				for _, m := range left {
+					k.skipOpen(m.t)
+				}
+				break
+			}
+			m := left[i]
+			left = slices.Delete(left, i, i+1)
+			if a, err := k.tryTarget(m); a != nil || err != nil {
+				return a, err
+			}
+		}
+	}
+	if err := k.stopped(); err != nil {
+		return nil, err
+	}
+	return nil, k.rep.exhausted()
+}
+
+// avoidLast moves the target named avoid behind every other target, so a
+// resumed stream goes to the next target first and only comes back to the one
+// that cut it when nothing else can serve.
+func avoidLast(groups [][]*member, avoid string) [][]*member {
+	if avoid == "" {
+		return groups
+	}
+	out := make([][]*member, 0, len(groups)+1)
+	var last []*member
+	for _, g := range groups {
+		keep := make([]*member, 0, len(g))
+		for _, m := range g {
+			if m.t.name == avoid {
+				last = append(last, m)
+				continue
+			}
+			keep = append(keep, m)
+		}
+		if len(keep) > 0 {
+			out = append(out, keep)
+		}
+	}
+	if len(last) > 0 {
+		out = append(out, last)
+	}
+	return out
+}
+
+func (k *call) remaining() time.Duration { return time.Until(k.deadline) }
+
+// stopped returns the error that ends the call when the client went away or the
+// deadline passed, nil otherwise.
+func (k *call) stopped() error {
+	if err := k.ctx.Err(); err != nil {
+		if errors.Is(err, context.Canceled) {
+			return err
+		}
+		return k.rep.deadline(k.budget)
+	}
+	if k.dctx.Err() != nil || k.remaining() <= 0 {
+		return k.rep.deadline(k.budget)
+	}
+	return nil
+}
+
+func (k *call) skipOpen(t *target) {
+	state, wait := t.breaker.snapshot(k.c.now())
+	if state == StateOpen {
+		k.rep.note(t.name, fmt.Sprintf("circuit open for another %s", wait.Round(time.Second)))
+		k.rep.hint(t.name, wait)
+		return
+	}
+	k.rep.note(t.name, "circuit half-open, probes already in flight")
+}
+
+// tryTarget makes up to MaxAttempts attempts at one target. It returns an answer
+// to hand back, an error that ends the call, or neither to fall back.
+func (k *call) tryTarget(m *member) (*answer, error) {
+	c, t := k.c, m.t
+	body := k.req.Body
+	model := k.req.Model
+	if t.model != "" && t.model != k.req.Model {
+		model = t.model
+		if body != nil {
+			body = rewriteModel(body, t.model)
+		}
+	}
+	x := &exchange{
+		m: m, pool: t.up.pool(k.req.Class), method: k.req.method(), body: body,
+		url:    upstreamURL(t.up.cfg.BaseURL, k.req.Path),
+		header: outboundHeader(k.req.Header, t.up.cfg, k.req.RequestID, body != nil),
+	}
+	for n := 1; n <= c.retry.MaxAttempts; n++ {
+		if err := k.stopped(); err != nil {
+			return nil, err
+		}
+		x.log = c.log.With("request_id", k.req.RequestID, "attempt", k.rep.attempts+1, "target", t.name)
+		if wait := t.pace.wait(c.now()); wait > 0 {
+			if wait >= k.remaining() {
+				k.rep.note(t.name, fmt.Sprintf("rate-limit budget spent for another %s, beyond the deadline", wait.Round(time.Millisecond)))
+				k.rep.hint(t.name, wait)
+				return nil, nil
+			}
+			x.log.Debug("upstream paced", "wait", wait)
+			if !sleep(k.dctx, wait) {
+				return nil, k.stopped()
+			}
+		}
+		probe, ok := t.breaker.allow(c.now())
+		if !ok {
+			k.skipOpen(t)
+			return nil, nil
+		}
+		t.stats.queued.Add(1)
+		err := x.pool.acquire(k.dctx)
+		t.stats.queued.Add(-1)
+		if err != nil {
+			t.breaker.report(c.now(), probe, neutral)
+			var shed *shedError
+			if !errors.As(err, &shed) {
+				if err := k.stopped(); err != nil {
+					return nil, err
+				}
+				return nil, k.rep.deadline(k.budget)
+			}
+			c.settle(t, false, outShed, neutral, 0, x.log)
+			k.rep.note(t.name, "queue full")
+			k.rep.shed = append(k.rep.shed, shed.Error())
+			k.rep.hint(t.name, shedRetryAfter)
+			x.log.Info("upstream shed", "pool", shed.pool, "waiting", shed.waiting, "inflight", shed.inflight)
+			return nil, nil
+		}
+		x.probe = probe
+		r := k.send(x)
+		switch {
+		case r.out == outCanceled:
+			return nil, k.ctx.Err()
+		case r.deadline:
+			return nil, k.rep.deadline(k.budget)
+		case !r.retry && r.err == nil:
+			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, attempts: k.rep.attempts}, nil
+		}
+		k.rep.note(t.name, r.describe())
+		k.rep.lastStatus, k.rep.lastErr = 0, r.err
+		if r.err == nil {
+			k.rep.lastStatus, k.rep.lastErr = r.resp.StatusCode, &StatusError{Status: r.resp.StatusCode}
+		}
+		ra, hinted := RetryAfter(r.resp, time.Now())
+		if hinted {
+			// Every request to this target respects the hint, not just this one,
+			// whatever the Backoff says.
+			t.pace.hold(c.now().Add(ra))
+			k.rep.hint(t.name, ra)
+		}
+		if !r.retry || n == c.retry.MaxAttempts {
+			return nil, nil
+		}
+		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), t.pace.wait(c.now()))
+		if wait >= k.remaining() {
+			// DESIGN §3: a wait that does not fit the deadline skips the target at once.
+			what := "next backoff"
+			if hinted {
+				what = "asked to wait"
+			}
+			k.rep.note(t.name, fmt.Sprintf("%s %s, beyond the deadline", what, wait.Round(time.Millisecond)))
+			return nil, nil
+		}
+		c.metrics.retry(t.name, r.reason)
+		x.log.Info("upstream retry", "reason", r.reason, "wait", wait)
+		if !sleep(k.dctx, wait) {
+			return nil, k.stopped()
+		}
+	}
+	return nil, nil
+}
+
+// settle records an attempt's outcome in the counters and its verdict in the
+// breaker and the weight.
+func (c *Caller) settle(t *target, probe bool, o outcome, v verdict, d time.Duration, log *slog.Logger) {
+	t.stats.count(o)
+	c.metrics.attempt(t.name, o, d)
+	if d > 0 && o != outCanceled && o != outConnError {
+		t.stats.latency(d)
+	}
+	state, changed := t.breaker.report(c.now(), probe, v)
+	f := t.adjust(v)
+	c.metrics.health(t.name, state, t.cfgWeight*f)
+	if changed {
+		log.Info("upstream breaker "+state.String(), "outcome", o.String())
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// bodyReader gives each attempt its own reader over the same bytes.
+func bodyReader(b []byte) io.Reader {
+	if b == nil {
+		return nil
+	}
+	return bytes.NewReader(b)
+}

@@ -1,0 +1,190 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// exchange is what every attempt to one target shares: the same method, URL,
+// headers and body bytes.
+type exchange struct {
+	m      *member
+	pool   *pool
+	method string
+	url    string
+	header http.Header
+	body   []byte
+	probe  bool
+	log    *slog.Logger
+}
+
+// result is one attempt's outcome.
+type result struct {
+	resp     *http.Response
+	body     []byte
+	err      error
+	out      outcome
+	retry    bool
+	reason   string
+	deadline bool        // the request deadline cut the attempt
+	finish   func(error) // a live stream's end
+}
+
+// errDeadline is the cause of an attempt cut by the request deadline.
+var errDeadline = errors.New("request deadline reached")
+
+// attemptTimeout is the cause of an attempt cut by Upstream.Timeout; it is a
+// timeout, so CheckRetry retries it.
+type attemptTimeout struct{ after time.Duration }
+
+func (e *attemptTimeout) Error() string { return fmt.Sprintf("attempt timed out after %s", e.after) }
+func (e *attemptTimeout) Timeout() bool { return true }
+
+// maxErrorBody bounds how much of a non-2xx streaming answer is read.
+const maxErrorBody = 1 << 20
+
+// send makes one attempt holding a pool slot, which it releases (at once, or at
+// the end of a live stream), and settles the outcome.
+func (k *call) send(x *exchange) result {
+	c, t := k.c, x.m.t
+	// Attempts hang off the client's context, not the deadline's: a live stream
+	// must outlive run. The timer enforces the deadline and Upstream.Timeout until
+	// the answer (Do) or its headers (Open) arrive.
+	actx, cancel := context.WithCancelCause(k.ctx)
+	limit, cause := k.remaining(), error(errDeadline)
+	if to := t.up.cfg.Timeout; to > 0 && to < limit {
+		limit, cause = to, &attemptTimeout{after: to}
+	}
+	timer := time.AfterFunc(limit, func() { cancel(cause) })
+	release := func() {
+		timer.Stop()
+		cancel(nil)
+		t.stats.inflight.Add(-1)
+		x.pool.release()
+	}
+
+	k.rep.attempts++
+	t.stats.sent.Add(1)
+	t.stats.inflight.Add(1)
+	start := time.Now()
+	var r result
+	hreq, err := http.NewRequestWithContext(actx, x.method, x.url, bodyReader(x.body))
+	if err == nil {
+		hreq.Header = x.header
+		r.resp, err = c.transport.RoundTrip(hreq)
+	}
+	live := k.stream && err == nil && r.resp.StatusCode/100 == 2
+	if err == nil && !live {
+		var rd io.Reader = r.resp.Body
+		if k.stream {
+			rd = io.LimitReader(rd, maxErrorBody)
+		}
+		r.body, err = io.ReadAll(rd)
+		r.resp.Body.Close()
+	}
+	dur := time.Since(start)
+	if r.resp != nil {
+		t.pace.observe(c.now(), r.resp.Header)
+	}
+	if err != nil {
+		// A body that broke off is a failed attempt, whatever the status said.
+		r.resp, r.body = nil, nil
+		switch ctxErr := k.ctx.Err(); {
+		case errors.Is(ctxErr, context.Canceled):
+			err, r.out = ctxErr, outCanceled
+		case ctxErr != nil || errors.Is(context.Cause(actx), errDeadline):
+			err, r.out, r.deadline = context.DeadlineExceeded, outTimeout, true
+		default:
+			var at *attemptTimeout
+			if errors.As(context.Cause(actx), &at) {
+				err = at
+			}
+		}
+	}
+	r.err = err
+	v := neutral
+	if r.out != outCanceled && !r.deadline {
+		status := 0
+		if r.resp != nil {
+			status = r.resp.StatusCode
+		}
+		r.out = classify(status, err)
+		r.retry, r.reason = c.check(r.resp, err)
+		switch {
+		case r.retry && r.out == outClientError:
+			r.out = outServerError // a status the operator chose to retry (e.g. 408)
+			v = failure
+		case r.retry, err != nil:
+			v = failure
+		case r.out == outSuccess:
+			v = success
+		}
+	}
+	x.log.Debug("upstream attempt", "status", statusOf(r.resp), "outcome", r.out.String(),
+		"reason", r.reason, "duration", dur, "error", errString(err))
+	if live {
+		timer.Stop()
+		var once sync.Once
+		r.finish = func(ferr error) {
+			once.Do(func() {
+				o := streamOutcome(k.ctx, ferr)
+				release()
+				r.resp.Body.Close()
+				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
+			})
+		}
+		return r
+	}
+	release()
+	c.settle(t, x.probe, r.out, v, dur, x.log)
+	return r
+}
+
+func streamOutcome(ctx context.Context, err error) outcome {
+	switch {
+	case err == nil:
+		return outSuccess
+	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
+		return outCanceled
+	case isTimeout(err):
+		return outTimeout
+	}
+	return outConnError
+}
+
+// describe says in a few words what an attempt got, for the final error message.
+func (r *result) describe() string {
+	if r.err == nil {
+		return "answered " + strconv.Itoa(r.resp.StatusCode)
+	}
+	switch r.reason {
+	case "timeout":
+		return r.err.Error()
+	case "conn_refused":
+		return "connection refused"
+	case "conn_reset":
+		return "connection reset"
+	}
+	return "error: " + r.err.Error()
+}
+
+func statusOf(resp *http.Response) int {
+	if resp == nil {
+		return 0
+	}
+	return resp.StatusCode
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

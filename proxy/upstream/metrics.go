@@ -1,0 +1,108 @@
+package upstream
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the caller's Prometheus collectors. Label values are configuration
+// names only (target, upstream, pool) and fixed words (outcome, reason), so
+// cardinality is bounded by the config. A nil *Metrics records nothing.
+type Metrics struct {
+	attempts *prometheus.CounterVec
+	duration *prometheus.HistogramVec
+	inflight *prometheus.GaugeVec
+	queued   *prometheus.GaugeVec
+	breaker  *prometheus.GaugeVec
+	weight   *prometheus.GaugeVec
+	retries  *prometheus.CounterVec
+}
+
+// NewMetrics builds the collectors and registers them with reg (nil: not
+// registered); it panics, like prometheus.MustRegister, when they are already
+// registered.
+//
+//	breakwater_upstream_attempts_total{target,outcome}     outcome: success, rate_limited, server_error, timeout, client_error, shed, conn_error
+//	breakwater_upstream_attempt_duration_seconds{target}   histogram of answered attempts
+//	breakwater_upstream_inflight{upstream}                 attempts in flight
+//	breakwater_upstream_queued{upstream,pool}              requests waiting for a slot
+//	breakwater_upstream_breaker_state{target}              0 closed, 1 half-open, 2 open
+//	breakwater_upstream_weight{target}                     current dynamic weight
+//	breakwater_upstream_retries_total{target,reason}       retries by reason (rate_limited, server_error, timeout, conn_refused, conn_reset, conn_error)
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_upstream_attempts_total",
+			Help: "Upstream attempts by target and outcome (shed: refused by a full queue, never sent).",
+		}, []string{"target", "outcome"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "breakwater_upstream_attempt_duration_seconds",
+			Help:    "Duration of answered upstream attempts (full body for non-streaming, headers for streaming).",
+			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+		}, []string{"target"}),
+		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "breakwater_upstream_inflight",
+			Help: "Upstream attempts in flight.",
+		}, []string{"upstream"}),
+		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "breakwater_upstream_queued",
+			Help: "Requests waiting for an upstream slot, by pool.",
+		}, []string{"upstream", "pool"}),
+		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "breakwater_upstream_breaker_state",
+			Help: "Circuit breaker state per target: 0 closed, 1 half-open, 2 open.",
+		}, []string{"target"}),
+		weight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "breakwater_upstream_weight",
+			Help: "Current dynamic weight per target (configured weight times health factor).",
+		}, []string{"target"}),
+		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_upstream_retries_total",
+			Help: "Retries of the same target by reason.",
+		}, []string{"target", "reason"}),
+	}
+	if reg != nil {
+		reg.MustRegister(m.attempts, m.duration, m.inflight, m.queued, m.breaker, m.weight, m.retries)
+	}
+	return m
+}
+
+func (m *Metrics) attempt(target string, o outcome, d time.Duration) {
+	if m == nil || o == outCanceled {
+		return
+	}
+	m.attempts.WithLabelValues(target, o.String()).Inc()
+	if o != outShed && d > 0 {
+		m.duration.WithLabelValues(target).Observe(d.Seconds())
+	}
+}
+
+func (m *Metrics) retry(target, reason string) {
+	if m == nil {
+		return
+	}
+	m.retries.WithLabelValues(target, reason).Inc()
+}
+
+func (m *Metrics) inflightAdd(upstream string, d float64) {
+	if m == nil {
+		return
+	}
+	m.inflight.WithLabelValues(upstream).Add(d)
+}
+
+func (m *Metrics) queuedSet(upstream, pool string, n int) {
+	if m == nil {
+		return
+	}
+	m.queued.WithLabelValues(upstream, pool).Set(float64(n))
+}
+
+func (m *Metrics) health(target string, s State, weight float64) {
+	if m == nil {
+		return
+	}
+	m.breaker.WithLabelValues(target).Set(float64(s))
+	m.weight.WithLabelValues(target).Set(weight)
+}

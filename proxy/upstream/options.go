@@ -1,0 +1,258 @@
+// Package upstream calls model endpoints with routing, retries, backoff, circuit breakers, pacing and per-pool concurrency limits.
+package upstream
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Target is one place a requested model can be served from.
+type Target struct {
+	// Name labels the target in stats, metrics and logs; "" means Upstream+"/"+Model
+	// (Upstream+"/*" when Model is empty). Routes that list the same name share one
+	// breaker, pacer and set of counters, so the name must always mean the same
+	// upstream and model.
+	Name string
+	// Upstream names an entry of Options.Upstreams. Required.
+	Upstream string
+	// Model replaces the body's "model" field; "" sends the requested model unchanged.
+	Model string
+	// Priority orders targets: lower numbers are tried first; targets with equal
+	// priority share traffic by Weight.
+	Priority int
+	// Weight is the target's share within its priority; 0 means 1.
+	Weight float64
+}
+
+// PoolLimits bounds one concurrency pool (a request Class) of an upstream.
+type PoolLimits struct {
+	// MaxConcurrency is how many attempts of this pool may be in flight at once;
+	// 0 means the upstream's MaxConcurrency.
+	MaxConcurrency int
+	// MaxQueue is how many requests of this pool may wait for a slot; 0 means the
+	// upstream's MaxQueue, a negative value means no queue (shed at once when full).
+	MaxQueue int
+}
+
+// Upstream is one OpenAI-compatible API.
+type Upstream struct {
+	// Name identifies the upstream in targets, stats and metrics. Required.
+	Name string
+	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
+	// A request path "/v1/chat/completions" is sent to BaseURL+"/chat/completions". Required.
+	BaseURL string
+	// APIKey is sent as "Authorization: Bearer <APIKey>"; "" forwards the client's
+	// Authorization header unchanged.
+	APIKey string
+	// Timeout bounds one attempt: the whole exchange for Do, the time to response
+	// headers for Open. 0 means only the request deadline bounds an attempt.
+	Timeout time.Duration
+	// MaxConcurrency is how many attempts of the default pool may be in flight at
+	// once; 0 means unlimited (no limiter, no queue).
+	MaxConcurrency int
+	// MaxQueue is how many requests of the default pool may wait for a slot; 0 means
+	// no queue: a request that finds every slot taken is shed at once.
+	MaxQueue int
+	// Pools gives request classes (Request.Class, e.g. "realtime", "batch") their own
+	// slots and queue. Each pool is independent, so filling one never blocks another;
+	// the upstream sees at most the sum of its pools' MaxConcurrency. Classes not
+	// listed share the "default" pool. nil means one default pool.
+	Pools map[string]PoolLimits
+}
+
+// Route maps a requested model to its targets.
+type Route struct {
+	// Name is the model a client asks for, e.g. "gpt-4o". Required.
+	Name string
+	// Targets serve the route, tried by priority. At least one is required.
+	Targets []Target
+}
+
+// RetryPolicy bounds retries and waits.
+type RetryPolicy struct {
+	// MaxAttempts is how many attempts one target gets before the caller falls back to
+	// the next; 0 means 3, 1 means no retries.
+	MaxAttempts int
+	// BaseDelay is the first backoff ceiling; 0 means 200ms.
+	BaseDelay time.Duration
+	// MaxDelay caps a computed backoff (not a server's Retry-After); 0 means 10s.
+	MaxDelay time.Duration
+	// Deadline bounds the whole request: every attempt, wait and fallback. The
+	// context's own deadline wins when it comes first. 0 means 60s.
+	Deadline time.Duration
+	// RetryOn lists the HTTP statuses worth retrying; nil means DefaultRetryOn.
+	RetryOn []int
+}
+
+// BreakerOptions configure the per-target circuit breaker.
+type BreakerOptions struct {
+	// Window is the rolling window over which FailureRatio is measured; 0 means 30s.
+	Window time.Duration
+	// MinRequests is how many outcomes the window needs before FailureRatio applies;
+	// 0 means 20.
+	MinRequests int
+	// FailureRatio opens the breaker when failures/outcomes in the window reach it;
+	// 0 means 0.5, a negative value disables the ratio rule.
+	FailureRatio float64
+	// ConsecutiveFailures opens the breaker after that many failures in a row; 0 means
+	// 5, a negative value disables the rule.
+	ConsecutiveFailures int
+	// OpenFor is how long an open breaker rejects before it admits probes; 0 means 30s.
+	OpenFor time.Duration
+	// HalfOpenProbes is how many probes a half-open breaker admits; that many
+	// successes close it, one failure re-opens it. 0 means 1.
+	HalfOpenProbes int
+}
+
+// Options configure a Caller. Only Upstreams, and Routes or DefaultUpstream, are required.
+type Options struct {
+	// Upstreams are the APIs targets point at.
+	Upstreams []Upstream
+	// Routes map requested models to targets.
+	Routes []Route
+	// DefaultUpstream serves models that no route names (and requests without a
+	// model), with the model unchanged; "" means such requests fail with ErrUnknownModel.
+	DefaultUpstream string
+	// Retry bounds retries and the request deadline.
+	Retry RetryPolicy
+	// Breaker configures every target's circuit breaker.
+	Breaker BreakerOptions
+	// CheckRetry decides whether an attempt is retried; nil means
+	// RetryOnStatus(Retry.RetryOn), which is DefaultCheckRetry for the default list.
+	CheckRetry CheckRetry
+	// Backoff computes the wait before a retry; nil means DefaultBackoff.
+	Backoff Backoff
+	// Transport sends attempts; nil means a clone of http.DefaultTransport that keeps
+	// many idle connections per host.
+	Transport http.RoundTripper
+	// Metrics receives counters and gauges; nil means no metrics.
+	Metrics *Metrics
+	// Logger receives one debug line per attempt and info lines on retries and
+	// breaker changes, each with request_id, attempt and target; nil discards.
+	Logger *slog.Logger
+	// Now is the clock of breakers, pacing and stats; nil means time.Now. Waits and
+	// the deadline always use real timers.
+	Now func() time.Time
+	// Rand returns a number in [0, 1) for the weighted choice of targets; it must be
+	// safe for concurrent use. nil means math/rand/v2.Float64.
+	Rand func() float64
+}
+
+// Defaults applied by New to zero fields.
+const (
+	defaultMaxAttempts  = 3
+	defaultBaseDelay    = 200 * time.Millisecond
+	defaultMaxDelay     = 10 * time.Second
+	defaultDeadline     = 60 * time.Second
+	defaultWindow       = 30 * time.Second
+	defaultMinRequests  = 20
+	defaultFailureRatio = 0.5
+	defaultConsecutive  = 5
+	defaultOpenFor      = 30 * time.Second
+	defaultProbes       = 1
+	defaultPool         = "default"
+)
+
+func (p RetryPolicy) withDefaults() RetryPolicy {
+	if p.MaxAttempts <= 0 {
+		p.MaxAttempts = defaultMaxAttempts
+	}
+	if p.BaseDelay <= 0 {
+		p.BaseDelay = defaultBaseDelay
+	}
+	if p.MaxDelay <= 0 {
+		p.MaxDelay = defaultMaxDelay
+	}
+	if p.MaxDelay < p.BaseDelay {
+		p.MaxDelay = p.BaseDelay
+	}
+	if p.Deadline <= 0 {
+		p.Deadline = defaultDeadline
+	}
+	return p
+}
+
+func (b BreakerOptions) withDefaults() BreakerOptions {
+	if b.Window <= 0 {
+		b.Window = defaultWindow
+	}
+	if b.MinRequests <= 0 {
+		b.MinRequests = defaultMinRequests
+	}
+	if b.FailureRatio == 0 {
+		b.FailureRatio = defaultFailureRatio
+	}
+	if b.ConsecutiveFailures == 0 {
+		b.ConsecutiveFailures = defaultConsecutive
+	}
+	if b.OpenFor <= 0 {
+		b.OpenFor = defaultOpenFor
+	}
+	if b.HalfOpenProbes <= 0 {
+		b.HalfOpenProbes = defaultProbes
+	}
+	return b
+}
+
+// validate reports the first problem in opts, naming the offending entry.
+func (o *Options) validate() error {
+	if len(o.Upstreams) == 0 {
+		return errors.New("validate options: no upstreams")
+	}
+	seen := make(map[string]bool, len(o.Upstreams))
+	for i, u := range o.Upstreams {
+		switch {
+		case u.Name == "":
+			return fmt.Errorf("validate upstream %d: empty name", i)
+		case seen[u.Name]:
+			return fmt.Errorf("validate upstream %q: duplicate name", u.Name)
+		case !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://"):
+			return fmt.Errorf("validate upstream %q: base URL %q is not http(s)", u.Name, u.BaseURL)
+		case u.MaxConcurrency < 0:
+			return fmt.Errorf("validate upstream %q: negative max concurrency", u.Name)
+		}
+		seen[u.Name] = true
+	}
+	if o.DefaultUpstream != "" && !seen[o.DefaultUpstream] {
+		return fmt.Errorf("validate default upstream: %q is not an upstream", o.DefaultUpstream)
+	}
+	routes := make(map[string]bool, len(o.Routes))
+	for _, r := range o.Routes {
+		if r.Name == "" {
+			return errors.New("validate route: empty model name")
+		}
+		if routes[r.Name] {
+			return fmt.Errorf("validate route %q: duplicate model", r.Name)
+		}
+		routes[r.Name] = true
+		if len(r.Targets) == 0 {
+			return fmt.Errorf("validate route %q: no targets", r.Name)
+		}
+		for _, t := range r.Targets {
+			if !seen[t.Upstream] {
+				return fmt.Errorf("validate route %q: target upstream %q is not an upstream", r.Name, t.Upstream)
+			}
+			if t.Weight < 0 {
+				return fmt.Errorf("validate route %q: target %q has a negative weight", r.Name, t.Upstream)
+			}
+		}
+	}
+	if len(o.Routes) == 0 && o.DefaultUpstream == "" {
+		return errors.New("validate options: no routes and no default upstream")
+	}
+	return nil
+}
+
+func targetName(t Target) string {
+	if t.Name != "" {
+		return t.Name
+	}
+	if t.Model == "" {
+		return t.Upstream + "/*"
+	}
+	return t.Upstream + "/" + t.Model
+}

@@ -1,0 +1,158 @@
+package upstream
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"net/textproto"
+	"strings"
+)
+
+// Request is one client request to send upstream.
+type Request struct {
+	// Method is the HTTP method; "" means POST, or GET when Body is nil.
+	Method string
+	// Path is the client's request path, optionally with a query, e.g.
+	// "/v1/chat/completions"; a leading "/v1" is replaced by the upstream's BaseURL.
+	Path string
+	// Model is the requested model; it selects the route. "" goes to the default upstream.
+	Model string
+	// Body is the JSON request. Its "model" field is rewritten, once per target,
+	// when the target's model differs; every attempt to a target sends the same bytes.
+	Body []byte
+	// Header holds the client's headers to forward (Authorization,
+	// OpenAI-Organization, …). Hop-by-hop headers, Host, Content-Length,
+	// Accept-Encoding and X-Breakwater-* are dropped; Authorization is replaced when
+	// the upstream has an APIKey. nil forwards nothing.
+	Header http.Header
+	// RequestID is sent as X-Request-ID on every attempt and logged on every line.
+	RequestID string
+	// Class selects the concurrency pool; "" means "default".
+	Class string
+	// Stream is informational (logs): Open is what makes a call streaming, and the
+	// body must ask for a stream itself.
+	Stream bool
+	// Avoid names a target to try only after every other one (a stream cut
+	// by that target is resumed elsewhere first). "" avoids nothing.
+	Avoid string
+}
+
+func (r *Request) method() string {
+	switch {
+	case r.Method != "":
+		return r.Method
+	case r.Body == nil:
+		return http.MethodGet
+	}
+	return http.MethodPost
+}
+
+// upstreamURL joins the upstream's API root and the client's path.
+func upstreamURL(base, path string) string {
+	base = strings.TrimSuffix(base, "/")
+	if rest, ok := strings.CutPrefix(path, "/v1"); ok && (rest == "" || rest[0] == '/' || rest[0] == '?') {
+		path = rest
+	}
+	if path != "" && path[0] != '/' && path[0] != '?' {
+		path = "/" + path
+	}
+	return base + path
+}
+
+// rewriteModel returns body with its top-level "model" string replaced by model,
+// leaving every other byte as it was (key order, spacing). It returns body
+// unchanged when it is not a JSON object with a "model" field.
+func rewriteModel(body []byte, model string) []byte {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return body
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return body
+		}
+		keyEnd := int(dec.InputOffset())
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return body
+		}
+		if key, _ := tok.(string); key != "model" {
+			continue
+		}
+		end := int(dec.InputOffset())
+		start := keyEnd
+		for start < end && (body[start] == ':' || body[start] == ' ' || body[start] == '\t' || body[start] == '\n' || body[start] == '\r') {
+			start++
+		}
+		val, err := json.Marshal(model)
+		if err != nil {
+			return body
+		}
+		out := make([]byte, 0, len(body)-(end-start)+len(val))
+		out = append(out, body[:start]...)
+		out = append(out, val...)
+		return append(out, body[end:]...)
+	}
+	return body
+}
+
+// hopHeaders are connection-scoped and never forwarded (RFC 9110 §7.6.1, as
+// httputil.ReverseProxy).
+var hopHeaders = []string{
+	"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate",
+	"Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade",
+}
+
+func removeHopHeaders(h http.Header) {
+	for _, v := range h["Connection"] {
+		for f := range strings.SplitSeq(v, ",") {
+			if f = textproto.TrimString(f); f != "" {
+				h.Del(f)
+			}
+		}
+	}
+	for _, k := range hopHeaders {
+		h.Del(k)
+	}
+}
+
+// outboundHeader builds the headers of every attempt to one upstream.
+func outboundHeader(in http.Header, up Upstream, requestID string, hasBody bool) http.Header {
+	h := make(http.Header, len(in)+2)
+	for k, v := range in {
+		k = http.CanonicalHeaderKey(k)
+		if strings.HasPrefix(k, "X-Breakwater-") {
+			continue
+		}
+		h[k] = append(h[k], v...)
+	}
+	removeHopHeaders(h)
+	// Go's transport asks for gzip and decompresses itself only when we do not
+	// choose the encoding: keep the body plain for the cache.
+	for _, k := range []string{"Host", "Content-Length", "Accept-Encoding", "X-Request-Id"} {
+		h.Del(k)
+	}
+	if up.APIKey != "" {
+		h.Set("Authorization", "Bearer "+up.APIKey)
+	}
+	if requestID != "" {
+		h.Set("X-Request-ID", requestID)
+	}
+	if hasBody && h.Get("Content-Type") == "" {
+		h.Set("Content-Type", "application/json")
+	}
+	return h
+}
+
+// inboundHeader cleans an upstream response's headers for the proxy: hop-by-hop
+// headers go, and Content-Length goes because the proxy writes its own.
+func inboundHeader(h http.Header) http.Header {
+	h = h.Clone()
+	if h == nil {
+		h = http.Header{}
+	}
+	removeHopHeaders(h)
+	h.Del("Content-Length")
+	return h
+}

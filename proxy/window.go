@@ -1,0 +1,170 @@
+package proxy
+
+import (
+	"sync"
+	"time"
+)
+
+// window keeps per-minute buckets of the last hour, and capacity events by
+// hour of day, for the rolling figures of /stats and the dashboard.
+type window struct {
+	mu       sync.Mutex
+	buckets  [60]bucket
+	byHour   [24]uint64 // at-capacity events (upstream 429/503/529, sheds) by UTC hour
+	lastTgts map[string]targetCum
+}
+
+type bucket struct {
+	minute      int64 // unix minute the bucket holds; stale buckets are skipped
+	requests    uint64
+	eligible    uint64
+	hits        uint64
+	saved       uint64
+	calls       uint64
+	rateLimited map[string]uint64 // by target
+	sent        map[string]uint64 // by target
+}
+
+type targetCum struct{ sent, rateLimited, capacity uint64 }
+
+func newWindow() *window { return &window{lastTgts: map[string]targetCum{}} }
+
+func (w *window) bucketLocked(now time.Time) *bucket {
+	m := now.Unix() / 60
+	b := &w.buckets[m%60]
+	if b.minute != m {
+		*b = bucket{minute: m}
+	}
+	return b
+}
+
+// record counts one finished request.
+func (w *window) record(now time.Time, outcome string, coalesced, called bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.bucketLocked(now)
+	b.requests++
+	if outcome != OutcomeBypass {
+		b.eligible++
+	}
+	switch outcome {
+	case OutcomeHitExact, OutcomeHitSemantic, OutcomeStale:
+		b.hits++
+		b.saved++
+	}
+	if coalesced {
+		b.saved++
+	}
+	if called {
+		b.calls++
+	}
+}
+
+// sampleTargets folds the growth of the caller's per-target counters since
+// the last sample into the current minute and hour of day.
+func (w *window) sampleTargets(now time.Time, cum map[string]targetCum) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	b := w.bucketLocked(now)
+	for name, c := range cum {
+		last := w.lastTgts[name]
+		if c.sent < last.sent || c.rateLimited < last.rateLimited || c.capacity < last.capacity {
+			last = targetCum{}
+		}
+		if d := c.rateLimited - last.rateLimited; d > 0 {
+			if b.rateLimited == nil {
+				b.rateLimited = map[string]uint64{}
+			}
+			b.rateLimited[name] += d
+		}
+		if d := c.sent - last.sent; d > 0 {
+			if b.sent == nil {
+				b.sent = map[string]uint64{}
+			}
+			b.sent[name] += d
+		}
+		w.byHour[now.UTC().Hour()] += c.capacity - last.capacity
+		w.lastTgts[name] = c
+	}
+}
+
+// WindowStats are the figures of one rolling window.
+type WindowStats struct {
+	Requests      uint64             `json:"requests"`
+	HitRate       float64            `json:"hit_rate"`
+	UpstreamCalls uint64             `json:"upstream_calls"`
+	Saved         uint64             `json:"saved"`
+	RateLimited   map[string]float64 `json:"rate_limited_ratio"` // 429s / attempts, by target
+}
+
+// TimelinePoint is one minute of the last hour.
+type TimelinePoint struct {
+	Minute   int64   `json:"minute"` // unix seconds at the minute's start
+	Requests uint64  `json:"requests"`
+	HitRate  float64 `json:"hit_rate"`
+	Saved    uint64  `json:"saved"`
+}
+
+func (w *window) summary(now time.Time, span time.Duration) WindowStats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := now.Unix() / 60
+	n := int64(span / time.Minute)
+	var ws WindowStats
+	var eligible, hits uint64
+	sent := map[string]uint64{}
+	rl := map[string]uint64{}
+	for i := int64(0); i < n && i < 60; i++ {
+		b := &w.buckets[(cur-i)%60]
+		if b.minute != cur-i {
+			continue
+		}
+		ws.Requests += b.requests
+		ws.UpstreamCalls += b.calls
+		ws.Saved += b.saved
+		eligible += b.eligible
+		hits += b.hits
+		for k, v := range b.sent {
+			sent[k] += v
+		}
+		for k, v := range b.rateLimited {
+			rl[k] += v
+		}
+	}
+	if eligible > 0 {
+		ws.HitRate = float64(hits) / float64(eligible)
+	}
+	ws.RateLimited = map[string]float64{}
+	for k, s := range sent {
+		if s > 0 {
+			ws.RateLimited[k] = float64(rl[k]) / float64(s)
+		}
+	}
+	return ws
+}
+
+func (w *window) timeline(now time.Time) []TimelinePoint {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	cur := now.Unix() / 60
+	out := make([]TimelinePoint, 0, 60)
+	for i := int64(59); i >= 0; i-- {
+		m := cur - i
+		b := &w.buckets[m%60]
+		p := TimelinePoint{Minute: m * 60}
+		if b.minute == m {
+			p.Requests, p.Saved = b.requests, b.saved
+			if b.eligible > 0 {
+				p.HitRate = float64(b.hits) / float64(b.eligible)
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (w *window) capacityByHour() [24]uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.byHour
+}
