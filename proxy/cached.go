@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -49,7 +48,9 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	x.body = body
-	if err := json.Unmarshal(body, &x.shape); err != nil {
+	if !json.Valid(body) {
+		var probe any
+		err := json.Unmarshal(body, &probe)
 		return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
 	}
 	x.ctl, err = parseControls(req.Header)
@@ -67,6 +68,11 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 	}
 	if err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
+	// The key parsed the body already; only streams need one more field.
+	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature}
+	if x.shape.Stream {
+		_ = json.Unmarshal(body, &x.shape)
 	}
 
 	if x.shape.Stream {
@@ -266,29 +272,4 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 		attrs = append(attrs, "target", target, "upstream_ms", float64(x.upstream.Microseconds())/1000)
 	}
 	x.log.Info("request", attrs...)
-}
-
-// rewriteIdentity gives a cached body a fresh id and created time. Bodies
-// that are not JSON objects are returned unchanged.
-func rewriteIdentity(body []byte, now time.Time) []byte {
-	var m map[string]json.RawMessage
-	if err := json.Unmarshal(body, &m); err != nil {
-		return body
-	}
-	if _, ok := m["id"]; ok {
-		prefix := "chatcmpl-bw"
-		var old string
-		if json.Unmarshal(m["id"], &old) == nil && bytes.HasPrefix([]byte(old), []byte("cmpl-")) {
-			prefix = "cmpl-bw"
-		}
-		m["id"], _ = json.Marshal(prefix + newID()[:24])
-	}
-	if _, ok := m["created"]; ok {
-		m["created"] = json.RawMessage(strconv.FormatInt(now.Unix(), 10))
-	}
-	out, err := json.Marshal(m)
-	if err != nil {
-		return body
-	}
-	return out
 }

@@ -194,6 +194,16 @@ type envOptions struct {
 	threshold   float32
 }
 
+// closeEnv tears an env down for benchmarks, which build it with a bare
+// testing.T whose Cleanup never runs.
+func closeEnv(e *env) {
+	e.front.Close()
+	e.server.Close()
+	_ = e.cache.Close(context.Background())
+	_ = e.index.Index.Close()
+	e.upstream.Close()
+}
+
 func newEnv(t *testing.T, eo envOptions) *env {
 	t.Helper()
 	e := &env{t: t, model: &fakeModel{}, embedder: &bagEmbedder{}}

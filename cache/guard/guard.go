@@ -9,7 +9,13 @@
 // used as a metric label value.
 package guard
 
-import "strings"
+import (
+	"strings"
+	"sync"
+)
+
+// tokenPool recycles the token slices of Check, its largest allocation.
+var tokenPool = sync.Pool{New: func() any { return &[2][]token{make([]token, 0, 32), make([]token, 0, 32)} }}
 
 // Reasons returned by Check. They are stable: metrics and logs use them as
 // label values.
@@ -89,7 +95,15 @@ func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
 	if g == nil || query == candidate {
 		return true, ""
 	}
-	a, b := parse(query), parse(candidate)
+	bufs := tokenPool.Get().(*[2][]token)
+	a, b := parse(query, bufs[0]), parse(candidate, bufs[1])
+	defer func() {
+		// Keep the grown slices, drop references to the texts.
+		clear(a.toks)
+		clear(b.toks)
+		bufs[0], bufs[1] = a.toks[:0], b.toks[:0]
+		tokenPool.Put(bufs)
+	}()
 	o := g.opts
 	if !o.NoQuoted && !(allMentioned(a.quoted, &b) && allMentioned(b.quoted, &a)) {
 		return false, ReasonQuoted

@@ -24,11 +24,10 @@ type text struct {
 	flat   string   // lower-cased letters and digits only, for containment
 }
 
-// parse splits s into tokens. It allocates the token slice and a few strings;
-// a short question costs well under a microsecond.
-func parse(s string) text {
+// parse splits s into tokens, appending them to buf[:0].
+func parse(s string, buf []token) text {
 	var t text
-	t.toks = make([]token, 0, 24)
+	t.toks = buf[:0]
 	t.flat = squash(s)
 	if strings.ContainsAny(s, "\"“‘'") {
 		t.quoted = quotedSpans(s)

@@ -14,7 +14,7 @@ func TestZZDebug(t *testing.T) {
 		t.Skip()
 	}
 	f, _ := os.Open("/work/shared/data/qqp-dev.jsonl")
-	sf, _ := os.Open("/tmp/precomp/sims.tsv")
+	sf, _ := os.Open("/tmp/sims_full.tsv")
 	sc := bufio.NewScanner(f)
 	ss := bufio.NewScanner(sf)
 	ct, _ := strconv.Atoi(os.Getenv("CT"))

@@ -1,0 +1,299 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/config"
+)
+
+// model is an OpenAI-compatible upstream answering from the last user turn.
+type model struct {
+	calls  atomic.Int64
+	status int // non-zero: answer every request with this status
+}
+
+func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	m.calls.Add(1)
+	var body struct {
+		Model    string `json:"model"`
+		Messages []struct {
+			Role    string `json:"role"`
+			Content string `json:"content"`
+		} `json:"messages"`
+	}
+	_ = json.NewDecoder(r.Body).Decode(&body)
+	w.Header().Set("Content-Type", "application/json")
+	if m.status != 0 {
+		w.Header().Set("Retry-After", "0")
+		w.WriteHeader(m.status)
+		fmt.Fprint(w, `{"error":{"message":"model is at capacity","type":"rate_limit_error","code":"rate_limited"}}`)
+		return
+	}
+	q := ""
+	if n := len(body.Messages); n > 0 {
+		q = body.Messages[n-1].Content
+	}
+	fmt.Fprintf(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1700000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`, body.Model, "answer to: "+q)
+}
+
+type running struct {
+	url    string
+	app    *App
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// start runs Breakwater from a TOML config (with {{UP}}, {{UP2}} and
+// {{DATA}} substituted) on a loopback port.
+func start(t *testing.T, toml string, ups ...string) *running {
+	t.Helper()
+	dir := t.TempDir()
+	toml = strings.ReplaceAll(toml, "{{DATA}}", filepath.ToSlash(dir))
+	for i, u := range ups {
+		toml = strings.ReplaceAll(toml, fmt.Sprintf("{{UP%d}}", i+1), u)
+	}
+	path := filepath.Join(dir, "breakwater.toml")
+	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := config.Load(path, func(string) string { return "" })
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Env: func(string) string { return "" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &running{url: "http://" + ln.Addr().String(), app: a, cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- a.Serve(ctx, ln) }()
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *running) stop() {
+	r.cancel()
+	<-r.done
+	r.done <- nil // later stops return at once
+}
+
+func (r *running) chat(t *testing.T, question string, headers ...string) (int, http.Header, string) {
+	t.Helper()
+	body := `{"model":"gpt-test","messages":[{"role":"user","content":` + jsonString(question) + `}]}`
+	req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/chat/completions", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+func (r *running) get(t *testing.T, path string) string {
+	t.Helper()
+	resp, err := http.Get(r.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+const baseConfig = `
+default_upstream = "primary"
+[server]
+listen = "127.0.0.1:0"
+[cache]
+data_dir = "{{DATA}}"
+threshold = %s
+[retry]
+max_attempts = 2
+base_delay = "1ms"
+max_delay = "5ms"
+deadline = "10s"
+[breaker]
+consecutive_failures = 2
+open_for = "1m"
+[[upstreams]]
+name = "primary"
+base_url = "{{UP1}}/v1"
+[[upstreams]]
+name = "fallback"
+base_url = "{{UP2}}/v1"
+[[models]]
+name = "gpt-test"
+targets = [{upstream = "primary", priority = 0}, {upstream = "fallback", priority = 1}]
+`
+
+// waitFor polls cond for up to 10 s (the write-back queue is asynchronous).
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if cond() {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+// TestEndToEndBuiltinEncoder runs the sidecar as the README's first command
+// does (built-in encoder, embedded index) and checks the walking skeleton:
+// miss, exact hit, paraphrase hit with the real encoder, tenant isolation,
+// and a restart that keeps the cache.
+func TestEndToEndBuiltinEncoder(t *testing.T) {
+	up := &model{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	cfg := fmt.Sprintf(baseConfig, "0.93") // the default threshold
+	r := start(t, cfg, us.URL, us.URL)
+
+	_, h, _ := r.chat(t, "How do I reset my password?", "Authorization", "Bearer tenant-A")
+	if got, want := h.Get("X-Breakwater-Cache"), "miss"; got != want {
+		t.Fatalf("first: %q, want %q", got, want)
+	}
+	_, h, _ = r.chat(t, "How do I reset my password?", "Authorization", "Bearer tenant-A")
+	if got, want := h.Get("X-Breakwater-Cache"), "hit-exact"; got != want {
+		t.Errorf("repeat: %q, want %q", got, want)
+	}
+	var h2 http.Header
+	var body string
+	waitFor(t, "the paraphrase to hit", func() bool {
+		_, h2, body = r.chat(t, "How can I reset my password?", "Authorization", "Bearer tenant-A")
+		return h2.Get("X-Breakwater-Cache") == "hit-semantic"
+	})
+	if !strings.Contains(body, "answer to: How do I reset my password?") {
+		t.Errorf("semantic hit body %s", body)
+	}
+	if h2.Get("X-Breakwater-Similarity") == "" {
+		t.Error("semantic hit without X-Breakwater-Similarity")
+	}
+	_, h, _ = r.chat(t, "How can I reset my password?", "Authorization", "Bearer tenant-B")
+	if got := h.Get("X-Breakwater-Cache"); got != "miss" {
+		t.Errorf("tenant B got %q for tenant A's question, want miss", got)
+	}
+	calls := up.calls.Load()
+	if calls != 2 {
+		t.Errorf("upstream calls = %d, want 2 (A's miss, B's miss)", calls)
+	}
+}
+
+// TestMetricsAfterScriptedRun scrapes /metrics after hits, misses, 429s and a
+// breaker opening, and checks the counters moved as they should.
+func TestMetricsAfterScriptedRun(t *testing.T) {
+	busy := &model{status: http.StatusTooManyRequests}
+	bs := httptest.NewServer(busy)
+	defer bs.Close()
+	ok := &model{}
+	oks := httptest.NewServer(ok)
+	defer oks.Close()
+	r := start(t, fmt.Sprintf(baseConfig, "0.93"), bs.URL, oks.URL)
+
+	for _, q := range []string{"q1", "q2", "q1", "q1"} {
+		if status, _, body := r.chat(t, q); status != 200 {
+			t.Fatalf("%s: status %d: %s", q, status, body)
+		}
+	}
+	m := r.get(t, "/metrics")
+	for _, want := range []string{
+		`breakwater_requests_total{endpoint="/v1/chat/completions",outcome="hit-exact"} 2`,
+		`breakwater_requests_total{endpoint="/v1/chat/completions",outcome="miss"} 2`,
+		`breakwater_upstream_breaker_state{target="primary/gpt-test"} 2`,
+		`breakwater_upstream_attempts_total{outcome="success",target="fallback/gpt-test"} 2`,
+		`breakwater_cache_entries{tier="exact"}`,
+		`breakwater_overhead_seconds_count`,
+		`breakwater_embed_duration_seconds_count`,
+		`breakwater_coalesced_total 0`,
+	} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+	// The 429s: the breaker opened after consecutive_failures = 2.
+	if !strings.Contains(m, `breakwater_upstream_attempts_total{outcome="rate_limited",target="primary/gpt-test"} 2`) {
+		t.Errorf("/metrics: want 2 rate-limited attempts on the primary:\n%s", grep(m, "attempts_total"))
+	}
+	if got := busy.calls.Load(); got != 2 {
+		t.Errorf("busy upstream calls = %d, want 2 (then the breaker is open)", got)
+	}
+	// Every metric Breakwater exports is documented in the README (the
+	// coredns rule), so operators can find what a series means.
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(m, "\n") {
+		if !strings.HasPrefix(line, "# TYPE breakwater_") {
+			continue
+		}
+		name := strings.Fields(line)[2]
+		if !strings.Contains(string(readme), "`"+name+"`") {
+			t.Errorf("metric %s is not listed in the README", name)
+		}
+	}
+	st := r.get(t, "/stats")
+	if !strings.Contains(st, `"state":"open"`) {
+		t.Errorf("/stats does not show the open breaker: %s", st)
+	}
+}
+
+func grep(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// TestShutdownFlushesAndRestartHits stops a sidecar (as SIGTERM would) right
+// after a miss and checks that a new one on the same data_dir answers the
+// question from the persisted index.
+func TestShutdownFlushesAndRestartHits(t *testing.T) {
+	up := &model{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	dir := t.TempDir()
+	cfg := strings.ReplaceAll(fmt.Sprintf(baseConfig, "0.93"), "{{DATA}}", filepath.ToSlash(dir))
+	r1 := start(t, cfg, us.URL, us.URL)
+	r1.chat(t, "Which planet is the largest?")
+	r1.stop()
+	r2 := start(t, cfg, us.URL, us.URL)
+	_, h, _ := r2.chat(t, "Which planet is the largest?")
+	if got := h.Get("X-Breakwater-Cache"); got != "hit-semantic" && got != "hit-exact" {
+		t.Errorf("after restart: %q, want a hit", got)
+	}
+	if got := up.calls.Load(); got != 1 {
+		t.Errorf("upstream calls = %d, want 1", got)
+	}
+}

@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// Run is the sim command: breakwater sim -listen 127.0.0.1:9000 [flags].
+// It serves until ctx ends.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("breakwater sim", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	listen := fs.String("listen", "127.0.0.1:9000", "host:port to serve on")
+	fs.DurationVar(&o.Latency, "latency", 300*time.Millisecond, "fixed time to the first byte")
+	fs.DurationVar(&o.Jitter, "jitter", 100*time.Millisecond, "mean of the random latency added to -latency")
+	fs.StringVar(&o.Dist, "dist", DistExponential, "jitter distribution: exponential, lognormal or uniform")
+	fs.DurationVar(&o.PerToken, "per-token", 0, "generation time per completion token (stream chunk spacing)")
+	fs.IntVar(&o.Capacity, "capacity", 8, "max model calls in flight; beyond it 429 + Retry-After (0: unlimited)")
+	fs.DurationVar(&o.RetryAfter, "retry-after", time.Second, "wait a 429 asks for")
+	fs.Float64Var(&o.ErrorRate, "error-rate", 0, "share of admitted calls answered 503, in [0,1]")
+	fs.Uint64Var(&o.Seed, "seed", 1, "seed for jitter and injected errors")
+	models := fs.String("models", "gpt-test", "comma-separated model names listed by /v1/models")
+	fs.IntVar(&o.Dimension, "dim", 64, "length of /v1/embeddings vectors")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("parse flags: unexpected argument %q", fs.Arg(0))
+	}
+	if !ValidDist(o.Dist) {
+		return fmt.Errorf("parse flags: -dist %q: must be exponential, lognormal or uniform", o.Dist)
+	}
+	if o.ErrorRate < 0 || o.ErrorRate > 1 {
+		return fmt.Errorf("parse flags: -error-rate %v: must be in [0,1]", o.ErrorRate)
+	}
+	for _, m := range strings.Split(*models, ",") {
+		if m = strings.TrimSpace(m); m != "" {
+			o.Models = append(o.Models, m)
+		}
+	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	fmt.Fprintf(stdout, "breakwater sim: serving an OpenAI-compatible model on http://%s/v1 (capacity %d, latency %s + %s %s jitter); stats at /sim/stats\n",
+		ln.Addr(), o.Capacity, o.Latency, o.Jitter, o.Dist)
+	return Serve(ctx, ln, New(o))
+}
+
+// Serve serves h on ln until ctx ends, then shuts down within a second.
+func Serve(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	if err := srv.Shutdown(sctx); err != nil {
+		// Streams still open after a second are cut: the sim holds no state
+		// worth draining.
+		srv.Close()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			return fmt.Errorf("shutdown: %w", err)
+		}
+	}
+	return nil
+}

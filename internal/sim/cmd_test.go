@@ -1,0 +1,57 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestRun(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	var out, errb bytes.Buffer
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, []string{"-listen", addr, "-latency", "1ms", "-jitter", "0"}, &out, &errb) }()
+	var resp *http.Response
+	for range 100 {
+		resp, err = http.Get("http://" + addr + "/sim/stats")
+		if err == nil {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if got, want := resp.StatusCode, http.StatusOK; got != want {
+		t.Errorf("stats status = %d, want %d", got, want)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v (stderr %s)", err, errb.String())
+	}
+	if !strings.Contains(out.String(), "http://"+addr+"/v1") {
+		t.Errorf("banner = %q, want the base URL", out.String())
+	}
+}
+
+func TestRunBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-dist", "gamma"}, {"-error-rate", "2"}, {"extra"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if err := Run(t.Context(), args, &out, &errb); err == nil {
+				t.Errorf("Run(%q) = nil, want an error", args)
+			}
+		})
+	}
+}

@@ -1,0 +1,293 @@
+// Package sim is a simulated OpenAI-compatible model endpoint for demos and load tests: configurable latency, capacity, error rate and deterministic answers.
+package sim
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Jitter distributions.
+const (
+	DistExponential = "exponential"
+	DistLognormal   = "lognormal"
+	DistUniform     = "uniform"
+)
+
+// Options configure a simulated model. The zero value answers at once, with
+// no capacity limit and no errors.
+type Options struct {
+	// Latency is the fixed part of the time to the first byte. Zero: none.
+	Latency time.Duration
+	// Jitter is the mean of the random part added to Latency, drawn from
+	// Dist. Zero: none.
+	Jitter time.Duration
+	// Dist is the jitter distribution: DistExponential (default),
+	// DistLognormal (sigma 0.5, so a long right tail) or DistUniform
+	// (uniform on [0, 2·Jitter]).
+	Dist string
+	// PerToken is the generation time of one completion token: the delay
+	// between streamed chunks, and added per token before a non-streamed
+	// answer. Zero: none.
+	PerToken time.Duration
+	// Capacity is how many model calls may be in flight at once; beyond it
+	// the call is answered 429 with Retry-After and an OpenAI-shaped
+	// "model is at capacity" error. Zero: unlimited.
+	Capacity int
+	// RetryAfter is the wait a 429 asks for (Retry-After in whole seconds,
+	// rounded up, and retry-after-ms). Zero: 1s.
+	RetryAfter time.Duration
+	// ErrorRate is the share of admitted calls answered 503, in [0, 1].
+	ErrorRate float64
+	// Seed makes jitter and errors reproducible. Zero: 1.
+	Seed uint64
+	// Models are the names /v1/models lists. Nil: ["gpt-test"].
+	Models []string
+	// Dimension is the length of /v1/embeddings vectors. Zero: 64.
+	Dimension int
+}
+
+// Stats are the counters served at GET /sim/stats. Calls are requests to a
+// model endpoint (chat, completions, embeddings), whatever their answer.
+type Stats struct {
+	Calls        int64 `json:"calls"`
+	OK           int64 `json:"ok"`
+	RateLimited  int64 `json:"rate_limited"`
+	Errors       int64 `json:"errors"`
+	InFlight     int64 `json:"in_flight"`
+	InFlightPeak int64 `json:"in_flight_peak"`
+	PromptTokens int64 `json:"prompt_tokens"`
+	OutputTokens int64 `json:"completion_tokens"`
+}
+
+// Sim is a simulated model endpoint; it is an http.Handler.
+type Sim struct {
+	opts Options
+	mux  *http.ServeMux
+
+	mu  sync.Mutex // guards rng
+	rng *rand.Rand
+
+	inflight     atomic.Int64
+	calls        atomic.Int64
+	ok           atomic.Int64
+	limited      atomic.Int64
+	errors       atomic.Int64
+	peak         atomic.Int64
+	promptTokens atomic.Int64
+	outputTokens atomic.Int64
+}
+
+// NewHandler returns a simulated model endpoint serving /v1/chat/completions,
+// /v1/completions, /v1/embeddings, /v1/models and GET /sim/stats.
+func NewHandler(opts Options) http.Handler { return New(opts) }
+
+// New is NewHandler with access to Stats.
+func New(opts Options) *Sim {
+	if opts.RetryAfter <= 0 {
+		opts.RetryAfter = time.Second
+	}
+	if opts.Seed == 0 {
+		opts.Seed = 1
+	}
+	if len(opts.Models) == 0 {
+		opts.Models = []string{"gpt-test"}
+	}
+	if opts.Dimension <= 0 {
+		opts.Dimension = 64
+	}
+	if opts.Dist == "" {
+		opts.Dist = DistExponential
+	}
+	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/chat/completions", s.model(s.chat))
+	s.mux.HandleFunc("POST /v1/completions", s.model(s.completion))
+	s.mux.HandleFunc("POST /v1/embeddings", s.model(s.embeddings))
+	s.mux.HandleFunc("GET /v1/models", s.models)
+	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) {
+		writeJSON(w, http.StatusOK, s.Stats())
+	})
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "invalid_request_error", "not_found", "sim: no route for "+r.Method+" "+r.URL.Path)
+	})
+	return s
+}
+
+// ValidDist reports whether d names a jitter distribution.
+func ValidDist(d string) bool {
+	return d == "" || d == DistExponential || d == DistLognormal || d == DistUniform
+}
+
+func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Stats returns a snapshot of the counters.
+func (s *Sim) Stats() Stats {
+	return Stats{
+		Calls:        s.calls.Load(),
+		OK:           s.ok.Load(),
+		RateLimited:  s.limited.Load(),
+		Errors:       s.errors.Load(),
+		InFlight:     s.inflight.Load(),
+		InFlightPeak: s.peak.Load(),
+		PromptTokens: s.promptTokens.Load(),
+		OutputTokens: s.outputTokens.Load(),
+	}
+}
+
+// model wraps a model endpoint with admission (capacity), error injection
+// and the base latency. The slot is released before the handler returns, so
+// a small answer (still buffered by net/http) never reaches the client while
+// its slot looks taken: a client that respects Capacity never sees a 429.
+func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func())) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		s.calls.Add(1)
+		n := s.inflight.Add(1)
+		if s.opts.Capacity > 0 && n > int64(s.opts.Capacity) {
+			s.inflight.Add(-1)
+			s.limited.Add(1)
+			ra := s.opts.RetryAfter
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra.Seconds()))))
+			w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
+			writeError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded",
+				fmt.Sprintf("model is at capacity (%d requests in flight); retry after %s", s.opts.Capacity, ra))
+			return
+		}
+		for {
+			p := s.peak.Load()
+			if n <= p || s.peak.CompareAndSwap(p, n) {
+				break
+			}
+		}
+		var once sync.Once
+		release := func() { once.Do(func() { s.inflight.Add(-1) }) }
+		defer release()
+		fail, wait := s.draw()
+		if !sleep(r, wait) {
+			return
+		}
+		if fail {
+			s.errors.Add(1)
+			release()
+			writeError(w, http.StatusServiceUnavailable, "server_error", "overloaded", "sim: the model is temporarily unavailable (injected error)")
+			return
+		}
+		h(w, r, release)
+	}
+}
+
+// draw picks whether this call fails and its latency to the first byte.
+func (s *Sim) draw() (bool, time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fail := s.opts.ErrorRate > 0 && s.rng.Float64() < s.opts.ErrorRate
+	wait := s.opts.Latency
+	if j := float64(s.opts.Jitter); j > 0 {
+		switch s.opts.Dist {
+		case DistLognormal:
+			const sigma = 0.5
+			mu := math.Log(j) - sigma*sigma/2 // mean of the draw is j
+			wait += time.Duration(math.Exp(mu + sigma*s.rng.NormFloat64()))
+		case DistUniform:
+			wait += time.Duration(2 * j * s.rng.Float64())
+		default:
+			wait += time.Duration(j * s.rng.ExpFloat64())
+		}
+	}
+	return fail, wait
+}
+
+// sleep waits d unless the client goes away first.
+func sleep(r *http.Request, d time.Duration) bool {
+	if d <= 0 {
+		return r.Context().Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+func (s *Sim) models(w http.ResponseWriter, _ *http.Request) {
+	type model struct {
+		ID      string `json:"id"`
+		Object  string `json:"object"`
+		Created int64  `json:"created"`
+		OwnedBy string `json:"owned_by"`
+	}
+	list := struct {
+		Object string  `json:"object"`
+		Data   []model `json:"data"`
+	}{Object: "list"}
+	for _, m := range s.opts.Models {
+		list.Data = append(list.Data, model{ID: m, Object: "model", Created: 1700000000, OwnedBy: "breakwater-sim"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+// Answer is the simulated model's deterministic answer to question: a canned
+// sentence, chosen by a hash of the question, that contains the question.
+func Answer(question string) string {
+	q := strings.TrimSpace(question)
+	if q == "" {
+		q = "(empty question)"
+	}
+	h := fnv.New64a()
+	h.Write([]byte(q))
+	v := h.Sum64()
+	return fmt.Sprintf(templates[v%uint64(len(templates))], q) + fmt.Sprintf(" [sim answer %04x]", v&0xffff)
+}
+
+var templates = []string{
+	"You asked %q. The short answer is that it depends on your constraints, so start with the simplest option and measure.",
+	"About %q: most people get good results by reading the official documentation first and then trying a small example.",
+	"Regarding %q: there are three common approaches, and the first one is usually enough for everyday use.",
+	"On %q: the answer has changed over the years, so check a recent source before you rely on it.",
+	"To answer %q briefly: yes, in most cases, although a few edge cases need extra care.",
+	"%q is a good question. In practice, the best approach is the one your team can maintain.",
+	"For %q, the usual recommendation is to break the problem into smaller steps and solve them one at a time.",
+	"Here is a simulated answer to %q: a careful, step-by-step explanation would go here in a real model.",
+}
+
+// tokens approximates a token count by words, at least 1.
+func tokens(s string) int {
+	if n := len(strings.Fields(s)); n > 0 {
+		return n
+	}
+	return 1
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = http.StatusInternalServerError, []byte(`{"error":{"message":"sim: encode response","type":"server_error","code":"internal"}}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b)
+}
+
+func writeError(w http.ResponseWriter, status int, typ, code, msg string) {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+			Type    string `json:"type"`
+			Code    string `json:"code"`
+		} `json:"error"`
+	}
+	e.Error.Message, e.Error.Type, e.Error.Code = msg, typ, code
+	writeJSON(w, status, e)
+}
