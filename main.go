@@ -18,7 +18,10 @@ import (
 	"syscall"
 
 	"github.com/breakwater-dev/breakwater/internal/app"
+	"github.com/breakwater-dev/breakwater/internal/demo"
 	"github.com/breakwater-dev/breakwater/internal/evalcmd"
+	"github.com/breakwater-dev/breakwater/internal/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/sim"
 )
 
 func main() {
@@ -46,6 +49,12 @@ func run(ctx context.Context, args []string) error {
 			return evalcmd.Run(ctx, args[1:], os.Stdout, os.Stderr)
 		case "calibrate":
 			return evalcmd.Calibrate(ctx, args[1:], os.Stdout, os.Stderr)
+		case "sim":
+			return sim.Run(ctx, args[1:], os.Stdout, os.Stderr)
+		case "bench":
+			return loadgen.Run(ctx, args[1:], os.Stdout, os.Stderr)
+		case "demo":
+			return demo.Run(ctx, args[1:], os.Stdout, os.Stderr)
 		case "serve":
 			args = args[1:]
 		}

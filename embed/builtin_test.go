@@ -317,3 +317,21 @@ func transpose(w []float32, in, out int) []float32 {
 	}
 	return wt
 }
+
+// TestBuiltinContract runs the shared Embedder contract suite against the
+// built-in encoder, alone and behind the embedding cache.
+func TestBuiltinContract(t *testing.T) {
+	t.Run("builtin", func(t *testing.T) {
+		runEmbedderContract(t, func(t *testing.T) Embedder { return testBuiltin(t) })
+	})
+	t.Run("cached", func(t *testing.T) {
+		runEmbedderContract(t, func(t *testing.T) Embedder {
+			c, err := NewCached(testBuiltin(t), 1<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			return c
+		})
+	})
+}

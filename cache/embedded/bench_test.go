@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -28,8 +29,11 @@ func benchVector(i int) []float32 {
 	return indextest.RandomUnit(rand.New(rand.NewPCG(99, uint64(i))), benchDim)
 }
 
+// benchOptions builds the bench index's options; BREAKWATER_BENCH_EF sets
+// EfSearch (default: the package default) to trade latency for recall.
 func benchOptions(path string) Options {
-	return Options{Path: path, Dimension: benchDim, EmbedderName: "bench", MaxEntries: 2_000_000, M: benchM, EfConstruction: benchEfC, SweepEvery: -1}
+	ef, _ := strconv.Atoi(os.Getenv("BREAKWATER_BENCH_EF"))
+	return Options{Path: path, Dimension: benchDim, EmbedderName: "bench", MaxEntries: 2_000_000, M: benchM, EfConstruction: benchEfC, EfSearch: ef, SweepEvery: -1}
 }
 
 // benchIndex returns an index of n entries in one bucket and the heap bytes
@@ -48,7 +52,6 @@ func benchIndex(b *testing.B, n int) (*Index, float64) {
 		if err != nil {
 			b.Fatalf("open cached bench index (delete %s to rebuild): %v", dir, err)
 		}
-		b.Cleanup(func() { x.Close() })
 		b.Logf("loaded %d entries from %s in %v", n, dir, time.Since(start).Round(time.Millisecond))
 		return x, float64(heapInUse()-before) / float64(n)
 	}
@@ -88,7 +91,6 @@ func benchIndex(b *testing.B, n int) (*Index, float64) {
 			b.Logf("cache bench index: %v", err)
 		}
 	}
-	b.Cleanup(func() { x.Close() })
 	return x, perEntry
 }
 
@@ -99,38 +101,67 @@ func heapInUse() uint64 {
 	return m.HeapAlloc
 }
 
+// benchIndexes keeps each size's index for all sub-benchmarks of a run.
+var benchIndexes = map[int]struct {
+	x        *Index
+	perEntry float64
+}{}
+
+// BenchmarkSearch measures Search in one bucket of n entries, for queries
+// that hit (a near-duplicate of a stored vector, similarity ≈ 0.99) and that
+// miss (an unrelated random vector: the longest graph walk).
 func BenchmarkSearch(b *testing.B) {
 	for _, n := range []int{10_000, 100_000, 1_000_000} {
-		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
-			if n >= 1_000_000 && os.Getenv("BREAKWATER_BENCH_1M") != "1" {
-				b.Skip("1M×512 dims needs ~3 GB and a long build: set BREAKWATER_BENCH_1M=1")
-			}
-			x, perEntry := benchIndex(b, n)
-			rng := rand.New(rand.NewPCG(7, 7))
-			queries := make([][]float32, 1000)
-			for i := range queries {
-				// Half near-duplicates of stored queries (cache hits), half
-				// unrelated (misses, which explore the graph the longest).
-				if i%2 == 0 {
-					queries[i] = indextest.Perturb(rng, benchVector(rng.IntN(n)), 0.02)
-				} else {
-					queries[i] = indextest.RandomUnit(rng, benchDim)
+		for _, kind := range []string{"hit", "miss"} {
+			b.Run(fmt.Sprintf("n=%d/%s", n, kind), func(b *testing.B) {
+				if n >= 1_000_000 && os.Getenv("BREAKWATER_BENCH_1M") != "1" {
+					b.Skip("1M×512 dims needs ~3 GB and a long build: set BREAKWATER_BENCH_1M=1")
 				}
-			}
-			durs := make([]time.Duration, 0, 1<<16)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for i := 0; b.Loop(); i++ {
-				start := time.Now()
-				if _, err := x.Search(b.Context(), cache.SearchQuery{Partition: "p", Fingerprint: "f", Vector: queries[i%len(queries)], Threshold: 0.9, Limit: 1}); err != nil {
-					b.Fatal(err)
-				}
-				durs = append(durs, time.Since(start))
-			}
-			b.StopTimer()
-			reportLatency(b, durs)
-			b.ReportMetric(perEntry, "heap-B/entry")
-		})
+				benchSearch(b, n, kind == "hit")
+			})
+		}
+	}
+}
+
+func benchSearch(b *testing.B, n int, hit bool) {
+	bi, ok := benchIndexes[n]
+	if !ok {
+		bi.x, bi.perEntry = benchIndex(b, n)
+		benchIndexes[n] = bi
+	}
+	x, perEntry := bi.x, bi.perEntry
+	rng := rand.New(rand.NewPCG(7, 7))
+	queries := make([][]float32, 1000)
+	want := make([]string, len(queries)) // for hits: the key a query must find
+	for i := range queries {
+		if hit {
+			j := rng.IntN(n)
+			queries[i], want[i] = indextest.Perturb(rng, benchVector(j), 0.005), indextest.Key(fmt.Sprint(j))
+		} else {
+			queries[i] = indextest.RandomUnit(rng, benchDim)
+		}
+	}
+	durs := make([]time.Duration, 0, 1<<16)
+	found := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		q := i % len(queries)
+		start := time.Now()
+		ms, err := x.Search(b.Context(), cache.SearchQuery{Partition: "p", Fingerprint: "f", Vector: queries[q], Threshold: 0.9, Limit: 1})
+		durs = append(durs, time.Since(start))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if len(ms) == 1 && ms[0].Entry.Key == want[q] {
+			found++
+		}
+	}
+	b.StopTimer()
+	reportLatency(b, durs)
+	b.ReportMetric(perEntry, "heap-B/entry")
+	if hit {
+		b.ReportMetric(float64(found)/float64(len(durs)), "recall@1")
 	}
 }
 

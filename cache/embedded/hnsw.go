@@ -281,9 +281,6 @@ func (g *graph) selectNeighbors(cands []cand, m int, out []int32) []int32 {
 	return out
 }
 
-// insert adds slot id, whose vector is already stored, to the graph.
-func (g *graph) insert(id int32) { g.insertMany([]int32{id}) }
-
 // parallelMin is the batch size from which insertMany uses every CPU.
 const parallelMin = 256
 
@@ -360,10 +357,16 @@ func (g *graph) link(id int32, sc *scratch) {
 			continue
 		}
 		sel = g.selectNeighbors(res, g.m, sel[:0])
+		// Add to id's links rather than overwrite them: in a parallel build
+		// another worker may already have linked to id on this level
+		// (reaching id through a higher level), and dropping that back link
+		// would leave its node unreachable.
 		if parallel {
 			g.locks[id].Lock()
 		}
-		g.nodes[id].links[l] = append(g.nodes[id].links[l][:0], sel...)
+		for _, n := range sel {
+			g.addLink(id, n, l)
+		}
 		if parallel {
 			g.locks[id].Unlock()
 		}

@@ -93,3 +93,29 @@ func TestHNSWRecall(t *testing.T) {
 		t.Logf("recall@1 after reuse = %.3f", got)
 	}
 }
+
+// TestParallelBuildReachable checks that a graph linked by parallel workers
+// leaves no node unreachable: every stored vector finds itself.
+func TestParallelBuildReachable(t *testing.T) {
+	const n, dim = 3000, 16
+	rng := rand.New(rand.NewPCG(10, 10))
+	vecs := &vecStore{dim: dim}
+	ids := make([]int32, n)
+	for i := range ids {
+		ids[i] = int32(i)
+		vecs.set(int32(i), indextest.RandomUnit(rng, dim))
+	}
+	g := newGraph(vecs, 8, 64)
+	g.insertMany(ids[:n/2])
+	g.insertMany(ids[n/2:]) // the second batch links into an existing graph
+	sc := new(scratch)
+	lost := 0
+	for _, id := range ids {
+		if res := g.search(vecs.at(id), 32, sc); len(res) == 0 || res[0].id != id {
+			lost++
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d nodes do not find themselves", lost, n)
+	}
+}

@@ -5,16 +5,16 @@ import "strings"
 // light words carry little of a question's answer: question scaffolding and
 // common fillers. The content rule ignores them.
 var light = set("some", "any", "really", "actually", "exactly", "possible", "ever",
-	"top", "great", "things", "kind", "kinds", "type", "types", "use", "using", "used",
-	"make", "making", "know", "think", "want", "need", "tips", "tip", "advice",
+	"top", "great", "things", "kind", "kinds", "type", "types",
+	"tips", "tip", "advice",
 	"example", "examples", "mean", "means", "meaning", "etc", "still",
 	"go", "going", "goes", "getting", "doing", "done", "happen", "happens",
 	"a", "i", "s", "t", "d", "m", "o", "u", "y",
 	"reason", "reasons", "anything", "something", "everything", "always", "often",
 	"usually", "generally", "basically", "simply", "only", "well", "too", "now",
 	"currently", "nowadays", "able", "possibly", "certain", "specific", "particular",
-	"important", "ideas", "idea", "suggest", "suggestions", "recommend", "help",
-	"explain", "tell", "please", "guys", "know", "find", "give", "take", "we're",
+	"important", "ideas", "idea", "suggest", "suggestions", "recommend",
+	"please", "guys", "know", "we're",
 	"youre", "theyre", "ive", "youve", "weve", "theyve", "id", "youd", "hed", "shed",
 	"ill", "youll", "its", "hes", "shes", "thats", "theres", "lets", "let", "say", "said",
 	"s", "t", "d", "ll", "re", "ve", "m", "yourself", "myself", "themselves",
@@ -74,7 +74,7 @@ func stem(w string) string {
 
 // unmatched counts the content words of a (see contentStem) that have no
 // counterpart in b: the same stem, a shared
-// prefix of five letters ("programming"/"program"), or, from four letters,
+// prefix of six letters ("programming"/"programmer"), or, from four letters,
 // a place in b's squashed text ("smart phone" for "smartphone").
 func unmatched(a, b *text) int {
 	n := 0
@@ -84,7 +84,7 @@ func unmatched(a, b *text) int {
 		}
 		found := false
 		for _, tb := range b.toks {
-			if tb.stem != "" && (ta.stem == tb.stem || commonPrefix(ta.stem, tb.stem) >= 5) {
+			if tb.stem != "" && (ta.stem == tb.stem || commonPrefix(ta.stem, tb.stem) >= minPrefix) {
 				found = true
 				break
 			}
@@ -118,3 +118,7 @@ func commonPrefix(a, b string) int {
 	}
 	return n
 }
+
+// minPrefix is the shared prefix that makes two stems one word
+// ("programming"/"programmer"); six keeps "internet" apart from "interview".
+const minPrefix = 6

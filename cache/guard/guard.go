@@ -28,7 +28,7 @@ const (
 	ReasonNegation   = "negation"   // one text is negated and the other is not
 	ReasonOpposite   = "opposite"   // opposite words: best/worst, more/less, husband/wife, buy/sell…
 	ReasonName       = "name"       // a capitalised name or acronym of one text is not in the other
-	ReasonOrder      = "order"      // the same words swap sides of to/from/than/into ("X to Y" vs "Y to X")
+	ReasonOrder      = "order"      // roles swap: "X to Y" vs "Y to X", "India attacks Pakistan" vs "Pakistan attacks India"
 	ReasonQuestion   = "question"   // one asks why/where/when/who, the other another of those or how
 	ReasonContent    = "content"    // a content word of one text has no counterpart in the other
 )
@@ -65,7 +65,7 @@ type Options struct {
 	NoOrder bool
 	// NoContent skips the content-word rule: every word of either text that
 	// is not a stop word, a filler or a number must have a counterpart in the
-	// other (same stem, a shared five-letter prefix, or a known synonym).
+	// other (same rough stem, a shared six-letter prefix, or a known synonym).
 	// It is the strictest rule and the one that lifts precision on the dev
 	// set from about 0.8 to about 0.9 (docs/PRECISION.md); it also turns away
 	// paraphrases that use synonyms the guard does not know.
@@ -88,8 +88,9 @@ func New(opts Options) *Guard {
 
 // Check reports whether candidate may answer query. When it may not, reason
 // names the first rule that rejected it (one of Reasons). Case, punctuation,
-// the order of ordinary words, contractions, synonyms and plurals do not
-// matter to any rule; the cosine threshold is expected to have run first.
+// the order of ordinary words, contractions, plurals and the synonyms the
+// content rule knows do not matter to any rule; the cosine threshold is
+// expected to have run first.
 // A nil Guard accepts everything.
 func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
 	if g == nil || query == candidate {

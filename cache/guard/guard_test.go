@@ -38,6 +38,11 @@ func TestCheckRejects(t *testing.T) {
 		{"superlative", "What is the best thing about living in Delhi?", "What is the worst thing about living in Delhi?", ReasonOpposite},
 		{"gender", "What are the best qualities to look for in a future husband?", "What are the best qualities to look for in a future wife?", ReasonOpposite},
 		{"pros and cons", "What are the advantages of electric cars?", "What are the disadvantages of electric cars?", ReasonOpposite},
+		{"agent swap", "What will happen if India attacks Pakistan?", "What will happen if Pakistan attacks India?", ReasonOrder},
+		{"role nouns swap", "Do guys like introvert girls?", "Do girls like introvert guys?", ReasonOrder},
+		{"language symbols", "What is the best Java book for a C# programmer?", "What is the best Java book for a C++ programmer?", ReasonIdentifier},
+		{"why vs how", "Why is overtime taxed?", "How is overtime taxed?", ReasonQuestion},
+		{"where vs when", "Where was the wheel invented?", "When was the wheel invented?", ReasonQuestion},
 		{"content word", "Can airport security scanners detect gold?", "Can airport security scanners detect diamonds?", ReasonContent},
 		{"added qualifier", "What are the best restaurants in town?", "What are the best vegan restaurants in town?", ReasonContent},
 	}
@@ -86,6 +91,9 @@ func TestCheckAccepts(t *testing.T) {
 		{"filler", "What are some really good books on history?", "What are good books on history?"},
 		{"quoted same", `What does "carpe diem" mean?`, "What does carpe diem mean?"},
 		{"symmetric or", "Who will win, Trump or Clinton?", "Who will win, Clinton or Trump?"},
+		{"names around vs", "Donald Trump vs Hillary Clinton: who wins?", "Hillary Clinton vs Donald Trump: who wins?"},
+		{"names around a preposition", "Which is the best college for BBA in India?", "Which is the best college in India for BBA?"},
+		{"dotted name mid-sentence", "Which projects were ported to .NET?", "Which projects have been ported to .NET?"},
 		{"nested to", "How do I transfer photos from my phone to my laptop?", "How do I transfer photos from a phone to a laptop?"},
 	}
 	g := New(Options{})

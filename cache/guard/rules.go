@@ -174,6 +174,9 @@ func isIdentifier(w string) bool {
 	if isPlain(w) {
 		return isCamel(w)
 	}
+	if strings.ContainsAny(w, "+#") { // C++, C#, AB+
+		return true
+	}
 	if strings.ContainsRune(w, '_') || strings.ContainsRune(w, '/') || strings.ContainsRune(w, '\\') {
 		return true
 	}
@@ -257,13 +260,18 @@ func names(t *text) []string {
 		return nil
 	}
 	var out []string
-	for _, tk := range t.toks {
+	for k, tk := range t.toks {
 		in := tk.in
-		if tk.code || !isAlpha(tk.raw) || in.flags&fStop != 0 || tk.low == "i" || in.month != "" || in.cur != "" || in.unit != "" {
+		if tk.code || !isAlpha(tk.raw) || tk.low == "i" || in.month != "" || in.cur != "" {
 			continue
 		}
 		allCaps := isAllCaps(tk.raw)
 		if (tk.start && !allCaps) || !isCapitalised(tk.raw) || isIdentifier(tk.raw) {
+			continue
+		}
+		// "IT" and "US" are names; "It" and "Us" are not. A unit is a name
+		// unless a number comes first ("LG G5", not "5 G").
+		if (in.flags&fStop != 0 && !allCaps) || (in.unit != "" && k > 0 && startsNumber(t.toks[k-1])) {
 			continue
 		}
 		out = append(out, tk.low)
@@ -341,6 +349,9 @@ func oppositeSides(a, b *text) bool {
 // sides of the same direction word: "from Delhi to Mumbai" vs "from Mumbai to
 // Delhi", "is X better than Y" vs "is Y better than X".
 func swapped(a, b *text) bool {
+	if entitiesSwapped(a, b) {
+		return true
+	}
 	for i, ta := range a.toks {
 		if ta.in.flags&fDir == 0 {
 			continue
@@ -435,4 +446,92 @@ func askDifferently(a, b *text) bool {
 		return false
 	}
 	return ia != "how" || ib != "how"
+}
+
+// connectors may stand between two entities without giving them roles:
+// "SRM or VIT" asks what "VIT or SRM" asks.
+var connectors = set("and", "or", "nor", "vs", "versus", "v", "with", "plus", "&",
+	"between", "both", "either", "neither", "the", "a", "an")
+
+// roleNouns are the people words whose roles decide an answer.
+var roleNouns = set("man", "men", "woman", "women", "boy", "boys", "girl", "girls",
+	"guy", "guys", "husband", "wife", "boyfriend", "girlfriend", "father", "mother",
+	"dad", "mom", "son", "daughter", "brother", "sister", "male", "female", "males",
+	"females", "parents", "children", "kids", "teacher", "student", "students",
+	"employer", "employee", "buyer", "seller", "landlord", "tenant")
+
+// isEntity reports whether tk is a name (capitalised mid-sentence, or all
+// caps) or a role noun (girls, husband): words whose roles decide the answer.
+func isEntity(tk token) bool {
+	if roleNouns[tk.low] {
+		return true
+	}
+	if !isAlpha(tk.raw) || tk.low == "i" {
+		return false
+	}
+	allCaps := isAllCaps(tk.raw)
+	return allCaps || (!tk.start && isCapitalised(tk.raw) && tk.in.flags&fStop == 0)
+}
+
+// entitiesSwapped reports whether two entities that both texts mention
+// stand in opposite order, with something other than connectors and
+// entities between them: "Will India attack Pakistan?" vs "Will Pakistan
+// attack India?", "Do guys like introvert girls?" vs "Do girls like
+// introvert guys?".
+func entitiesSwapped(a, b *text) bool {
+	for i := range a.toks {
+		x := a.toks[i]
+		if !isEntity(x) {
+			continue
+		}
+		bx := indexLow(b, x.low)
+		if bx < 0 || countLow(a, x.low) > 1 || countLow(b, x.low) > 1 {
+			continue
+		}
+		for j := i + 1; j < len(a.toks); j++ {
+			y := a.toks[j]
+			if y.low == x.low || !isEntity(y) {
+				continue
+			}
+			by := indexLow(b, y.low)
+			if by < 0 || by > bx || countLow(a, y.low) > 1 || countLow(b, y.low) > 1 {
+				continue
+			}
+			if roleWords(a.toks[i+1:j]) && roleWords(b.toks[by+1:bx]) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// roleWords reports whether toks hold a content word that is neither a
+// connector nor an entity, such as the verb in "India attacks Pakistan".
+// Prepositions alone ("BBA in India" vs "India for BBA") do not count.
+func roleWords(toks []token) bool {
+	for _, t := range toks {
+		if t.stem != "" && !connectors[t.low] && !isEntity(t) {
+			return true
+		}
+	}
+	return false
+}
+
+func countLow(t *text, w string) int {
+	n := 0
+	for i := range t.toks {
+		if t.toks[i].low == w {
+			n++
+		}
+	}
+	return n
+}
+
+func indexLow(t *text, w string) int {
+	for i := range t.toks {
+		if t.toks[i].low == w {
+			return i
+		}
+	}
+	return -1
 }

@@ -58,8 +58,11 @@ func parse(s string, buf []token) text {
 			continue
 		case r == '$' || r == '₹' || r == '€' || r == '£' || r == '¥' || r == '%':
 			t.toks = append(t.toks, token{raw: s[i : i+w], low: s[i : i+w], sym: true, in: lookup(s[i : i+w])})
-		case r == '.' || r == '?' || r == '!' || r == ':' || r == ';' || r == '\n':
+		case r == '?' || r == '!' || r == ';' || r == '\n':
 			start = true
+		case r == '.' || r == ':':
+			// A full stop ends a sentence only before a space: ".NET" does not.
+			start = start || i+w == len(s) || s[i+w] == ' ' || s[i+w] == '\t' || s[i+w] == '\n'
 		}
 		i += w
 	}

@@ -187,21 +187,21 @@ func equalEntry(got, want cache.Entry) error {
 	ms := func(tm time.Time) time.Time { return tm.Truncate(time.Millisecond) }
 	switch {
 	case got.Key != want.Key:
-		return fmt.Errorf("Key = %q, want %q", got.Key, want.Key)
+		return fmt.Errorf("entry.Key = %q, want %q", got.Key, want.Key)
 	case got.Partition != want.Partition:
-		return fmt.Errorf("Partition = %q, want %q", got.Partition, want.Partition)
+		return fmt.Errorf("entry.Partition = %q, want %q", got.Partition, want.Partition)
 	case got.Fingerprint != want.Fingerprint:
-		return fmt.Errorf("Fingerprint = %q, want %q", got.Fingerprint, want.Fingerprint)
+		return fmt.Errorf("entry.Fingerprint = %q, want %q", got.Fingerprint, want.Fingerprint)
 	case got.Query != want.Query:
-		return fmt.Errorf("Query = %q, want %q", got.Query, want.Query)
+		return fmt.Errorf("entry.Query = %q, want %q", got.Query, want.Query)
 	case got.Model != want.Model:
-		return fmt.Errorf("Model = %q, want %q", got.Model, want.Model)
+		return fmt.Errorf("entry.Model = %q, want %q", got.Model, want.Model)
 	case !bytes.Equal(got.Body, want.Body):
-		return fmt.Errorf("Body = %q, want %q", got.Body, want.Body)
+		return fmt.Errorf("entry.Body = %q, want %q", got.Body, want.Body)
 	case !ms(got.Created).Equal(ms(want.Created)):
-		return fmt.Errorf("Created = %v, want %v", got.Created, want.Created)
+		return fmt.Errorf("entry.Created = %v, want %v", got.Created, want.Created)
 	case got.Expires.IsZero() != want.Expires.IsZero() || !ms(got.Expires).Equal(ms(want.Expires)):
-		return fmt.Errorf("Expires = %v, want %v", got.Expires, want.Expires)
+		return fmt.Errorf("entry.Expires = %v, want %v", got.Expires, want.Expires)
 	}
 	return nil
 }

@@ -297,3 +297,31 @@ func TestShutdownFlushesAndRestartHits(t *testing.T) {
 		t.Errorf("upstream calls = %d, want 1", got)
 	}
 }
+
+// TestLongTextsWithSharedPrefixDoNotMatch: the built-in encoder sees only the
+// first 128 tokens, so two long questions that differ after them get the same
+// vector (similarity 1). The exact key covers the whole request and the cache
+// refuses semantic matches between truncated texts that are not equal.
+func TestLongTextsWithSharedPrefixDoNotMatch(t *testing.T) {
+	up := &model{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	r := start(t, fmt.Sprintf(baseConfig, "0.93"), us.URL, us.URL)
+	prefix := strings.Repeat("The quick brown fox jumps over the lazy dog near the river bank. ", 16)
+	a, b := prefix+"So, what is two plus two?", prefix+"So, who wrote Hamlet?"
+	r.chat(t, a)
+	waitFor(t, "the first long text to be indexed", func() bool {
+		return strings.Contains(r.get(t, "/stats"), `"semantic":1`)
+	})
+	_, h, body := r.chat(t, b)
+	if got := h.Get("X-Breakwater-Cache"); got != "miss" {
+		t.Errorf("second long text: %q, want miss (it differs after the first 128 tokens): %s", got, body)
+	}
+	_, h, _ = r.chat(t, a)
+	if got := h.Get("X-Breakwater-Cache"); got != "hit-exact" {
+		t.Errorf("repeat of the first long text: %q, want hit-exact", got)
+	}
+	if !strings.Contains(r.get(t, "/stats"), `"long_text_rejections":1`) {
+		t.Errorf("/stats does not count the long-text rejection: %s", r.get(t, "/stats"))
+	}
+}

@@ -245,6 +245,8 @@ func guardOptions(list string) (guard.Options, []string, error) {
 			o.NoOpposites = true
 		case guard.ReasonName:
 			o.NoNames = true
+		case guard.ReasonQuestion:
+			o.NoQuestion = true
 		case guard.ReasonOrder:
 			o.NoOrder = true
 		case guard.ReasonContent:

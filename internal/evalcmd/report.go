@@ -59,7 +59,7 @@ func writeCalibration(w io.Writer, c Calibration, rep Report) {
 		guard = "off"
 	}
 	if !c.Found {
-		fmt.Fprintf(w, "# no threshold keeps the false-hit rate <= %v (95 %% upper bound) with the guard %s on %d pairs\n", c.Target, guard, rep.Pairs)
+		fmt.Fprintf(w, "# no threshold keeps the false-hit rate <= %v (95 %% upper bound); guard %s, %d pairs\n", c.Target, guard, rep.Pairs)
 		return
 	}
 	r := c.Row

@@ -45,7 +45,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("parse flags: unexpected argument %q", fs.Arg(0))
 	}
-	if err := checkMix(cfg.Mix); err != nil {
+	if err := cfg.Mix.Validate(); err != nil {
 		return err
 	}
 	items, err := LoadWorkload(*workload, *pairs, cfg.Mix.Seed)
@@ -85,7 +85,8 @@ func LoadWorkload(workload, pairs string, seed uint64) ([]Item, error) {
 	}
 }
 
-func checkMix(m Mix) error {
+// Validate names the first flag of m that is out of range.
+func (m Mix) Validate() error {
 	if m.Repeat < 0 || m.Paraphrase < 0 || m.Repeat+m.Paraphrase > 1 {
 		return fmt.Errorf("parse flags: -repeat %v and -paraphrase %v: each must be >= 0 and their sum <= 1", m.Repeat, m.Paraphrase)
 	}

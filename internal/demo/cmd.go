@@ -1,0 +1,87 @@
+package demo
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/app"
+	"github.com/breakwater-dev/breakwater/internal/loadgen"
+)
+
+// Run is the demo command: breakwater demo [-duration 10s] [-rate R] ...
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("breakwater demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o Options
+	fs.IntVar(&o.Capacity, "capacity", 4, "simulated model: max requests in flight")
+	fs.DurationVar(&o.Latency, "latency", 200*time.Millisecond, "simulated model: minimum time per answer")
+	fs.DurationVar(&o.Jitter, "jitter", 100*time.Millisecond, "simulated model: mean extra time, uniform in [0, 2×jitter]")
+	fs.Float64Var(&o.Rate, "rate", 0, "load in requests/s (0: 3× what the model can answer)")
+	fs.DurationVar(&o.Duration, "duration", 10*time.Second, "length of each phase")
+	fs.Float64Var(&o.Mix.Repeat, "repeat", 0.5, "share of exact repeats")
+	fs.Float64Var(&o.Mix.Paraphrase, "paraphrase", 0.2, "share of paraphrases")
+	fs.Float64Var(&o.Mix.Zipf, "zipf", 1.1, "Zipf exponent of question popularity (> 1)")
+	fs.Uint64Var(&o.Mix.Seed, "seed", 1, "workload seed")
+	workload := fs.String("workload", "builtin", `"builtin", "qqp" (with -pairs) or a file of questions`)
+	pairs := fs.String("pairs", loadgen.DefaultPairs, "Quora question pairs for -workload qqp")
+	asJSON := fs.Bool("json", false, "print the result as JSON")
+	verbose := fs.Bool("v", false, "show Breakwater's log (warnings and errors) on stderr")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("parse flags: unexpected argument %q", fs.Arg(0))
+	}
+	if o.Capacity < 1 {
+		return fmt.Errorf("parse flags: -capacity %d: must be >= 1", o.Capacity)
+	}
+	if o.Jitter == 0 {
+		o.Jitter = -1 // explicit zero: no jitter
+	}
+	if err := o.Mix.Validate(); err != nil {
+		return err
+	}
+	items, err := loadgen.LoadWorkload(*workload, *pairs, o.Mix.Seed)
+	if err != nil {
+		return err
+	}
+	o.Items = items
+	if *verbose {
+		o.Logger = app.NewLogger(stderr, "warn", "text")
+	} else {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	o.Status = stderr
+	if isTerminal(stderr) {
+		o.Progress = stderr
+	}
+	res, err := Demo(ctx, o)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fmt.Errorf("write result: %w", err)
+		}
+		return nil
+	}
+	res.WriteTable(stdout)
+	return nil
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

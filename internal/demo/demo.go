@@ -1,0 +1,209 @@
+// Package demo shows Breakwater absorbing a peak without an API key: a simulated model with a small capacity, a load above it, first straight at the model and then through Breakwater, side by side.
+package demo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/internal/app"
+	"github.com/breakwater-dev/breakwater/internal/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/sim"
+)
+
+// Options configure a demo run. Zero values take the defaults of Run's flags.
+type Options struct {
+	// Capacity is the simulated model's max in flight. Zero: 4.
+	Capacity int
+	// Latency and Jitter shape the model's time to answer: Latency plus a
+	// uniform draw in [0, 2·Jitter]. Zero Latency: 200ms; zero Jitter: 100ms
+	// (negative: none).
+	Latency, Jitter time.Duration
+	// Rate is the load in requests per second. Zero: 3× the model's
+	// throughput (Capacity / mean latency).
+	Rate float64
+	// Duration is each phase's length. Zero: 10s.
+	Duration time.Duration
+	// Items and Mix are the workload (see loadgen). Nil Items: the built-in
+	// synthetic set. Zero Mix: 50% repeats, 20% paraphrases, Zipf 1.1,
+	// seed 1.
+	Items []loadgen.Item
+	Mix   loadgen.Mix
+	// Logger receives Breakwater's log. Nil: discarded.
+	Logger *slog.Logger
+	// Progress receives the load generator's progress bar. Nil: none.
+	Progress io.Writer
+	// Status receives one line as each phase starts. Nil: none.
+	Status io.Writer
+	// DataDir holds Breakwater's cache files. Empty: a temporary folder,
+	// removed at the end.
+	DataDir string
+}
+
+// Phase is one side of the table.
+type Phase struct {
+	Name  string           `json:"name"`
+	Bench *loadgen.Summary `json:"bench"`
+	// Model is the simulated model's counters for this phase alone.
+	Model sim.Stats `json:"model"`
+}
+
+// Result is the side-by-side.
+type Result struct {
+	Options    Options `json:"-"`
+	Throughput float64 `json:"model_throughput"` // requests/s the model can answer
+	Direct     Phase   `json:"direct"`
+	Breakwater Phase   `json:"breakwater"`
+}
+
+func (o *Options) defaults() {
+	if o.Capacity <= 0 {
+		o.Capacity = 4
+	}
+	if o.Latency <= 0 {
+		o.Latency = 200 * time.Millisecond
+	}
+	if o.Jitter == 0 {
+		o.Jitter = 100 * time.Millisecond
+	}
+	if o.Jitter < 0 {
+		o.Jitter = 0
+	}
+	if o.Rate <= 0 {
+		o.Rate = 3 * throughput(*o)
+	}
+	if o.Duration <= 0 {
+		o.Duration = 10 * time.Second
+	}
+	if o.Mix == (loadgen.Mix{}) {
+		o.Mix = loadgen.Mix{Repeat: 0.5, Paraphrase: 0.2, Zipf: 1.1, Seed: 1}
+	}
+	if o.Items == nil {
+		o.Items = loadgen.Builtin(o.Mix.Seed)
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// throughput is what the model answers per second when kept full.
+func throughput(o Options) float64 {
+	return float64(o.Capacity) / (o.Latency + o.Jitter).Seconds()
+}
+
+// Demo runs both phases with the same workload, each against a fresh
+// simulated model with the same options.
+func Demo(ctx context.Context, o Options) (*Result, error) {
+	o.defaults()
+	res := &Result{Options: o, Throughput: throughput(o)}
+	simOpts := sim.Options{Capacity: o.Capacity, Latency: o.Latency, Jitter: o.Jitter, Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1}
+	bench := loadgen.Config{
+		Rate: o.Rate, Duration: o.Duration, Items: o.Items, Mix: o.Mix,
+		Progress: o.Progress,
+		// Long enough for Breakwater's queue to drain; the run still ends
+		// on its own.
+		Timeout: 45 * time.Second,
+	}
+
+	direct := sim.New(simOpts)
+	dsrv := httptest.NewServer(direct)
+	defer dsrv.Close()
+	status(o.Status, "phase 1/2: %.0f req/s for %s straight at the model (capacity %d, ~%.0f req/s)", o.Rate, o.Duration, o.Capacity, res.Throughput)
+	bench.URL = dsrv.URL
+	s, err := loadgen.Bench(ctx, bench)
+	if err != nil {
+		return nil, fmt.Errorf("bench the model: %w", err)
+	}
+	res.Direct = Phase{Name: "straight to the model", Bench: s, Model: direct.Stats()}
+
+	model := sim.New(simOpts)
+	msrv := httptest.NewServer(model)
+	defer msrv.Close()
+	url, stop, err := startBreakwater(ctx, o, msrv.URL+"/v1")
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	status(o.Status, "phase 2/2: the same load through Breakwater (embedded defaults)")
+	bench.URL = url
+	s, err = loadgen.Bench(ctx, bench)
+	if err != nil {
+		return nil, fmt.Errorf("bench breakwater: %w", err)
+	}
+	res.Breakwater = Phase{Name: "through Breakwater", Bench: s, Model: model.Stats()}
+	return res, nil
+}
+
+// Config is the Breakwater configuration the demo runs: embedded defaults,
+// the upstream pointed at upstreamURL, and the caller's concurrency set to
+// the model's capacity so Breakwater queues instead of drawing 429s (which
+// would also trip its breaker). The queue holds a whole phase's misses and
+// the retry deadline outlasts the queue's wait.
+func Config(o Options, upstreamURL, dataDir string) *config.Config {
+	cfg := config.Default()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Server.ShutdownTimeout = config.Duration(5 * time.Second)
+	cfg.Cache.DataDir = dataDir
+	cfg.Vector.Path = filepath.Join(dataDir, "vectors")
+	u := &cfg.Upstreams[0]
+	u.BaseURL = upstreamURL
+	u.MaxConcurrency = o.Capacity
+	u.MaxQueue = 4096
+	cfg.Retry.Deadline = config.Duration(40 * time.Second)
+	return cfg
+}
+
+// startBreakwater runs Breakwater in-process on a loopback port.
+func startBreakwater(ctx context.Context, o Options, upstreamURL string) (string, func(), error) {
+	dir := o.DataDir
+	cleanup := func() {}
+	if dir == "" {
+		d, err := os.MkdirTemp("", "breakwater-demo-")
+		if err != nil {
+			return "", nil, fmt.Errorf("create data dir: %w", err)
+		}
+		dir, cleanup = d, func() { os.RemoveAll(d) }
+	}
+	cfg := Config(o, upstreamURL, dir)
+	if err := cfg.Validate(); err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("validate demo config: %w", err)
+	}
+	noEnv := func(string) string { return "" }
+	a, err := app.New(ctx, cfg, app.Options{Logger: o.Logger, Env: noEnv})
+	if err != nil {
+		cleanup()
+		return "", nil, fmt.Errorf("start breakwater: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Server.Listen)
+	if err != nil {
+		a.Shutdown(context.Background())
+		cleanup()
+		return "", nil, fmt.Errorf("listen: %w", err)
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(sctx, ln) }()
+	stop := func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			o.Logger.Warn("stop breakwater", "err", err)
+		}
+		cleanup()
+	}
+	return "http://" + ln.Addr().String(), stop, nil
+}
+
+func status(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}

@@ -1,0 +1,84 @@
+package demo
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDemo(t *testing.T) {
+	res, err := Demo(t.Context(), Options{
+		Capacity: 2, Latency: 100 * time.Millisecond, Jitter: 50 * time.Millisecond,
+		Rate: 20, Duration: 3 * time.Second, DataDir: t.TempDir(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, b := res.Direct, res.Breakwater
+	if got, want := b.Bench.RateLimited, 0; got != want {
+		t.Errorf("breakwater 429s = %d, want %d", got, want)
+	}
+	if b.Model.Calls >= d.Model.Calls {
+		t.Errorf("upstream calls through breakwater = %d, want fewer than direct %d", b.Model.Calls, d.Model.Calls)
+	}
+	if d.Bench.RateLimited == 0 {
+		t.Errorf("direct 429s = 0: the load did not exceed the model's capacity")
+	}
+	if got, want := b.Model.RateLimited, int64(0); got != want {
+		t.Errorf("model refused %d calls from breakwater, want %d", got, want)
+	}
+	if p := res.Problems(); len(p) > 0 {
+		t.Errorf("problems: %q", p)
+	}
+	var out bytes.Buffer
+	res.WriteTable(&out)
+	for _, want := range []string{"successful answers", "429s seen by the app", "upstream calls (model)", "latency p99", "✓ Breakwater's 429s to the app: 0"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+func TestRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs two load phases")
+	}
+	var out, errb bytes.Buffer
+	args := []string{"-duration", "1s", "-rate", "10", "-capacity", "2", "-latency", "50ms", "-jitter", "20ms", "-json"}
+	if err := Run(t.Context(), args, &out, &errb); err != nil {
+		t.Fatalf("run: %v\n%s", err, errb.String())
+	}
+	var res struct {
+		Direct, Breakwater struct {
+			Bench struct {
+				Scheduled int `json:"scheduled"`
+				OK        int `json:"ok"`
+			} `json:"bench"`
+			Model struct {
+				Calls int `json:"calls"`
+			} `json:"model"`
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &res); err != nil {
+		t.Fatalf("decode %s: %v", out.String(), err)
+	}
+	if got, want := res.Breakwater.Bench.OK, res.Breakwater.Bench.Scheduled; got != want || got == 0 {
+		t.Errorf("breakwater answered %d of %d", got, want)
+	}
+	if !strings.Contains(errb.String(), "phase 2/2") {
+		t.Errorf("stderr lacks the phase lines: %s", errb.String())
+	}
+}
+
+func TestRunBadFlags(t *testing.T) {
+	for _, args := range [][]string{{"-capacity", "0"}, {"-repeat", "2"}, {"extra"}} {
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			var out, errb bytes.Buffer
+			if err := Run(t.Context(), args, &out, &errb); err == nil {
+				t.Errorf("Run(%q) = nil, want an error", args)
+			}
+		})
+	}
+}
