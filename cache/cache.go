@@ -25,7 +25,7 @@ const (
 
 // Defaults for zero Options fields.
 const (
-	DefaultThreshold float32 = 0.93
+	DefaultThreshold float32 = 0.92
 	DefaultQueueSize         = 1024
 )
 
@@ -232,6 +232,27 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		return Result{}, false
 	}
 	startGen := c.gen.Load()
+
+	// The index holds every entry under its exact key too: with a shared
+	// index (Qdrant) that makes every replica's exact entries visible here,
+	// and after a restart the embedded index answers repeats exactly.
+	if opt.StaleThreshold == 0 {
+		e, ok, err := c.index.Get(ctx, key.Exact)
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				c.indexErrors.Add(1)
+				c.fail(ComponentIndex, fmt.Errorf("get from index: %w", err))
+			}
+			return Result{}, false
+		case ok && e.Partition == key.Partition && e.Fingerprint == key.Fingerprint && !e.Expired(now) && fresh(&e):
+			c.ok(ComponentIndex)
+			if c.gen.Load() == startGen {
+				c.exact.Set(e)
+			}
+			return Result{Entry: e, Tier: TierExact, Similarity: 1, Age: now.Sub(e.Created)}, true
+		}
+	}
 
 	vecs, err := c.embedder.Embed(ctx, []string{key.Query})
 	if err == nil && (len(vecs) != 1 || len(vecs[0]) != c.embedder.Dimension()) {

@@ -577,3 +577,26 @@ func TestConcurrentTenants(t *testing.T) {
 		t.Errorf("%d lookups were served another tenant's entry", got)
 	}
 }
+
+// TestExactEntriesOfAnotherReplica: two caches (two replicas) share one
+// index; a question answered through the first is an exact hit through the
+// second, found by its exact key in the index, and only for its tenant.
+func TestExactEntriesOfAnotherReplica(t *testing.T) {
+	c1, idx, clk := semanticCache(t, nil)
+	_ = c1
+	c2 := newCache(t, Options{Index: idx, Embedder: vectorEmbedder(standardVectors()), Threshold: 0.9, Now: clk.Now})
+	r, ok := c2.Lookup(t.Context(), chatKey(t, "A", "S", qBase), LookupOptions{})
+	if !ok || r.Tier != TierExact || string(r.Entry.Body) != "paris" {
+		t.Fatalf("replica 2: ok=%v tier=%q body=%q, want an exact hit of replica 1's entry", ok, r.Tier, r.Entry.Body)
+	}
+	if _, ok := c2.Lookup(t.Context(), chatKey(t, "B", "S", qBase), LookupOptions{}); ok {
+		t.Error("replica 2 served tenant A's entry to tenant B")
+	}
+	// Found once, it is in replica 2's own exact tier: the index is not asked again.
+	idx.mu.Lock()
+	idx.items = map[string]IndexItem{}
+	idx.mu.Unlock()
+	if r, ok := c2.Lookup(t.Context(), chatKey(t, "A", "S", qBase), LookupOptions{}); !ok || r.Tier != TierExact {
+		t.Errorf("second lookup on replica 2: ok=%v tier=%q, want an exact hit from its own tier", ok, r.Tier)
+	}
+}

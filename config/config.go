@@ -81,7 +81,7 @@ type CacheConfig struct {
 	// TTL is how long an entry is served. Default 24h.
 	TTL Duration `toml:"ttl"`
 	// Threshold is the minimum cosine similarity for a semantic hit, in
-	// (0, 1]. Default 0.93. A request's X-Breakwater-Threshold may raise it,
+	// (0, 1]. Default 0.92 (chosen on the dev set with the guard on: docs/PRECISION.md). A request's X-Breakwater-Threshold may raise it,
 	// never lower it.
 	Threshold float64 `toml:"threshold"`
 	// ExactMaxBytes is the exact tier's memory budget. Default 256 MiB.
@@ -348,7 +348,7 @@ func defaults() *Config {
 		Cache: CacheConfig{
 			Enabled:            true,
 			TTL:                Duration(24 * time.Hour),
-			Threshold:          0.93,
+			Threshold:          0.92,
 			ExactMaxBytes:      256 * MiB,
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
 			PartitionSecretEnv: "BREAKWATER_PARTITION_SECRET",

@@ -94,7 +94,7 @@ func TestDefaults(t *testing.T) {
 		{"server.log_format", c.Server.LogFormat, "json"},
 		{"cache.enabled", c.Cache.Enabled, true},
 		{"cache.ttl", c.Cache.TTL.D(), 24 * time.Hour},
-		{"cache.threshold", c.Cache.Threshold, 0.93},
+		{"cache.threshold", c.Cache.Threshold, 0.92},
 		{"cache.exact_max_bytes", c.Cache.ExactMaxBytes, 256 * MiB},
 		{"cache.partition_by", c.Cache.PartitionBy, []string{"authorization", "namespace"}},
 		{"cache.partition_secret_env", c.Cache.PartitionSecretEnv, "BREAKWATER_PARTITION_SECRET"},

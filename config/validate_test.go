@@ -108,7 +108,7 @@ func TestValidateErrors(t *testing.T) {
 		{"max_temperature negative", func(c *Config) { c.Cache.MaxTemperature = -1 },
 			`config: cache.max_temperature = -1: must be in [0, 2]…`},
 		{"stale_threshold above threshold", func(c *Config) { c.Cache.StaleThreshold = 0.95 },
-			`config: cache.stale_threshold = 0.95: must be <= cache.threshold (0.93): a stale answer is a fallback, not a stricter match`},
+			`config: cache.stale_threshold = 0.95: must be <= cache.threshold (0.92): a stale answer is a fallback, not a stricter match`},
 		{"stale_threshold zero", func(c *Config) { c.Cache.StaleThreshold = 0 },
 			`config: cache.stale_threshold = 0: must be in (0, 1]`},
 		{"write_queue zero", func(c *Config) { c.Cache.WriteQueue = 0 },
