@@ -5,9 +5,12 @@
 //
 // Usage:
 //
-//	breakwater [-config FILE]          serve (the default command)
-//	breakwater eval -pairs FILE.jsonl  measure precision/recall of the semantic tier
-//	breakwater calibrate -pairs FILE   pick a threshold for a false-hit target
+//	breakwater [serve] [-config FILE] [-check]  serve (the default command)
+//	breakwater eval -pairs FILE.jsonl           measure precision/recall of the semantic tier
+//	breakwater calibrate -pairs FILE            pick a threshold for a false-hit target
+//	breakwater sim -listen ADDR                 a simulated model endpoint
+//	breakwater bench -url URL -rate N -duration D   an open-loop load generator
+//	breakwater demo                             see Breakwater absorb a peak, no keys needed
 package main
 
 import (

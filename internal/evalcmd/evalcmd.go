@@ -52,6 +52,7 @@ type common struct {
 	seed       uint64
 	thresholds string
 	disable    string
+	split      string
 	asJSON     bool
 }
 
@@ -62,6 +63,7 @@ func (c *common) register(fs *flag.FlagSet) {
 	fs.Uint64Var(&c.seed, "seed", 1, "seed of -sample")
 	fs.StringVar(&c.thresholds, "thresholds", "0.80:0.99:0.01", "thresholds as from:to:step or a comma-separated list")
 	fs.StringVar(&c.disable, "disable-rules", "", "comma-separated guard rules to turn off: "+strings.Join(guard.Reasons, ","))
+	fs.StringVar(&c.split, "split", SplitAll, "which half of the pairs to use, by a hash of their text: tune, holdout or all (applied before -limit and -sample)")
 	fs.BoolVar(&c.asJSON, "json", false, "print machine-readable JSON")
 }
 
@@ -71,6 +73,7 @@ type Report struct {
 	Duplicates    int          `json:"duplicates"`
 	NonDuplicates int          `json:"non_duplicates"`
 	Skipped       int          `json:"skipped"`
+	Split         string       `json:"split"`
 	Embedder      string       `json:"embedder"`
 	DisabledRules []string     `json:"disabled_rules"`
 	WithoutGuard  []Row        `json:"without_guard"`
@@ -172,6 +175,12 @@ func measure(ctx context.Context, c common, d deps, stderr io.Writer) (Report, [
 	if c.pairs == "" {
 		return rep, nil, errors.New("check flags: -pairs is required")
 	}
+	if c.split == "" {
+		c.split = SplitAll
+	}
+	if !slices.Contains(Splits, c.split) {
+		return rep, nil, fmt.Errorf("check -split: unknown half %q (want one of %s)", c.split, strings.Join(Splits, ","))
+	}
 	f, err := os.Open(c.pairs)
 	if err != nil {
 		return rep, nil, fmt.Errorf("open pairs: %w", err)
@@ -181,12 +190,13 @@ func measure(ctx context.Context, c common, d deps, stderr io.Writer) (Report, [
 	if err != nil {
 		return rep, nil, err
 	}
+	pairs = SplitPairs(pairs, c.split)
 	if c.limit > 0 && c.limit < len(pairs) {
 		pairs = pairs[:c.limit]
 	}
 	pairs = Sample(pairs, c.sample, c.seed)
 	if len(pairs) == 0 {
-		return rep, nil, fmt.Errorf("read pairs: %s has no pairs", c.pairs)
+		return rep, nil, fmt.Errorf("read pairs: %s has no pairs (split %s)", c.pairs, c.split)
 	}
 	opts, disabled, err := guardOptions(c.disable)
 	if err != nil {
@@ -209,6 +219,7 @@ func measure(ctx context.Context, c common, d deps, stderr io.Writer) (Report, [
 	}
 	rep.Pairs = len(out)
 	rep.Skipped = skipped
+	rep.Split = c.split
 	rep.Embedder = emb.Name()
 	rep.DisabledRules = disabled
 	for _, o := range out {
