@@ -461,3 +461,21 @@ func (c *Cache) Close(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Recheck retries each failing component with one cheap call (Len for the
+// index, a short text for the embedder) and clears its failure on success,
+// so an idle sidecar's readiness recovers when a backend comes back instead
+// of waiting for the next request to try it.
+func (c *Cache) Recheck(ctx context.Context) {
+	h := c.Health()
+	if h[ComponentIndex] != nil && c.index != nil {
+		if _, err := c.index.Len(ctx); err == nil {
+			c.ok(ComponentIndex)
+		}
+	}
+	if h[ComponentEmbedder] != nil && c.embedder != nil {
+		if _, err := c.embedder.Embed(ctx, []string{"readiness probe"}); err == nil {
+			c.ok(ComponentEmbedder)
+		}
+	}
+}

@@ -374,3 +374,17 @@ func httptestServer(t *testing.T, h http.Handler) string {
 }
 
 var readFile = os.ReadFile
+
+func (f *failingIndex) Get(ctx context.Context, key string) (cache.Entry, bool, error) {
+	if f.down.Load() {
+		return cache.Entry{}, false, fmt.Errorf("index unreachable")
+	}
+	return f.Index.Get(ctx, key)
+}
+
+func (f *failingIndex) Len(ctx context.Context) (int, error) {
+	if f.down.Load() {
+		return 0, fmt.Errorf("index unreachable")
+	}
+	return f.Index.Len(ctx)
+}

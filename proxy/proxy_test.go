@@ -332,6 +332,12 @@ func TestDegradedTiersStillServe(t *testing.T) {
 			if !strings.Contains(string(ready.body), `"degraded"`) || !strings.Contains(string(ready.body), which) {
 				t.Errorf("/readyz does not name the %s: %s", which, ready.body)
 			}
+			// Back up: /readyz rechecks the component itself, no traffic needed.
+			e.embedder.fail.Store(false)
+			e.index.down.Store(false)
+			if ready := e.get("/readyz"); !strings.Contains(string(ready.body), `"ready"`) {
+				t.Errorf("/readyz after recovery: %s", ready.body)
+			}
 		})
 	}
 }

@@ -274,6 +274,11 @@ func (s *Server) handleReadyz(c echo.Context) error {
 	}
 	degraded := map[string]string{}
 	if s.opts.Cache != nil {
+		if r, ok := s.opts.Cache.(interface{ Recheck(context.Context) }); ok && len(s.opts.Cache.Health()) > 0 {
+			ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
+			r.Recheck(ctx)
+			cancel()
+		}
 		for tier, err := range s.opts.Cache.Health() {
 			if err != nil {
 				degraded[tier] = err.Error()

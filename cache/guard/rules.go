@@ -349,7 +349,7 @@ func oppositeSides(a, b *text) bool {
 // sides of the same direction word: "from Delhi to Mumbai" vs "from Mumbai to
 // Delhi", "is X better than Y" vs "is Y better than X".
 func swapped(a, b *text) bool {
-	if entitiesSwapped(a, b) {
+	if entitiesSwapped(a, b) || contentSwapped(a, b) {
 		return true
 	}
 	for i, ta := range a.toks {
@@ -530,6 +530,77 @@ func countLow(t *text, w string) int {
 func indexLow(t *text, w string) int {
 	for i := range t.toks {
 		if t.toks[i].low == w {
+			return i
+		}
+	}
+	return -1
+}
+
+// contentSwapped reports whether two content words x and y, each once in
+// both texts, stand as "x … z … y" in one and "y … z … x" in the other
+// around a content word z that both put between them: "Can data science
+// graduates apply for psychology?" vs "Can psychology graduates apply for
+// data science?", "What do Indians find annoying in foreigners?" vs "What
+// do foreigners find annoying about Indians?". The shared middle word is
+// what gives x and y their roles; a clause that merely moves ("In Python,
+// how do I reverse a list?") has none.
+func contentSwapped(a, b *text) bool {
+	for i := range a.toks {
+		x := a.toks[i].stem
+		if x == "" || countStem(a, x) != 1 || countStem(b, x) != 1 {
+			continue
+		}
+		bx := indexStem(b, x)
+		for j := i + 2; j < len(a.toks) && j-i <= swapSpan && !a.toks[j].start; j++ {
+			y := a.toks[j].stem
+			if y == "" || y == x || countStem(a, y) != 1 || countStem(b, y) != 1 {
+				continue
+			}
+			by := indexStem(b, y)
+			if by >= bx || bx-by > swapSpan || !oneSentence(b, by, bx) {
+				continue
+			}
+			for k := i + 1; k < j; k++ {
+				z := a.toks[k].stem
+				if z == "" || z == x || z == y {
+					continue
+				}
+				if p := indexStem(b, z); p > by && p < bx {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
+
+// swapSpan is how far apart, in words, two swapped content words may
+// stand: roles are given within a clause.
+const swapSpan = 6
+
+// oneSentence reports whether t.toks[i:j+1] lie in one sentence.
+func oneSentence(t *text, i, j int) bool {
+	for k := i + 1; k <= j; k++ {
+		if t.toks[k].start {
+			return false
+		}
+	}
+	return true
+}
+
+func countStem(t *text, s string) int {
+	n := 0
+	for i := range t.toks {
+		if t.toks[i].stem == s {
+			n++
+		}
+	}
+	return n
+}
+
+func indexStem(t *text, s string) int {
+	for i := range t.toks {
+		if t.toks[i].stem == s {
 			return i
 		}
 	}

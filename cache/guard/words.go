@@ -259,3 +259,41 @@ func lookup(w string) *info {
 	}
 	return noInfo
 }
+
+// scaffold verbs frame a question rather than ask it: opinion, perception
+// and the copula "become" ("What do you think of X?" asks "What is your
+// opinion of X?"). The content rule ignores them and their inflections.
+var scaffold = set("think", "feel", "believe", "tell", "seem", "become")
+
+// irregular maps common irregular English forms to their lemma, so that the
+// content rule sees "made" as "make" and "children" as "child".
+var irregular = map[string]string{
+	"made": "make", "got": "get", "gotten": "get", "took": "take", "taken": "take",
+	"gave": "give", "given": "give", "went": "go", "gone": "go", "saw": "see",
+	"seen": "see", "found": "find", "thought": "think", "bought": "buy",
+	"brought": "bring", "felt": "feel", "kept": "keep", "left": "leave",
+	"lost": "lose", "told": "tell", "said": "say", "became": "become",
+	"began": "begin", "begun": "begin", "wrote": "write", "written": "write",
+	"knew": "know", "known": "know", "did": "do", "done": "do", "ran": "run",
+	"paid": "pay", "sold": "sell", "sent": "send", "spent": "spend", "built": "build",
+	"taught": "teach", "understood": "understand", "chose": "choose",
+	"chosen": "choose", "ate": "eat", "eaten": "eat", "fell": "fall", "fallen": "fall",
+	"drove": "drive", "driven": "drive", "spoke": "speak", "spoken": "speak",
+	"broke": "break", "broken": "break", "forgot": "forget", "forgotten": "forget",
+	"held": "hold", "met": "meet", "grew": "grow", "grown": "grow", "won": "win",
+	"led": "lead", "meant": "mean", "slept": "sleep", "stood": "stand",
+	"caught": "catch", "fought": "fight", "sought": "seek", "struck": "strike",
+	"drew": "draw", "drawn": "draw", "flew": "fly", "flown": "fly", "threw": "throw",
+	"thrown": "throw", "wore": "wear", "worn": "wear", "hid": "hide", "hidden": "hide",
+	"rode": "ride", "ridden": "ride", "rose": "rise", "risen": "rise", "sang": "sing",
+	"sung": "sing", "swam": "swim", "swum": "swim", "drank": "drink", "drunk": "drink",
+	"heard": "hear", "lent": "lend", "built-in": "builtin", "dealt": "deal",
+	"learnt": "learn", "burnt": "burn", "spelt": "spell", "dreamt": "dream",
+	"men": "man", "women": "woman", "children": "child", "feet": "foot",
+	"teeth": "tooth", "mice": "mouse", "geese": "goose", "lives": "life",
+	"wives": "wife", "knives": "knife", "leaves": "leaf", "halves": "half",
+	"shelves": "shelf", "wolves": "wolf", "thieves": "thief", "better": "good",
+	"best": "good", "worse": "bad", "worst": "bad",
+	"is": "be", "are": "be", "was": "be", "were": "be", "been": "be", "am": "be",
+	"has": "have", "had": "have", "does": "do",
+}
