@@ -149,6 +149,12 @@ func TestOverload(t *testing.T) {
 		checkAPIError(t, r)
 	}
 	bw.attempts, bw.refused, bw.peak = bwModel.attempts.Load(), bwModel.refused.Load(), bwModel.peak.Load()
+	var refusals []time.Duration // how long Breakwater took to say no
+	for i, r := range replies {
+		if r.status != http.StatusOK {
+			refusals = append(refusals, took[i])
+		}
+	}
 
 	// The naive client: straight to an identical upstream, every 429
 	// retried at once, up to naiveTries attempts per request.
@@ -156,6 +162,7 @@ func TestOverload(t *testing.T) {
 	naiveURL := httptestServer(t, naiveModel) + "/v1/chat/completions"
 	naive := overloadRow{client: fmt.Sprintf("naive (≤%d immediate retries)", naiveTries), requests: requests, statuses: map[int]int{}}
 	final := make([]int, requests)
+	took = make([]time.Duration, requests)
 	start = make(chan struct{})
 	for i := range requests {
 		wg.Go(func() {
@@ -188,6 +195,14 @@ func TestOverload(t *testing.T) {
 	t.Logf("| client | requests | 200 | final statuses | upstream attempts | upstream 429s | attempts per 200 | peak seen by upstream | slowest | wall clock |")
 	t.Logf("%s", bw)
 	t.Logf("%s", naive)
+	for _, r := range replies {
+		if r.status != http.StatusOK {
+			t.Logf("Breakwater refusals took %s median, %s at most; one: %d, Retry-After %s, %s",
+				pct(refusals, 50).Round(time.Millisecond), pct(refusals, 100).Round(time.Millisecond),
+				r.status, r.header.Get("Retry-After"), r.body)
+			break
+		}
+	}
 
 	if got, want := bw.peak, int64(limit); got > want {
 		t.Errorf("Breakwater: the upstream saw %d requests at once, want at most %d", got, want)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"strconv"
 	"unicode"
 	"unicode/utf8"
 )
@@ -86,10 +87,8 @@ func replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 				}
 			}
 			if c.Message.Content != nil {
-				for _, piece := range words(*c.Message.Content) {
-					if err := send(delta(map[string]any{"content": piece}), nil); err != nil {
-						return err
-					}
+				if err := sendPieces(w, flush, words(*c.Message.Content), c.Index, id, created, cc.Model, cc.SystemFingerprint); err != nil {
+					return err
 				}
 			}
 			if c.Message.Refusal != nil && *c.Message.Refusal != "" {
@@ -158,4 +157,41 @@ func words(s string) []string {
 		out = append(out, s[start:])
 	}
 	return out
+}
+
+// sendPieces writes one content chunk per piece. The envelope around the
+// piece is encoded once: a 1,000-token replay was ~38 allocations a piece
+// when every chunk was a map marshalled from scratch (BenchmarkReplay1000Tokens).
+// The bytes are identical to what send produces (keys in json.Marshal's
+// sorted order), which TestReplayGolden pins.
+func sendPieces(w io.Writer, flush func(), pieces []string, index int, id string, created int64, model, fingerprint string) error {
+	if len(pieces) == 0 {
+		return nil
+	}
+	tail := map[string]any{"created": created, "id": id, "model": model, "object": "chat.completion.chunk"}
+	if fingerprint != "" {
+		tail["system_fingerprint"] = fingerprint
+	}
+	tb, err := json.Marshal(tail)
+	if err != nil {
+		return err
+	}
+	prefix := []byte(`data: {"choices":[{"delta":{"content":`)
+	suffix := append([]byte(`},"finish_reason":null,"index":`+strconv.Itoa(index)+`,"logprobs":null}],`), tb[1:]...)
+	suffix = append(suffix, "\n\n"...)
+	buf := make([]byte, 0, 512)
+	for _, piece := range pieces {
+		pb, err := json.Marshal(piece)
+		if err != nil {
+			return err
+		}
+		buf = append(append(append(buf[:0], prefix...), pb...), suffix...)
+		if _, err := w.Write(buf); err != nil {
+			return err
+		}
+		if flush != nil {
+			flush()
+		}
+	}
+	return nil
 }

@@ -348,7 +348,12 @@ func (g *graph) link(id int32, sc *scratch) {
 	for l := maxLevel; l > level; l-- {
 		ep = g.greedy(q, ep, l, sc)
 	}
-	var sel []int32
+	// First set id's own links on every level, top down; only then add the
+	// links back to id, which make it reachable. In a parallel build another
+	// worker that reaches id on level l then always finds its links on the
+	// levels below, instead of stalling on an empty list and linking its own
+	// node to id alone.
+	sels := make([][]int32, min(level, maxLevel)+1)
 	for l := min(level, maxLevel); l >= 0; l-- {
 		res := g.searchLayer(q, ep, g.efC, l, sc)
 		// A reused slot may still be the target of stale links: never link to self.
@@ -356,20 +361,21 @@ func (g *graph) link(id int32, sc *scratch) {
 		if len(res) == 0 {
 			continue
 		}
-		sel = g.selectNeighbors(res, g.m, sel[:0])
-		// Add to id's links rather than overwrite them: in a parallel build
-		// another worker may already have linked to id on this level
-		// (reaching id through a higher level), and dropping that back link
-		// would leave its node unreachable.
+		sels[l] = g.selectNeighbors(res, g.m, nil)
+		// Add to id's links rather than overwrite them: a stale link from
+		// a reused slot may have let another worker link to id already.
 		if parallel {
 			g.locks[id].Lock()
 		}
-		for _, n := range sel {
+		for _, n := range sels[l] {
 			g.addLink(id, n, l)
 		}
 		if parallel {
 			g.locks[id].Unlock()
 		}
+		ep = res[0]
+	}
+	for l, sel := range sels {
 		for _, n := range sel {
 			if parallel {
 				g.locks[n].Lock()
@@ -379,7 +385,6 @@ func (g *graph) link(id int32, sc *scratch) {
 				g.locks[n].Unlock()
 			}
 		}
-		ep = res[0]
 	}
 	if parallel {
 		g.entryMu.Lock()

@@ -108,7 +108,7 @@ func inflection(w string) string {
 		return w[:n-1] // sites → site, phones → phone
 	case n > 4 && strings.HasSuffix(w, "ied"):
 		return w[:n-2] // studied → studi
-	case n > 4 && strings.HasSuffix(w, "eed"):
+	case n > 3 && strings.HasSuffix(w, "eed"):
 		return w // need, speed, proceed
 	case n > 3 && strings.HasSuffix(w, "ed") && hasVowel(w[:n-2]):
 		return undouble(w[:n-2]) // used → us, stopped → stop
@@ -187,9 +187,11 @@ var ignoredStems = func() map[string]bool {
 }()
 
 // unmatched counts the content words of a (see contentStem) that have no
-// counterpart in b: the same stem, a shared
-// prefix of six letters ("programming"/"programmer"), or, from four letters,
-// a place in b's squashed text ("smart phone" for "smartphone").
+// counterpart in b: the same stem, a shared prefix of six letters
+// ("programming"/"programmer"), or, for a word written with four or more
+// letters, a place in b's squashed text ("smart phone" for "smartphone").
+// The word as written is looked for, not its stem: a stem such as "stud"
+// (study) would otherwise match inside "students".
 func unmatched(a, b *text) int {
 	n := 0
 	for _, ta := range a.toks {

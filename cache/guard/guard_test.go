@@ -45,6 +45,10 @@ func TestCheckRejects(t *testing.T) {
 		{"where vs when", "Where was the wheel invented?", "When was the wheel invented?", ReasonQuestion},
 		{"content word", "Can airport security scanners detect gold?", "Can airport security scanners detect diamonds?", ReasonContent},
 		{"added qualifier", "What are the best restaurants in town?", "What are the best vegan restaurants in town?", ReasonContent},
+		{"roles of common nouns swap", "Can psychology graduates apply for data science?", "Can data science graduates apply for psychology?", ReasonOrder},
+		{"one as a numeral", "How can I learn Spanish in one month?", "How can I learn Spanish?", ReasonNumber},
+		{"one month vs one year", "How can I learn Spanish in one month?", "How can I learn Spanish in one year?", ReasonNumber},
+		{"many is not man", "Why is sex important to a man?", "Why is sex important to so many?", ReasonContent},
 	}
 	g := New(Options{})
 	for _, tt := range tests {
@@ -95,6 +99,19 @@ func TestCheckAccepts(t *testing.T) {
 		{"names around a preposition", "Which is the best college for BBA in India?", "Which is the best college in India for BBA?"},
 		{"dotted name mid-sentence", "Which projects were ported to .NET?", "Which projects have been ported to .NET?"},
 		{"nested to", "How do I transfer photos from my phone to my laptop?", "How do I transfer photos from a phone to a laptop?"},
+		{"final e", "Which sites are best for learning French?", "What is the best site to learn French?"},
+		{"ies and y", "Which countries are the safest to study in?", "What is the safest country for studying?"},
+		{"irregular verb", "What made you leave your job?", "What makes you leave a job?"},
+		{"doubled consonant", "Is running good for you?", "Is it good to run?"},
+		{"british -ise", "How can I minimise stress at work?", "How can I minimize stress at work?"},
+		{"british -our", "What is the flavour of durian?", "What is the flavor of durian?"},
+		{"british -tre", "Where is the nearest theatre?", "Where is the nearest theater?"},
+		{"hyphen", "Where can I download free e-books?", "Where can I download free ebooks?"},
+		{"inflected auxiliary", "What is it like having twins?", "What is it like to have twins?"},
+		{"opinion verb", "What do you think about Python?", "What is your opinion about Python?"},
+		{"one as a pronoun", "Which one is better, iOS or Android?", "Which is better, iOS or Android?"},
+		{"numeral one", "How can I learn Spanish in one month?", "How can I learn Spanish in 1 month?"},
+		{"ordinal first", "Who was the first president of India?", "Who was the 1st president of India?"},
 	}
 	g := New(Options{})
 	for _, tt := range tests {
@@ -104,6 +121,48 @@ func TestCheckAccepts(t *testing.T) {
 				t.Errorf("Check(%q, %q) = false, %q; want true", tt.query, tt.candidate, reason)
 			}
 		})
+	}
+}
+
+func TestBase(t *testing.T) {
+	same := [][]string{
+		{"make", "makes", "making", "made"},
+		{"study", "studies", "studied"},
+		{"movie", "movies"},
+		{"site", "sites"},
+		{"stop", "stops", "stopped", "stopping"},
+		{"run", "runs", "running", "ran"},
+		{"box", "boxes"},
+		{"watch", "watches", "watched", "watching"},
+		{"use", "uses", "used", "using"},
+		{"child", "children"},
+		{"realize", "realise", "realised", "realizing", "realising"},
+		{"color", "colour", "colours"},
+		{"center", "centre", "centres"},
+		{"catalog", "catalogue"},
+		{"ebook", "e-book", "e-books"},
+		{"easy", "easily"},
+	}
+	for _, ws := range same {
+		for _, w := range ws[1:] {
+			if got, want := base(w), base(ws[0]); got != want {
+				t.Errorf("base(%q) = %q, want %q (base of %q)", w, got, want, ws[0])
+			}
+		}
+	}
+	differ := [][2]string{{"man", "many"}, {"real", "really"}, {"need", "ne"}, {"bus", "bu"}, {"analysis", "analyst"}, {"general", "generally"}}
+	for _, p := range differ {
+		if p[0] == "many" || p[1] == "many" || p[1] == "really" || p[1] == "generally" {
+			// Light words: the content rule ignores them, but not their
+			// adjectives or look-alikes.
+			if contentStem(p[0], lookup(p[0])) == "" {
+				t.Errorf("contentStem(%q) = \"\", want a content word (%q is light)", p[0], p[1])
+			}
+			continue
+		}
+		if base(p[0]) == base(p[1]) {
+			t.Errorf("base(%q) = base(%q) = %q, want them apart", p[0], p[1], base(p[0]))
+		}
 	}
 }
 

@@ -25,6 +25,9 @@ func numbers(t *text) (out []string, years []bool) {
 			cur, tk.low = c, rest // "rs.5000", "usd500"
 		}
 		val, unit, raw, ok := parseNumber(tk)
+		if !ok && tk.low == "one" && i+1 < len(toks) && !toks[i+1].sym && (toks[i+1].in.unit != "" || toks[i+1].in.mul != 0) {
+			val, ok = 1, true // "one month", "one million": the numeral, not the pronoun
+		}
 		if !ok {
 			if m := tk.in.mul; m != 0 && len(tk.low) > 2 {
 				// "few thousand" vs "few hundred": a bare magnitude.

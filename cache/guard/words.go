@@ -52,7 +52,7 @@ var numberWords = map[string]float64{
 	"fourteen": 14, "fifteen": 15, "sixteen": 16, "seventeen": 17, "eighteen": 18,
 	"nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40, "fifty": 50,
 	"sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
-	"second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
+	"first": 1, "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7,
 	"eighth": 8, "ninth": 9, "tenth": 10, "twice": 2, "thrice": 3,
 	"single": 1, "double": 2, "triple": 3,
 }
@@ -261,9 +261,9 @@ func lookup(w string) *info {
 }
 
 // scaffold verbs frame a question rather than ask it: opinion, perception
-// and the copula "become" ("What do you think of X?" asks "What is your
+// ("What do you think of X?" asks "What is your
 // opinion of X?"). The content rule ignores them and their inflections.
-var scaffold = set("think", "feel", "believe", "tell", "seem", "become")
+var scaffold = set("think", "feel", "believe", "tell", "seem")
 
 // irregular maps common irregular English forms to their lemma, so that the
 // content rule sees "made" as "make" and "children" as "child".

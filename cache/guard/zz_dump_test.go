@@ -25,7 +25,7 @@ func unmatchedWords(a, b *text) []string {
 				break
 			}
 		}
-		if !found && !(len(ta.stem) >= 4 && strings.Contains(b.flat, ta.stem)) {
+		if !found && !(len(ta.low) >= 4 && isPlain(ta.low) && strings.Contains(b.flat, ta.low)) {
 			out = append(out, ta.low+"/"+ta.stem)
 		}
 	}

@@ -19,8 +19,8 @@ func writeJSON(w io.Writer, v any) error {
 }
 
 func writeText(w io.Writer, rep Report) error {
-	fmt.Fprintf(w, "pairs %d (%d duplicate, %d not), skipped %d; embedder %s; guard rules off: %s; %.0f s\n",
-		rep.Pairs, rep.Duplicates, rep.NonDuplicates, rep.Skipped, rep.Embedder, orNone(rep.DisabledRules), rep.Seconds)
+	fmt.Fprintf(w, "pairs %d (%d duplicate, %d not), skipped %d; split %s; embedder %s; guard rules off: %s; %.0f s\n",
+		rep.Pairs, rep.Duplicates, rep.NonDuplicates, rep.Skipped, rep.Split, rep.Embedder, orNone(rep.DisabledRules), rep.Seconds)
 	fmt.Fprintln(w, "hit: score >= threshold; precision = correct hits / hits; recall = correct hits / duplicates;")
 	fmt.Fprintln(w, "false-hit rate = wrong hits / hits; false/non-dup = wrong hits / non-duplicate pairs; [95 % Wilson interval]")
 	for _, t := range []struct {
@@ -63,8 +63,8 @@ func writeCalibration(w io.Writer, c Calibration, rep Report) {
 		return
 	}
 	r := c.Row
-	fmt.Fprintf(w, "# calibrated on %d pairs (%d duplicate), embedder %s, guard %s (rules off: %s)\n",
-		rep.Pairs, rep.Duplicates, rep.Embedder, guard, orNone(rep.DisabledRules))
+	fmt.Fprintf(w, "# calibrated on %d pairs (%d duplicate, split %s), embedder %s, guard %s (rules off: %s)\n",
+		rep.Pairs, rep.Duplicates, rep.Split, rep.Embedder, guard, orNone(rep.DisabledRules))
 	fmt.Fprintf(w, "# hits %d, false-hit rate %s <= %v, precision %s, recall %s\n",
 		r.Hits, ci(r.FalseHitRate), c.Target, ci(r.Precision), ci(r.Recall))
 	fmt.Fprintf(w, "threshold = %.2f\n", r.Threshold)
