@@ -2,14 +2,14 @@ package embedded
 
 import "math"
 
-// dot returns the dot product of a and b, which must have the same length.
+// dotGeneric returns the dot product of a and b, which must have the same length.
 // Vectors are stored L2-normalised, so this is their cosine similarity.
 //
 // Eight independent accumulators let the CPU overlap the floating-point adds
 // (a single accumulator serialises on add latency); advancing both slices
 // by eight under a length test lets the compiler drop every bounds check in
 // the loop (checked with -gcflags=-d=ssa/check_bce).
-func dot(a, b []float32) float32 {
+func dotGeneric(a, b []float32) float32 {
 	var s0, s1, s2, s3, s4, s5, s6, s7 float32
 	for ; len(a) >= 8 && len(b) >= 8; a, b = a[8:], b[8:] {
 		s0 += a[0] * b[0]
