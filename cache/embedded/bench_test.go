@@ -29,6 +29,9 @@ func benchVector(i int) []float32 {
 	return indextest.RandomUnit(rand.New(rand.NewPCG(99, uint64(i))), benchDim)
 }
 
+// BREAKWATER_BENCH_HALF=0 makes graph searches walk the float32 vectors
+// instead of their half copy (see half.go), for comparison.
+
 // benchOptions builds the bench index's options; BREAKWATER_BENCH_EF sets
 // EfSearch (default: the package default) to trade latency for recall.
 func benchOptions(path string) Options {
@@ -124,6 +127,9 @@ func BenchmarkSearch(b *testing.B) {
 }
 
 func benchSearch(b *testing.B, n int, hit bool) {
+	if os.Getenv("BREAKWATER_BENCH_HALF") == "0" && len(benchIndexes) == 0 {
+		useHalf = false // walk the float32 vectors, as before the half copy
+	}
 	bi, ok := benchIndexes[n]
 	if !ok {
 		bi.x, bi.perEntry = benchIndex(b, n)

@@ -197,6 +197,7 @@ func (x *Index) openStore() error {
 			x.st.buildGraph(b)
 		case b.g != nil && b.live < x.st.flatLimit/2:
 			b.g = nil
+			b.vecs.dropHalf()
 		}
 	}
 	x.st.evict(x.opts.MaxEntries)

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/breakwater-dev/breakwater/cache"
 )
@@ -159,13 +160,14 @@ func writeSnapshot(dir string, s *state, o Options, gen uint64) error {
 			e.b = binary.AppendVarint(e.b, int64(b.g.entry))
 			e.uvarint(uint64(b.g.maxLevel))
 			for slot := range b.items {
-				if slot >= len(b.g.nodes) || b.g.nodes[slot].level < 0 {
+				if slot >= len(b.g.nodes) || b.g.levels[slot] < 0 {
 					e.b = binary.AppendVarint(e.b, -1)
 					continue
 				}
-				nd := b.g.nodes[slot]
-				e.b = binary.AppendVarint(e.b, int64(nd.level))
-				for _, links := range nd.links {
+				lv := int(b.g.levels[slot])
+				e.b = binary.AppendVarint(e.b, int64(lv))
+				for l := 0; l <= lv; l++ {
+					links := b.g.links(int32(slot), l)
 					e.uvarint(uint64(len(links)))
 					for _, l := range links {
 						e.uvarint(uint64(l))
@@ -360,23 +362,50 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 				r.fail(fmt.Errorf("graph entry %d out of range", g.entry))
 			}
 			g.nodes = make([]node, nslots)
+			g.levels = make([]int8, nslots)
+			// Layer-0 lists go to the graph's inline array once their
+			// longest is known (see graph.links0): read them into one
+			// buffer first.
+			var l0buf []int32
+			l0 := make([][2]int, nslots) // start and end in l0buf
 			for slot := 0; slot < nslots && r.err == nil; slot++ {
 				lv := r.varint()
-				g.nodes[slot].level = int8(lv)
+				g.levels[slot] = int8(lv)
 				if lv < 0 {
 					continue
 				}
-				g.nodes[slot].links = make([][]int32, lv+1)
-				for l := range g.nodes[slot].links {
-					n := int(r.uvarint())
-					links := make([]int32, n, max(n, g.maxLinks(l)))
-					for i := range links {
-						if links[i] = int32(r.uvarint()); int(links[i]) >= nslots {
-							r.fail(fmt.Errorf("graph link %d out of range", links[i]))
-						}
-					}
-					g.nodes[slot].links[l] = links
+				if lv > 0 {
+					g.nodes[slot].upper = make([][]int32, lv)
 				}
+				for l := 0; l <= int(lv); l++ {
+					n := int(r.uvarint())
+					if n > nslots {
+						r.fail(fmt.Errorf("graph list of %d links in %d slots", n, nslots))
+						break
+					}
+					start := len(l0buf)
+					l0buf = slices.Grow(l0buf, n)
+					for range n {
+						x := int32(r.uvarint())
+						if int(x) >= nslots {
+							r.fail(fmt.Errorf("graph link %d out of range", x))
+						}
+						l0buf = append(l0buf, x)
+					}
+					if l == 0 {
+						l0[slot] = [2]int{start, len(l0buf)}
+						g.stride0 = max(g.stride0, n+1)
+						continue
+					}
+					links := make([]int32, n, max(n, g.maxLinks(l)))
+					copy(links, l0buf[start:])
+					l0buf = l0buf[:start]
+					g.nodes[slot].upper[l-1] = links
+				}
+			}
+			g.grow(nslots)
+			for slot, se := range l0 {
+				g.setLinks(int32(slot), 0, l0buf[se[0]:se[1]])
 			}
 			b.g = g
 		}

@@ -134,6 +134,7 @@ func (s *state) remove(it *item) {
 		b.g.remove(it.slot)
 		if b.live < s.flatLimit/2 {
 			b.g = nil
+			b.vecs.dropHalf()
 		}
 	}
 	if b.live == 0 {

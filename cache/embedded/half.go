@@ -1,0 +1,129 @@
+package embedded
+
+import "math"
+
+// Half-precision copy of the vectors, for the graph walk.
+//
+// A search at 100k × 512 dims visits a few thousand nodes scattered over a
+// 200 MB vector store, so it is bound by memory traffic, not arithmetic:
+// each float32 vector is 2 KB fetched from RAM. A bucket with a graph
+// therefore also keeps each vector as IEEE 754 binary16 (1 KB), which the
+// walk reads (dotHalf: F16C converts as it loads); the final candidates are
+// re-ranked with the float32 vectors, so returned scores are exact. The
+// half copy only lives in memory, derived from the float32 vectors when a
+// graph is built or loaded: the snapshot format does not change.
+//
+// Unit-vector components are ≤ 1 in magnitude; binary16 keeps 11
+// significant bits down to 6.1e-5 (subnormals below), so a 512-dim dot
+// product is off by ~1e-4 at most, far below the gaps the walk ranks by.
+
+// useHalf reports whether graph searches walk the half copy: only where a
+// kernel converts halves in hardware (halfKernel), since converting in Go
+// costs more than the memory traffic it saves.
+var useHalf = halfKernel
+
+// halfAt returns slot i's half vector; enableHalf must have been called.
+func (s *vecStore) halfAt(i int32) []uint16 {
+	c := s.half[i>>chunkShift]
+	off := int(i&(1<<chunkShift-1)) * s.dim
+	return c[off : off+s.dim : off+s.dim]
+}
+
+// enableHalf makes s keep a half copy of every vector from now on, when
+// useHalf is set, and derives it for the vectors already stored.
+func (s *vecStore) enableHalf() {
+	if !useHalf || s.withHalf {
+		return
+	}
+	s.withHalf = true
+	s.half = make([][]uint16, len(s.chunks))
+	for ci, c := range s.chunks {
+		h := make([]uint16, len(c))
+		toHalf(h, c)
+		s.half[ci] = h
+	}
+}
+
+// dropHalf frees the half copy (the bucket lost its graph).
+func (s *vecStore) dropHalf() {
+	s.withHalf, s.half = false, nil
+}
+
+// toHalfGeneric converts src to binary16 into dst (same length).
+func toHalfGeneric(dst []uint16, src []float32) {
+	dst = dst[:len(src)]
+	for i, x := range src {
+		dst[i] = f32ToF16(x)
+	}
+}
+
+// f32ToF16 converts f to binary16, rounding to nearest even (as VCVTPS2PH
+// with rounding mode 0 does); overflow gives ±Inf, NaN stays NaN.
+func f32ToF16(f float32) uint16 {
+	b := math.Float32bits(f)
+	sign := uint16(b>>16) & 0x8000
+	exp := int(b>>23&0xff) - 127 + 15
+	mant := b & 0x7fffff
+	switch {
+	case b&0x7fffffff > 0x7f800000: // NaN
+		return sign | 0x7e00
+	case exp >= 0x1f: // overflow or Inf
+		return sign | 0x7c00
+	case exp <= 0: // subnormal or zero
+		if exp < -10 {
+			return sign
+		}
+		mant |= 0x800000
+		shift := uint(14 - exp)
+		h := mant >> shift
+		rem, half := mant&(1<<shift-1), uint32(1)<<(shift-1)
+		if rem > half || (rem == half && h&1 == 1) {
+			h++
+		}
+		return sign | uint16(h)
+	}
+	h := uint32(exp)<<10 | mant>>13
+	rem := mant & 0x1fff
+	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
+		h++ // may carry into the exponent, up to Inf: still correct
+	}
+	return sign | uint16(h)
+}
+
+// f16ToF32 converts a binary16 value to float32 (exactly).
+func f16ToF32(h uint16) float32 {
+	sign := uint32(h&0x8000) << 16
+	exp := uint32(h>>10) & 0x1f
+	mant := uint32(h & 0x3ff)
+	switch {
+	case exp == 0x1f:
+		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
+	case exp == 0:
+		if mant == 0 {
+			return math.Float32frombits(sign)
+		}
+		// Subnormal: value = mant × 2^-24.
+		f := float32(mant) * (1.0 / (1 << 24))
+		if sign != 0 {
+			f = -f
+		}
+		return f
+	}
+	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
+}
+
+// dotHalfGeneric is dotGeneric with b in binary16.
+func dotHalfGeneric(a []float32, b []uint16) float32 {
+	var s0, s1, s2, s3 float32
+	for ; len(a) >= 4 && len(b) >= 4; a, b = a[4:], b[4:] {
+		s0 += a[0] * f16ToF32(b[0])
+		s1 += a[1] * f16ToF32(b[1])
+		s2 += a[2] * f16ToF32(b[2])
+		s3 += a[3] * f16ToF32(b[3])
+	}
+	b = b[:len(a)]
+	for i := range a {
+		s0 += a[i] * f16ToF32(b[i])
+	}
+	return (s0 + s1) + (s2 + s3)
+}
