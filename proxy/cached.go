@@ -32,6 +32,7 @@ type exchange struct {
 	mayStore  bool          // a cacheable answer is written back
 	coalesced bool          // answered by another request's upstream call
 	called    bool          // this request led an upstream call
+	attempts  int           // upstream attempts of the call that answered
 }
 
 // serveCached is the flow of DESIGN.md §1: parse, exact tier, singleflight,
@@ -196,6 +197,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	h.Set(HeaderCache, outcome)
 	h.Set(HeaderUpstream, resp.Target)
 	h.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
+	x.attempts = resp.Attempts
 	if shared {
 		h.Set("X-Breakwater-Coalesced", "true")
 	}
@@ -269,7 +271,7 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 		attrs = append(attrs, "similarity", similarity)
 	}
 	if target != "" {
-		attrs = append(attrs, "target", target, "upstream_ms", float64(x.upstream.Microseconds())/1000)
+		attrs = append(attrs, "target", target, "attempts", x.attempts, "upstream_ms", float64(x.upstream.Microseconds())/1000)
 	}
 	x.log.Info("request", attrs...)
 }

@@ -129,6 +129,7 @@ func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
 	h.Set(HeaderCache, outcome)
 	h.Set(HeaderUpstream, b.target)
 	h.Set(HeaderAttempts, strconv.Itoa(b.attempts))
+	x.attempts = b.attempts
 	if b.status != http.StatusOK {
 		// An upstream 4xx: passed through whole, never cached.
 		if ct := b.header.Get("Content-Type"); ct != "" {

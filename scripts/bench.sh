@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproducible benchmarks for docs/BENCHMARKS-demo.md. One run measures:
+# Reproducible benchmarks for docs/BENCHMARKS.md. One run measures:
 #   (a) Breakwater's overhead vs direct on the miss and exact-hit paths at
 #       concurrency 1, 16, 64 (scripts/overhead, closed loop);
 #   (b) exact-hit throughput, Breakwater vs nginx proxy_cache on POST bodies

@@ -34,7 +34,7 @@ type Options struct {
 	// bucket that grows past it gets an HNSW graph, dropped again below
 	// FlatLimit/2. 0 means 2048 (an exact scan of 2048×512 floats takes
 	// about 0.5 ms on a shared 2-core VM, no more than a graph search there,
-	// and is always exact; see docs/BENCHMARKS-index.md).
+	// and is always exact; see docs/BENCHMARKS.md).
 	FlatLimit int
 	// M is the HNSW link count per node (2*M on the bottom layer). 0 means 16.
 	M int

@@ -16,7 +16,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/qdrant/qdranttest"
 )
 
-// These benchmarks back docs/BENCHMARKS-qdrant.md. They run against the
+// These benchmarks back docs/BENCHMARKS.md. They run against the
 // in-process fake over loopback TCP, so they measure what the Qdrant backend
 // adds on the client side (protobuf encoding, a gRPC round trip, decoding the
 // payload) plus the fake's brute-force scan; not Qdrant's HNSW, storage or a

@@ -296,7 +296,7 @@ const provenance = `# Provenance of use-lite-en.bin
 Then run ` + "`go test ./embed/ -run Builtin`" + `: TestBuiltinParity compares the vectors with
 embed/testdata/use-lite-reference.jsonl (produced by the package's own JavaScript runtime) and
 fails below cosine 0.9999. Half-float storage was chosen because it keeps every reference text
-above cosine 0.99999 (see docs/BENCHMARKS-encoder.md); regenerate with -dtype f32 otherwise.
+above cosine 0.99999 (see docs/BENCHMARKS.md); regenerate with -dtype f32 otherwise.
 `
 
 const notice = `Breakwater built-in sentence encoder weights (embed/model/use-lite-en.bin)

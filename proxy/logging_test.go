@@ -1,0 +1,67 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRequestLogLine checks the one info line per request: it carries the
+// request ID, outcome, target, attempts and durations, and never the prompt
+// or the Authorization header.
+func TestRequestLogLine(t *testing.T) {
+	var buf syncBuffer
+	e := newEnv(t, envOptions{proxy: func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}})
+	const secret, prompt = "sk-very-secret-key", "my private medical question"
+	r := e.post("/v1/chat/completions", chat(prompt), "Authorization", "Bearer "+secret, HeaderRequestID, "req-123")
+	if got, want := r.header.Get(HeaderRequestID), "req-123"; got != want {
+		t.Errorf("X-Request-ID echoed %q, want %q", got, want)
+	}
+	logs := buf.String()
+	if strings.Contains(logs, secret) || strings.Contains(logs, prompt) {
+		t.Fatalf("an info log line holds the key or the prompt:\n%s", logs)
+	}
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
+			line = m
+		}
+	}
+	if line == nil {
+		t.Fatalf("no request line in:\n%s", logs)
+	}
+	for k, want := range map[string]any{"request_id": "req-123", "outcome": "miss", "target": "fake/gpt-test", "attempts": float64(1)} {
+		if got := line[k]; got != want {
+			t.Errorf("log %s = %v, want %v", k, got, want)
+		}
+	}
+	for _, k := range []string{"duration_ms", "upstream_ms", "status"} {
+		if _, ok := line[k]; !ok {
+			t.Errorf("log line lacks %s: %v", k, line)
+		}
+	}
+}
