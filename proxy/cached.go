@@ -84,13 +84,8 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 	}
 	x.mayStore = !x.ctl.noStore
 	if !x.ctl.noCache {
-		res, ok := s.opts.Cache.Lookup(req.Context(), x.key, cache.LookupOptions{
-			Threshold:    x.ctl.threshold,
-			MaxAge:       x.ctl.maxAge,
-			SkipSemantic: endpoint != "/v1/chat/completions",
-		})
-		if ok {
-			return s.serveHit(x, res)
+		if res, outcome, ok := s.lookup(x); ok {
+			return s.writeCached(x, res, outcome)
 		}
 	}
 	outcome := OutcomeMiss
@@ -119,16 +114,8 @@ func (s *Server) bypass(x *exchange) bool {
 	return false
 }
 
-// serveHit answers from the cache, rewriting id and created so every answer
-// looks like a fresh completion to the client.
-func (s *Server) serveHit(x *exchange, res cache.Result) error {
-	outcome := OutcomeHitExact
-	if res.Tier == cache.TierSemantic {
-		outcome = OutcomeHitSemantic
-	}
-	return s.writeCached(x, res, outcome)
-}
-
+// writeCached answers from the cache, rewriting id and created so every
+// answer looks like a fresh completion to the client.
 func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) error {
 	h := x.c.Response().Header()
 	h.Set(HeaderCache, outcome)
@@ -178,17 +165,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		x.coalesced = true
 	}
 	if err != nil {
-		if req.Context().Err() != nil {
-			// The client went away; nobody is there to answer.
-			s.finish(x, outcome, 499, 0, "")
-			return nil
-		}
-		if stale, ok := s.staleAnswer(x); ok {
-			return s.writeCached(x, stale, OutcomeStale)
-		}
-		s.stats.errors.Add(1)
-		s.finish(x, outcome, statusOf(err), 0, "")
-		return writeUpstreamError(x.c, err)
+		return s.upstreamFailed(x, outcome, err, s.writeCached)
 	}
 	if !shared && x.mayStore {
 		s.store(x, resp)
@@ -207,6 +184,40 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	}
 	s.finish(x, outcome, resp.Status, 0, resp.Target)
 	return x.c.Blob(resp.Status, ct, resp.Body)
+}
+
+// upstreamFailed answers a request whose upstream call failed: nothing when
+// the client went away, a stale near match (written by serve, as JSON or as
+// a replayed stream) when allowed, else the caller's error.
+func (s *Server) upstreamFailed(x *exchange, outcome string, err error, serve func(*exchange, cache.Result, string) error) error {
+	if x.c.Request().Context().Err() != nil {
+		// The client went away; nobody is there to answer.
+		s.finish(x, outcome, 499, 0, "")
+		return nil
+	}
+	if stale, ok := s.staleAnswer(x); ok {
+		return serve(x, stale, OutcomeStale)
+	}
+	s.stats.errors.Add(1)
+	s.finish(x, outcome, statusOf(err), 0, "")
+	return writeUpstreamError(x.c, err)
+}
+
+// lookup asks the cache for x, with the request's controls, and names the
+// outcome of a hit.
+func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
+	res, ok := s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
+		Threshold:    x.ctl.threshold,
+		MaxAge:       x.ctl.maxAge,
+		SkipSemantic: x.endpoint != "/v1/chat/completions",
+	})
+	if !ok {
+		return res, "", false
+	}
+	if res.Tier == cache.TierSemantic {
+		return res, OutcomeHitSemantic, true
+	}
+	return res, OutcomeHitExact, true
 }
 
 // store writes a cacheable answer back: exact tier now, index via the queue.

@@ -11,8 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -35,22 +33,12 @@ type logFn func(msg string, args ...any)
 // is streamed through as it arrives (followers of the same question share
 // it), assembled on the way and written back when it finished cleanly.
 func (s *Server) serveStream(x *exchange) error {
-	req := x.c.Request()
 	if s.bypass(x) {
 		return s.streamMiss(x, OutcomeBypass)
 	}
 	x.mayStore = !x.ctl.noStore
 	if !x.ctl.noCache {
-		res, ok := s.opts.Cache.Lookup(req.Context(), x.key, cache.LookupOptions{
-			Threshold:    x.ctl.threshold,
-			MaxAge:       x.ctl.maxAge,
-			SkipSemantic: x.endpoint != "/v1/chat/completions",
-		})
-		if ok {
-			outcome := OutcomeHitExact
-			if res.Tier == cache.TierSemantic {
-				outcome = OutcomeHitSemantic
-			}
+		if res, outcome, ok := s.lookup(x); ok {
 			return s.replayHit(x, res, outcome)
 		}
 	}
@@ -113,16 +101,7 @@ func (s *Server) streamMiss(x *exchange, outcome string) error {
 func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
 	ctx := x.c.Request().Context()
 	if err := b.waitStart(ctx); err != nil {
-		if ctx.Err() != nil {
-			s.finish(x, outcome, 499, 0, "")
-			return nil
-		}
-		if stale, ok := s.staleAnswer(x); ok {
-			return s.replayHit(x, stale, OutcomeStale)
-		}
-		s.stats.errors.Add(1)
-		s.finish(x, outcome, statusOf(err), 0, "")
-		return writeUpstreamError(x.c, err)
+		return s.upstreamFailed(x, outcome, err, s.replayHit)
 	}
 	w := x.c.Response()
 	h := w.Header()
@@ -431,5 +410,3 @@ func (b *idleBody) Close() error {
 	}
 	return b.rc.Close()
 }
-
-var _ = echo.MIMEApplicationJSON

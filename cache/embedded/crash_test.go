@@ -36,7 +36,7 @@ func TestKill9(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("spawns a subprocess")
+		t.Skip("-short: spawns a subprocess (runs without -short, as in CI)")
 	}
 	dir := t.TempDir()
 	for round := range 2 { // each round writes on top of what the last kill left

@@ -43,7 +43,7 @@ func TestDemo(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs two load phases")
+		t.Skip("-short: runs two load phases (runs without -short, as in CI)")
 	}
 	var out, errb bytes.Buffer
 	args := []string{"-duration", "1s", "-rate", "10", "-capacity", "2", "-latency", "50ms", "-jitter", "20ms", "-json"}

@@ -12,7 +12,7 @@ import (
 // the embedded index and the guard.
 func TestRealTier(t *testing.T) {
 	if testing.Short() {
-		t.Skip("loads the built-in encoder")
+		t.Skip("-short: loads the built-in encoder (runs without -short, as in CI)")
 	}
 	pairs := []Pair{
 		{A: "How do I learn to play the guitar?", B: "How can I learn to play guitar?", Duplicate: true},
