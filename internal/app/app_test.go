@@ -56,9 +56,15 @@ type running struct {
 	done   chan error
 }
 
-// start runs Breakwater from a TOML config (with {{UP}}, {{UP2}} and
-// {{DATA}} substituted) on a loopback port.
+// start runs Breakwater from a TOML config (with {{UP1}}, {{UP2}} and
+// {{DATA}} substituted) on a loopback port, with no environment variables.
 func start(t *testing.T, toml string, ups ...string) *running {
+	t.Helper()
+	return startEnv(t, func(string) string { return "" }, toml, ups...)
+}
+
+// startEnv is start with env as the process environment (for *_env keys).
+func startEnv(t *testing.T, env func(string) string, toml string, ups ...string) *running {
 	t.Helper()
 	dir := t.TempDir()
 	toml = strings.ReplaceAll(toml, "{{DATA}}", filepath.ToSlash(dir))
@@ -69,11 +75,11 @@ func start(t *testing.T, toml string, ups ...string) *running {
 	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := config.Load(path, func(string) string { return "" })
+	cfg, err := config.Load(path, env)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Env: func(string) string { return "" }})
+	a, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Env: env})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,7 +17,6 @@ import (
 	"github.com/qdrant/go-client/qdrant"
 
 	"github.com/breakwater-dev/breakwater/cache/qdrant/qdranttest"
-	"github.com/breakwater-dev/breakwater/config"
 )
 
 // qdrantConfig is a sidecar whose semantic tier is the Qdrant at {{QDRANT}}.
@@ -66,29 +62,7 @@ func qdrantEnv(name string) string {
 // but with qdrantEnv as the environment.
 func startQdrantSidecar(t *testing.T, addr, upstream string) *running {
 	t.Helper()
-	dir := t.TempDir()
-	toml := strings.NewReplacer("{{DATA}}", filepath.ToSlash(dir), "{{QDRANT}}", addr, "{{UP1}}", upstream).Replace(qdrantConfig)
-	path := filepath.Join(dir, "breakwater.toml")
-	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := config.Load(path, qdrantEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.DiscardHandler), Env: qdrantEnv})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{url: "http://" + ln.Addr().String(), app: a, cancel: cancel, done: make(chan error, 1)}
-	go func() { r.done <- a.Serve(ctx, ln) }()
-	t.Cleanup(r.stop)
-	return r
+	return startEnv(t, qdrantEnv, strings.ReplaceAll(qdrantConfig, "{{QDRANT}}", addr), upstream)
 }
 
 // storedQueries counts the points of the shared collection whose payload
