@@ -141,25 +141,28 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
 	}
+	// The call may run on after this handler has returned (for the other
+	// waiters of a coalesced flight), so it touches nothing of x.
 	call := func(ctx context.Context) (*upstream.Response, error) {
 		s.stats.calls.Add(1)
-		x.called = true
-		t0 := time.Now()
-		r, err := s.opts.Caller.Do(ctx, ureq)
-		x.upstream = time.Since(t0)
-		return r, err
+		return s.opts.Caller.Do(ctx, ureq)
 	}
 	var (
 		resp   *upstream.Response
 		shared bool
 		err    error
 	)
+	t0 := time.Now()
 	if !x.mayStore && outcome == OutcomeBypass {
 		resp, err = call(req.Context())
 	} else {
 		// Coalesce on the exact key: identical requests of one tenant.
 		resp, shared, err = s.flights.do(req.Context(), x.key.Exact, call)
 	}
+	// Time spent waiting for the upstream (or for the flight it joined), so
+	// breakwater_overhead_seconds is what Breakwater itself added.
+	x.upstream = time.Since(t0)
+	x.called = !shared
 	if shared {
 		s.countCoalesced()
 		x.coalesced = true

@@ -388,3 +388,11 @@ func (f *failingIndex) Len(ctx context.Context) (int, error) {
 	}
 	return f.Index.Len(ctx)
 }
+
+func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(cancel)
+	return ctx, cancel
+}
+
+func stringsReader(s string) io.Reader { return strings.NewReader(s) }
