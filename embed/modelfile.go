@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+
+	"github.com/x448/float16"
 )
 
 // The layout of use-lite-en.bin is documented in internal/genweights.
@@ -160,24 +162,5 @@ func (r *reader) u16() uint16 { return binary.LittleEndian.Uint16(r.bytes(2)) }
 func (r *reader) u32() uint32 { return binary.LittleEndian.Uint32(r.bytes(4)) }
 func (r *reader) u64() uint64 { return binary.LittleEndian.Uint64(r.bytes(8)) }
 
-// f16ToF32 widens an IEEE 754 binary16 value exactly.
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | mant<<13)
-	case mant == 0:
-		return math.Float32frombits(sign)
-	}
-	// Subnormal half: normalise.
-	e := uint32(113)
-	for mant&0x400 == 0 {
-		mant <<= 1
-		e--
-	}
-	return math.Float32frombits(sign | e<<23 | (mant&0x3ff)<<13)
-}
+// f16ToF32 widens an IEEE 754 binary16 value exactly (github.com/x448/float16).
+func f16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }

@@ -1,6 +1,6 @@
 package embedded
 
-import "math"
+import "github.com/x448/float16"
 
 // Half-precision copy of the vectors, for the graph walk.
 //
@@ -57,60 +57,12 @@ func toHalfGeneric(dst []uint16, src []float32) {
 	}
 }
 
-// f32ToF16 converts f to binary16, rounding to nearest even (as VCVTPS2PH
-// with rounding mode 0 does); overflow gives ±Inf, NaN stays NaN.
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int(b>>23&0xff) - 127 + 15
-	mant := b & 0x7fffff
-	switch {
-	case b&0x7fffffff > 0x7f800000: // NaN
-		return sign | 0x7e00
-	case exp >= 0x1f: // overflow or Inf
-		return sign | 0x7c00
-	case exp <= 0: // subnormal or zero
-		if exp < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint(14 - exp)
-		h := mant >> shift
-		rem, half := mant&(1<<shift-1), uint32(1)<<(shift-1)
-		if rem > half || (rem == half && h&1 == 1) {
-			h++
-		}
-		return sign | uint16(h)
-	}
-	h := uint32(exp)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && h&1 == 1) {
-		h++ // may carry into the exponent, up to Inf: still correct
-	}
-	return sign | uint16(h)
-}
+// f32ToF16 converts f to binary16, rounding to nearest even as VCVTPS2PH
+// does (github.com/x448/float16).
+func f32ToF16(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
 
 // f16ToF32 converts a binary16 value to float32 (exactly).
-func f16ToF32(h uint16) float32 {
-	sign := uint32(h&0x8000) << 16
-	exp := uint32(h>>10) & 0x1f
-	mant := uint32(h & 0x3ff)
-	switch {
-	case exp == 0x1f:
-		return math.Float32frombits(sign | 0x7f800000 | mant<<13)
-	case exp == 0:
-		if mant == 0 {
-			return math.Float32frombits(sign)
-		}
-		// Subnormal: value = mant × 2^-24.
-		f := float32(mant) * (1.0 / (1 << 24))
-		if sign != 0 {
-			f = -f
-		}
-		return f
-	}
-	return math.Float32frombits(sign | (exp+127-15)<<23 | mant<<13)
-}
+func f16ToF32(h uint16) float32 { return float16.Frombits(h).Float32() }
 
 // dotHalfGeneric is dotGeneric with b in binary16.
 func dotHalfGeneric(a []float32, b []uint16) float32 {

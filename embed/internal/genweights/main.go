@@ -47,6 +47,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/x448/float16"
 )
 
 const (
@@ -389,40 +391,6 @@ func loadPackage(tgz, dir string) (map[string][]byte, string, error) {
 	return files, integrity, nil
 }
 
-// f32ToF16 converts to IEEE 754 binary16 with round-to-nearest-even.
-func f32ToF16(f float32) uint16 {
-	b := math.Float32bits(f)
-	sign := uint16(b>>16) & 0x8000
-	exp := int((b >> 23) & 0xff)
-	mant := b & 0x7fffff
-	if exp == 0xff { // inf or NaN
-		if mant != 0 {
-			return sign | 0x7e00
-		}
-		return sign | 0x7c00
-	}
-	e := exp - 127 + 15
-	if e >= 0x1f {
-		return sign | 0x7c00
-	}
-	if e <= 0 {
-		if e < -10 {
-			return sign
-		}
-		mant |= 0x800000
-		shift := uint32(14 - e)
-		half := mant >> shift
-		rem := mant & ((1 << shift) - 1)
-		mid := uint32(1) << (shift - 1)
-		if rem > mid || (rem == mid && half&1 == 1) {
-			half++
-		}
-		return sign | uint16(half)
-	}
-	half := uint32(e)<<10 | mant>>13
-	rem := mant & 0x1fff
-	if rem > 0x1000 || (rem == 0x1000 && half&1 == 1) {
-		half++ // may carry into the exponent, which is still correct
-	}
-	return sign | uint16(half)
-}
+// f32ToF16 converts to IEEE 754 binary16 with round-to-nearest-even
+// (github.com/x448/float16).
+func f32ToF16(f float32) uint16 { return float16.Fromfloat32(f).Bits() }
