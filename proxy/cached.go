@@ -72,20 +72,21 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 	}
 	// The key parsed the body already; only streams need one more field.
 	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature}
+	// JSON and streams take the same decisions; only the writers differ: a
+	// stream hit is replayed as SSE, a stream miss is relayed as it arrives
+	// (stream.go).
+	hit, miss := s.writeCached, s.forward
 	if x.shape.Stream {
 		_ = json.Unmarshal(body, &x.shape)
-	}
-
-	if x.shape.Stream {
-		return s.serveStream(x)
+		hit, miss = s.replayHit, s.streamMiss
 	}
 	if s.bypass(x) {
-		return s.forward(x, OutcomeBypass)
+		return miss(x, OutcomeBypass)
 	}
 	x.mayStore = !x.ctl.noStore
 	if !x.ctl.noCache {
 		if res, outcome, ok := s.lookup(x); ok {
-			return s.writeCached(x, res, outcome)
+			return hit(x, res, outcome)
 		}
 	}
 	outcome := OutcomeMiss
@@ -93,7 +94,7 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 		// The client refused cached answers: not eligible for the hit rate.
 		outcome = OutcomeBypass
 	}
-	return s.forward(x, outcome)
+	return miss(x, outcome)
 }
 
 // bypass reports whether the request must not touch the cache at all.

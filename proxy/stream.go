@@ -29,26 +29,6 @@ type streamJob struct {
 
 type logFn func(msg string, args ...any)
 
-// serveStream answers stream: true requests: a hit is replayed as SSE; a miss
-// is streamed through as it arrives (followers of the same question share
-// it), assembled on the way and written back when it finished cleanly.
-func (s *Server) serveStream(x *exchange) error {
-	if s.bypass(x) {
-		return s.streamMiss(x, OutcomeBypass)
-	}
-	x.mayStore = !x.ctl.noStore
-	if !x.ctl.noCache {
-		if res, outcome, ok := s.lookup(x); ok {
-			return s.replayHit(x, res, outcome)
-		}
-	}
-	outcome := OutcomeMiss
-	if x.ctl.noCache {
-		outcome = OutcomeBypass
-	}
-	return s.streamMiss(x, outcome)
-}
-
 func (s *Server) newStreamJob(x *exchange) *streamJob {
 	req := x.c.Request()
 	l := x.log
@@ -70,6 +50,9 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 	}
 }
 
+// streamMiss answers a stream: true miss or bypass: the upstream stream is
+// relayed as it arrives (followers of the same question share it),
+// assembled on the way and written back when it finished cleanly.
 func (s *Server) streamMiss(x *exchange, outcome string) error {
 	ctx := x.c.Request().Context()
 	job := s.newStreamJob(x)
