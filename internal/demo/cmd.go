@@ -7,11 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/internal/app"
 	"github.com/breakwater-dev/breakwater/internal/loadgen"
+
+	"github.com/breakwater-dev/breakwater/internal/tty"
 )
 
 // Run is the demo command: breakwater demo [-duration 10s] [-rate R] ...
@@ -58,7 +59,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	o.Status = stderr
-	if isTerminal(stderr) {
+	if tty.IsTerminal(stderr) {
 		o.Progress = stderr
 	}
 	res, err := Demo(ctx, o)
@@ -75,13 +76,4 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	res.WriteTable(stdout)
 	return nil
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }

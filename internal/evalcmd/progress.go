@@ -3,9 +3,10 @@ package evalcmd
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/tty"
 )
 
 // progressBar draws one self-overwriting line on a terminal: stage, count,
@@ -22,12 +23,7 @@ type progressBar struct {
 }
 
 func newProgressBar(w io.Writer) *progressBar {
-	f, ok := w.(*os.File)
-	if !ok {
-		return &progressBar{}
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
+	if !tty.IsTerminal(w) {
 		return &progressBar{}
 	}
 	return &progressBar{w: w}

@@ -6,8 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/tty"
 )
 
 // DefaultPairs is where -workload qqp looks for the pairs when -pairs is not
@@ -53,7 +54,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	cfg.Items = items
-	if !*quiet && isTerminal(stderr) {
+	if !*quiet && tty.IsTerminal(stderr) {
 		cfg.Progress = stderr
 	}
 	s, err := Bench(ctx, cfg)
@@ -94,14 +95,4 @@ func (m Mix) Validate() error {
 		return fmt.Errorf("parse flags: -zipf %v: must be > 1", m.Zipf)
 	}
 	return nil
-}
-
-// isTerminal reports whether w is a character device (a terminal).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
