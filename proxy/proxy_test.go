@@ -481,3 +481,17 @@ func TestAdminFlush(t *testing.T) {
 		t.Errorf("after flush: %s = %q, want %q", HeaderCache, got, want)
 	}
 }
+
+func TestReadyzDuringShutdown(t *testing.T) {
+	e := newEnv(t, envOptions{})
+	if got, want := e.get("/readyz").status, 200; got != want {
+		t.Fatalf("/readyz while serving: %d, want %d", got, want)
+	}
+	e.server.SetReady(false) // what App.Shutdown does first
+	if got, want := e.get("/readyz").status, 503; got != want {
+		t.Errorf("/readyz while shutting down: %d, want %d", got, want)
+	}
+	if got, want := e.get("/healthz").status, 200; got != want {
+		t.Errorf("/healthz while shutting down: %d, want %d (the process is alive)", got, want)
+	}
+}
