@@ -125,8 +125,10 @@ func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
 	if !o.NoDates && !sameSet(dates(&a), dates(&b)) {
 		return false, ReasonDate
 	}
-	if !o.NoNegation && negated(&a) != negated(&b) {
-		return false, ReasonNegation
+	if !o.NoNegation {
+		if na, nb := negated(&a), negated(&b); na != nb || (na && negationMoved(&a, &b)) {
+			return false, ReasonNegation
+		}
 	}
 	if !o.NoOpposites && (oppositeSides(&a, &b) || oppositeSides(&b, &a)) {
 		return false, ReasonOpposite

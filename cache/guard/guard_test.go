@@ -48,6 +48,9 @@ func TestCheckRejects(t *testing.T) {
 		{"roles of common nouns swap", "Can psychology graduates apply for data science?", "Can data science graduates apply for psychology?", ReasonOrder},
 		{"one as a numeral", "How can I learn Spanish in one month?", "How can I learn Spanish?", ReasonNumber},
 		{"one month vs one year", "How can I learn Spanish in one month?", "How can I learn Spanish in one year?", ReasonNumber},
+		{"negation moved", "What can't Muslims do in India but can do in Pakistan?", "What can Muslims do in India but not in Pakistan?", ReasonNegation},
+		{"different thing denied", "Why doesn't the doctor call me back?", "Why does the doctor not bill me?", ReasonNegation},
+		{"about swap", "What misconceptions do girls have about boys?", "What misconceptions do boys have about girls?", ReasonOrder},
 		{"many is not man", "Why is sex important to a man?", "Why is sex important to so many?", ReasonContent},
 	}
 	g := New(Options{})
@@ -77,6 +80,9 @@ func TestCheckAccepts(t *testing.T) {
 		{"punctuation", "How do I learn Go quickly", "How do I learn Go quickly?!"},
 		{"word order", "Which is better, SRM or VIT?", "Which is better: VIT or SRM?"},
 		{"reordered clause", "In Python, how do I reverse a list?", "How do I reverse a list in Python?"},
+		{"negation inverted", "Why don't highways have lights?", "Why do highways not have lights?"},
+		{"negation inverted subject", "Why won't my iPhone unlock?", "Why does my iPhone not unlock?"},
+		{"both negated alike", "Why can't I sleep at night?", "Why am I not able to sleep at night?"},
 		{"contraction what's", "What's the best way to learn guitar?", "What is the best way to learn guitar?"},
 		{"contraction can't", "Why can't I sleep?", "Why cannot I sleep?"},
 		{"contraction don't", "Why don't cats like water?", "Why do cats not like water?"},

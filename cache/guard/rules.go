@@ -1,6 +1,7 @@
 package guard
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -150,15 +151,81 @@ func dates(t *text) []string {
 // negated reports whether t contains a negation word or an n't contraction.
 func negated(t *text) bool {
 	for _, tk := range t.toks {
-		w := tk.low
-		if tk.in.flags&fNeg != 0 || strings.HasSuffix(w, "n't") || strings.HasSuffix(w, "n’t") {
-			if w == "wont" && tk.raw != "wont" { // "Wont" at a sentence start is rarely "won't"
-				continue
-			}
+		if isNegation(tk) {
 			return true
 		}
 	}
 	return false
+}
+
+// isNegation reports whether tk is a negation word or an n't contraction
+// (the words negated counts).
+func isNegation(tk token) bool {
+	w := tk.low
+	if tk.in.flags&fNeg == 0 && !strings.HasSuffix(w, "n't") && !strings.HasSuffix(w, "n’t") {
+		return false
+	}
+	return w != "wont" || tk.raw == "wont" // "Wont" at a sentence start is rarely "won't"
+}
+
+// negatedWords returns, for every negation of t, what it denies: the stems
+// of the first two content words after it, stopping at the end of its
+// clause ("cannot do in India but …" → [india]; "why don't highways have
+// lights" → [highway light], which covers the inverted question's subject and
+// its verb). A negation with no content word after it in its clause gives an
+// empty list.
+func negatedWords(t *text) [][]string {
+	var out [][]string
+	for i, tk := range t.toks {
+		if !isNegation(tk) {
+			continue
+		}
+		var ws []string
+		for _, n := range sentence(t, i, +1) {
+			if clauseBreak[n.low] || isNegation(n) || len(ws) == 2 {
+				break
+			}
+			if n.stem != "" {
+				ws = append(ws, n.stem)
+			}
+		}
+		out = append(out, ws)
+	}
+	return out
+}
+
+// clauseBreak ends the reach of a negation.
+var clauseBreak = set("but", "and", "or", "while", "whereas", "though", "although", "yet", "if", "when")
+
+// negationMoved reports whether both texts are negated but deny different
+// things: "what can't Muslims do in India but can elsewhere" vs "what can
+// Muslims do in India but not elsewhere". Every negation of each text must
+// deny a word that some negation of the other text denies; a negation that
+// denies no content word ("I don't.") leaves the texts to the presence test.
+func negationMoved(a, b *text) bool {
+	na, nb := negatedWords(a), negatedWords(b)
+	for _, ws := range append(na, nb...) {
+		if len(ws) == 0 {
+			return false
+		}
+	}
+	return !deniedIn(na, nb) || !deniedIn(nb, na)
+}
+
+// deniedIn reports whether each list of a shares a word with some list of b.
+func deniedIn(a, b [][]string) bool {
+	for _, x := range a {
+		found := false
+		for _, y := range b {
+			for _, w := range x {
+				found = found || slices.Contains(y, w)
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // identifiers returns t's code-like words: anything in backticks, snake_case,

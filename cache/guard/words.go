@@ -27,7 +27,7 @@ var stop = set("a", "an", "the", "is", "are", "was", "were", "be", "been", "bein
 	"vs", "versus", "between", "among", "each", "every", "both", "either", "own")
 
 // direction words make "X <d> Y" mean something else than "Y <d> X".
-var directions = set("to", "from", "into", "than", "over", "onto", "toward", "towards")
+var directions = set("to", "from", "into", "than", "over", "onto", "toward", "towards", "about", "against")
 
 var monthNames = map[string]string{
 	"january": "january", "jan": "january", "february": "february", "feb": "february",
