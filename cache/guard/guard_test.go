@@ -83,6 +83,8 @@ func TestCheckAccepts(t *testing.T) {
 		{"negation inverted", "Why don't highways have lights?", "Why do highways not have lights?"},
 		{"negation inverted subject", "Why won't my iPhone unlock?", "Why does my iPhone not unlock?"},
 		{"both negated alike", "Why can't I sleep at night?", "Why am I not able to sleep at night?"},
+		{"negation after the verb", "Why doesn't my phone charge?", "Why is my phone not charging?"},
+		{"without for don't have", "I don't have money. How can I start a business?", "How can I start a business without money?"},
 		{"contraction what's", "What's the best way to learn guitar?", "What is the best way to learn guitar?"},
 		{"contraction can't", "Why can't I sleep?", "Why cannot I sleep?"},
 		{"contraction don't", "Why don't cats like water?", "Why do cats not like water?"},
