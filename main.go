@@ -62,5 +62,5 @@ func run(ctx context.Context, args []string) error {
 			args = args[1:]
 		}
 	}
-	return app.Main(ctx, args, os.Stdout, os.Stderr, os.Getenv)
+	return app.Main(ctx, args, os.Stdout, os.Stderr, os.Getenv, os.Environ())
 }

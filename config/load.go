@@ -499,3 +499,57 @@ func setString(v reflect.Value, s string) error {
 	}
 	return nil
 }
+
+// UnknownEnv returns one warning for every non-empty BREAKWATER_ variable of
+// environ ("NAME=value" entries, as os.Environ gives them) that c does not
+// read: neither a setting's override nor a variable a setting names (the
+// upstream URL, the admin token, the partition secret, API keys). Overrides
+// are looked up by exact name, so a misspelt one would otherwise be ignored
+// in silence; the warning names the closest setting when one is near.
+func (c *Config) UnknownEnv(environ []string) []string {
+	keys := envKeys()
+	known := map[string]bool{UpstreamURLEnv: true}
+	for _, k := range keys {
+		known[k.Name] = true
+	}
+	for _, n := range []string{c.Server.AdminTokenEnv, c.Cache.PartitionSecretEnv,
+		c.Vector.Qdrant.APIKeyEnv, c.Embed.OpenAI.APIKeyEnv} {
+		known[n] = true
+	}
+	for _, u := range c.Upstreams {
+		known[u.APIKeyEnv] = true
+	}
+	var out []string
+	for _, kv := range environ {
+		name, value, _ := strings.Cut(kv, "=")
+		if !strings.HasPrefix(name, EnvPrefix) || value == "" || known[name] {
+			continue
+		}
+		w := fmt.Sprintf("config: environment variable %s is set but is not a setting and is ignored", name)
+		if s := closestEnv(name, keys); s != "" {
+			w += fmt.Sprintf(" (did you mean %s?)", s)
+		}
+		out = append(out, w)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// closestEnv names the setting variable name most likely meant: one that ends
+// with name's part after the prefix and a section (BREAKWATER_LOG_LEVEL →
+// BREAKWATER_SERVER_LOG_LEVEL), else one within an edit distance of 2.
+func closestEnv(name string, keys []envKey) string {
+	rest := strings.TrimPrefix(name, EnvPrefix)
+	for _, k := range keys {
+		if strings.HasSuffix(k.Name, "_"+rest) {
+			return k.Name
+		}
+	}
+	best, bestDist := "", 3
+	for _, k := range keys {
+		if d := editDistance(name, k.Name); d < bestDist {
+			best, bestDist = k.Name, d
+		}
+	}
+	return best
+}

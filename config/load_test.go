@@ -566,3 +566,30 @@ func TestLoadListReplacesDefault(t *testing.T) {
 		t.Errorf("retry_on = %v, want %v", got, want)
 	}
 }
+
+func TestUnknownEnv(t *testing.T) {
+	c := mustLoad(t, "", map[string]string{UpstreamURLEnv: "http://127.0.0.1:9000/v1"})
+	c.Upstreams[0].APIKeyEnv = "BREAKWATER_OPENAI_KEY"
+	environ := []string{
+		"PATH=/usr/bin",
+		UpstreamURLEnv + "=http://127.0.0.1:9000/v1",
+		"BREAKWATER_SERVER_LOG_LEVEL=warn",   // a setting
+		"BREAKWATER_ADMIN_TOKEN=secret",      // named by server.admin_token_env
+		"BREAKWATER_PARTITION_SECRET=s",      // named by cache.partition_secret_env
+		"BREAKWATER_OPENAI_KEY=sk-1",         // named by an upstream's api_key_env
+		"BREAKWATER_LOG_LEVEL=warn",          // a section left out
+		"BREAKWATER_CACHE_THRESHHOLD=0.95",   // misspelt
+		"BREAKWATER_SOMETHING_ELSE=1",        // nothing close
+		"BREAKWATER_CACHE_ENABLED=",          // empty: ignored like an unset one
+		"NOT_BREAKWATER_CACHE_ENABLED=false", // another prefix
+	}
+	got := c.UnknownEnv(environ)
+	want := []string{
+		"config: environment variable BREAKWATER_CACHE_THRESHHOLD is set but is not a setting and is ignored (did you mean BREAKWATER_CACHE_THRESHOLD?)",
+		"config: environment variable BREAKWATER_LOG_LEVEL is set but is not a setting and is ignored (did you mean BREAKWATER_SERVER_LOG_LEVEL?)",
+		"config: environment variable BREAKWATER_SOMETHING_ELSE is set but is not a setting and is ignored",
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("UnknownEnv =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}

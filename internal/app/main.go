@@ -13,8 +13,10 @@ import (
 )
 
 // Main is the serve command: flags, config, logger, listen, serve until ctx
-// ends, shut down in order.
-func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string) error {
+// ends, shut down in order. env looks variables up; environ lists them
+// ("NAME=value", as os.Environ gives them) so that BREAKWATER_ variables the
+// config does not read can be reported.
+func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string, environ []string) error {
 	fs := flag.NewFlagSet("breakwater", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "TOML config file (default: built-in defaults; the upstream comes from "+config.UpstreamURLEnv+")")
@@ -26,11 +28,18 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env func
 	if err != nil {
 		return err
 	}
+	unknown := cfg.UnknownEnv(environ)
 	if *check {
+		for _, w := range unknown {
+			fmt.Fprintln(stderr, "warning:", w)
+		}
 		fmt.Fprintln(stdout, "config ok")
 		return nil
 	}
 	log := NewLogger(stderr, cfg.Server.LogLevel, cfg.Server.LogFormat)
+	for _, w := range unknown {
+		log.Warn(w)
+	}
 	a, err := New(ctx, cfg, Options{Logger: log, Env: env})
 	if err != nil {
 		return err
