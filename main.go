@@ -10,6 +10,7 @@
 //	breakwater calibrate -pairs FILE            pick a threshold for a false-hit target
 //	breakwater sim -listen ADDR                 a simulated model endpoint
 //	breakwater bench -url URL -rate N -duration D   an open-loop load generator
+//	breakwater overhead -target NAME=URL ...     latency a proxy adds (closed loop)
 //	breakwater demo                             see Breakwater absorb a peak, no keys needed
 package main
 
@@ -56,6 +57,8 @@ func run(ctx context.Context, args []string) error {
 			return sim.Run(ctx, args[1:], os.Stdout, os.Stderr)
 		case "bench":
 			return loadgen.Run(ctx, args[1:], os.Stdout, os.Stderr)
+		case "overhead":
+			return loadgen.Overhead(ctx, args[1:], os.Stdout, os.Stderr)
 		case "demo":
 			return demo.Run(ctx, args[1:], os.Stdout, os.Stderr)
 		case "serve":

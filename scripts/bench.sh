@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Reproducible benchmarks for docs/BENCHMARKS.md. One run measures:
 #   (a) Breakwater's overhead vs direct on the miss and exact-hit paths at
-#       concurrency 1, 16, 64 (scripts/overhead, closed loop);
+#       concurrency 1, 16, 64 (breakwater overhead, closed loop);
 #   (b) exact-hit throughput, Breakwater vs nginx proxy_cache on POST bodies
 #       (Debian's nginx), same run, same load tool (wrk);
 #   (c) miss-path overhead vs the Portkey gateway (npm @portkey-ai/gateway),
-#       same upstream, same load (scripts/overhead);
+#       same upstream, same load (breakwater overhead);
 #   (d) the demo's peak-load table (breakwater demo).
 # Every server runs on loopback in front of the same simulated model
 # (breakwater sim, no latency, no capacity limit), so what is measured is
@@ -193,9 +193,9 @@ say
 # --- (a) + (c): latency added, miss and exact-hit paths ----------------------
 say "### Latency added (closed loop, $DUR per cell after 0.5s warm-up; baseline: the sim itself)"
 say
-say "Command: \`go run ./scripts/overhead $(printf '%q ' "${TARGETS[@]}")-c $CONC -d $DUR -skip-hit portkey,breakwater-nocache\`"
+say "Command: \`breakwater overhead $(printf '%q ' "${TARGETS[@]}")-c $CONC -d $DUR -skip-hit portkey,breakwater-nocache\`"
 say
-(cd "$ROOT" && go run ./scripts/overhead "${TARGETS[@]}" -c "$CONC" -d "$DUR" -skip-hit portkey,breakwater-nocache) >&3
+"$BIN" overhead "${TARGETS[@]}" -c "$CONC" -d "$DUR" -skip-hit portkey,breakwater-nocache >&3
 say
 
 # --- (b): exact-hit throughput with wrk ----------------------------------

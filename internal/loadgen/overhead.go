@@ -1,16 +1,4 @@
-// Command overhead measures the latency a proxy adds to chat completions:
-// closed-loop workers at fixed concurrency send requests to each target in
-// turn, on the miss path (every question unique) and the exact-hit path (a
-// small set of questions asked again and again), and print a Markdown table
-// of p50/p99, what each target adds to the baseline, and the ratio.
-//
-//	go run ./scripts/overhead -target direct=http://127.0.0.1:19000 \
-//	    -target breakwater=http://127.0.0.1:19080 \
-//	    -target 'portkey=http://127.0.0.1:19082|x-portkey-provider=openai|x-portkey-custom-host=http://127.0.0.1:19000/v1' \
-//	    -c 1,16,64 -d 5s -skip-hit portkey
-//
-// The first target is the baseline. It is part of scripts/bench.sh.
-package main
+package loadgen
 
 import (
 	"bytes"
@@ -22,8 +10,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"os/signal"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,7 +18,7 @@ import (
 	"time"
 )
 
-type target struct {
+type overheadTarget struct {
 	name    string
 	url     string
 	headers [][2]string
@@ -47,27 +33,18 @@ type cell struct {
 	p50, p99     time.Duration
 }
 
-func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "overhead:", err)
-		os.Exit(1)
-	}
-}
+type overheadTargets []overheadTarget
 
-type targetFlags []target
-
-func (t *targetFlags) String() string { return fmt.Sprint(len(*t)) }
+func (t *overheadTargets) String() string { return fmt.Sprint(len(*t)) }
 
 // Set parses name=url|Header=Value|Header=Value.
-func (t *targetFlags) Set(v string) error {
+func (t *overheadTargets) Set(v string) error {
 	parts := strings.Split(v, "|")
 	name, url, ok := strings.Cut(parts[0], "=")
 	if !ok || name == "" || url == "" {
 		return fmt.Errorf("parse target %q: want name=url[|Header=Value...]", v)
 	}
-	tg := target{name: name, url: strings.TrimSuffix(strings.TrimRight(url, "/"), "/v1") + "/v1/chat/completions"}
+	tg := overheadTarget{name: name, url: strings.TrimSuffix(strings.TrimRight(url, "/"), "/v1") + "/v1/chat/completions"}
 	for _, h := range parts[1:] {
 		k, val, ok := strings.Cut(h, "=")
 		if !ok {
@@ -79,9 +56,20 @@ func (t *targetFlags) Set(v string) error {
 	return nil
 }
 
-func run(ctx context.Context, args []string, stdout io.Writer) error {
+// Overhead is the overhead command: it measures the latency a proxy adds to
+// chat completions. Closed-loop workers at fixed concurrency send requests to
+// each target in turn, on the miss path (every question unique) and the
+// exact-hit path (a small set of questions asked again and again), and it
+// prints a Markdown table of p50/p99, what each target adds to the first
+// (the baseline) and the ratio. scripts/bench.sh runs it against Breakwater,
+// nginx and Portkey:
+//
+//	breakwater overhead -target direct=http://127.0.0.1:19000 \
+//	    -target breakwater=http://127.0.0.1:19080 -c 1,16,64 -d 5s
+func Overhead(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("overhead", flag.ContinueOnError)
-	var targets targetFlags
+	fs.SetOutput(stderr)
+	var targets overheadTargets
 	fs.Var(&targets, "target", "name=url[|Header=Value...] (repeat; the first is the baseline)")
 	conc := fs.String("c", "1,16,64", "comma-separated concurrency levels")
 	paths := fs.String("paths", "miss,hit", "paths to measure: miss, hit")
@@ -118,9 +106,9 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				var seq atomic.Int64
 				body := func() []byte {
 					i := seq.Add(1)
-					q := fmt.Sprintf("Question %d of run %s at concurrency %d: %s", i, nonce, c, topics[i%int64(len(topics))])
+					q := fmt.Sprintf("Question %d of run %s at concurrency %d: %s", i, nonce, c, overheadTopics[i%int64(len(overheadTopics))])
 					if path == "hit" {
-						q = fmt.Sprintf("Popular question %d: %s", i%32, topics[i%32%int64(len(topics))])
+						q = fmt.Sprintf("Popular question %d: %s", i%32, overheadTopics[i%32%int64(len(overheadTopics))])
 					}
 					b, _ := json.Marshal(map[string]any{"model": *model, "messages": []map[string]string{{"role": "user", "content": q}}})
 					return b
@@ -128,15 +116,15 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 				if path == "hit" {
 					// Fill the cache: every popular question once, in order.
 					for range 64 {
-						if _, _, err := do(ctx, client, tg, body()); err != nil {
+						if _, _, err := postChat(ctx, client, tg, body()); err != nil {
 							return fmt.Errorf("warm %s: %w", tg.name, err)
 						}
 					}
 				} else if path != "miss" {
 					return fmt.Errorf("parse flags: -paths: unknown path %q", path)
 				}
-				fmt.Fprintf(os.Stderr, "%s path, c=%d, %s ...\n", path, c, tg.name)
-				cl, err := measure(ctx, client, tg, c, *warm, *dur, body)
+				fmt.Fprintf(stderr, "%s path, c=%d, %s ...\n", path, c, tg.name)
+				cl, err := measureCell(ctx, client, tg, c, *warm, *dur, body)
 				if err != nil {
 					return err
 				}
@@ -145,13 +133,13 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 		}
 	}
-	report(stdout, cells, targets[0].name)
+	writeOverhead(stdout, cells, targets[0].name)
 	return nil
 }
 
-// measure runs c closed-loop workers for warm+d and keeps the latencies of
+// measureCell runs c closed-loop workers for warm+d and keeps the latencies of
 // the last d.
-func measure(ctx context.Context, client *http.Client, tg target, c int, warm, d time.Duration, body func() []byte) (cell, error) {
+func measureCell(ctx context.Context, client *http.Client, tg overheadTarget, c int, warm, d time.Duration, body func() []byte) (cell, error) {
 	start := time.Now()
 	from, until := start.Add(warm), start.Add(warm+d)
 	var (
@@ -168,7 +156,7 @@ func measure(ctx context.Context, client *http.Client, tg target, c int, warm, d
 				if t0.After(until) {
 					return
 				}
-				hit, status, err := do(ctx, client, tg, body())
+				hit, status, err := postChat(ctx, client, tg, body())
 				el := time.Since(t0)
 				if t0.Before(from) {
 					continue
@@ -190,17 +178,12 @@ func measure(ctx context.Context, client *http.Client, tg target, c int, warm, d
 	if err := ctx.Err(); err != nil {
 		return cell{}, err
 	}
-	slices.Sort(lat)
-	cl := cell{target: tg.name, c: c, n: len(lat), errs: errs, hits: hits, rate: float64(len(lat)) / d.Seconds()}
-	if len(lat) > 0 {
-		cl.p50 = lat[(len(lat)-1)*50/100]
-		cl.p99 = lat[(len(lat)-1)*99/100]
-	}
-	return cl, nil
+	p := percentiles(lat)
+	return cell{target: tg.name, c: c, n: len(lat), errs: errs, hits: hits, rate: float64(len(lat)) / d.Seconds(), p50: p.P50, p99: p.P99}, nil
 }
 
-// do sends one request and reports whether a cache answered it.
-func do(ctx context.Context, client *http.Client, tg target, body []byte) (bool, int, error) {
+// postChat sends one request and reports whether a cache answered it.
+func postChat(ctx context.Context, client *http.Client, tg overheadTarget, body []byte) (bool, int, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, tg.url, bytes.NewReader(body))
 	if err != nil {
 		return false, 0, err
@@ -221,7 +204,7 @@ func do(ctx context.Context, client *http.Client, tg target, body []byte) (bool,
 	return hit, resp.StatusCode, err
 }
 
-func report(w io.Writer, cells []cell, baseline string) {
+func writeOverhead(w io.Writer, cells []cell, baseline string) {
 	base := map[string]cell{}
 	for _, c := range cells {
 		if c.target == baseline {
@@ -234,7 +217,7 @@ func report(w io.Writer, cells []cell, baseline string) {
 		b := base[fmt.Sprint(c.path, c.c)]
 		added50, added99, r50, r99 := "", "", "", ""
 		if c.target != baseline && b.p50 > 0 {
-			added50, added99 = ms(c.p50-b.p50), ms(c.p99-b.p99)
+			added50, added99 = msTable(c.p50-b.p50), msTable(c.p99-b.p99)
 			r50 = fmt.Sprintf("%.1f×", float64(c.p50)/float64(b.p50))
 			r99 = fmt.Sprintf("%.1f×", float64(c.p99)/float64(b.p99))
 		}
@@ -243,15 +226,17 @@ func report(w io.Writer, cells []cell, baseline string) {
 			hits = fmt.Sprintf("%.0f%%", 100*float64(c.hits)/float64(c.n))
 		}
 		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %s | %s | %s | %s | %s | %s | %d |\n",
-			c.path, c.c, c.target, c.rate, ms(c.p50), ms(c.p99), added50, added99, r50, r99, hits, c.errs)
+			c.path, c.c, c.target, c.rate, msTable(c.p50), msTable(c.p99), added50, added99, r50, r99, hits, c.errs)
 	}
 }
 
-func ms(d time.Duration) string {
+// msTable formats d for the Markdown table: always milliseconds with two
+// decimals, negative when a target beat the baseline.
+func msTable(d time.Duration) string {
 	return fmt.Sprintf("%.2f ms", float64(d.Microseconds())/1000)
 }
 
-var topics = []string{
+var overheadTopics = []string{
 	"how do I reverse a list in Python?", "what is the best way to parse JSON in Go?",
 	"how can I read a file line by line in Rust?", "what's the easiest way to format a date in Java?",
 	"how do I make an HTTP request in JavaScript?", "how can I hash a password in Ruby?",
