@@ -36,7 +36,7 @@ func TestKill9(t *testing.T) {
 		return
 	}
 	if testing.Short() {
-		t.Skip("-short: spawns a subprocess (runs without -short, as in CI)")
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); it spawns a subprocess")
 	}
 	dir := t.TempDir()
 	for round := range 2 { // each round writes on top of what the last kill left

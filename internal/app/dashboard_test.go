@@ -27,7 +27,7 @@ func chromium(t *testing.T) string {
 	if os.Getenv("CI") != "" {
 		t.Fatal("chromium not found: .ci/run installs Debian's chromium for this test")
 	}
-	t.Skip("chromium not installed (apt-get install -y chromium); with CI set this test fails instead of skipping")
+	t.Skip("no chromium, chromium-browser or google-chrome on PATH (apt-get install -y chromium); set CI=1 to make its absence a failure instead of a skip")
 	return ""
 }
 

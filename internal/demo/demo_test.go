@@ -43,7 +43,7 @@ func TestDemo(t *testing.T) {
 
 func TestRun(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: runs two load phases (runs without -short, as in CI)")
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); it runs two load phases")
 	}
 	var out, errb bytes.Buffer
 	args := []string{"-duration", "1s", "-rate", "10", "-capacity", "2", "-latency", "50ms", "-jitter", "20ms", "-json"}

@@ -12,7 +12,7 @@ import (
 // the embedded index and the guard.
 func TestRealTier(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: loads the built-in encoder (runs without -short, as in CI)")
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); it loads the built-in encoder")
 	}
 	pairs := []Pair{
 		{A: "How do I learn to play the guitar?", B: "How can I learn to play guitar?", Duplicate: true},
