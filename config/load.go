@@ -535,15 +535,19 @@ func (c *Config) UnknownEnv(environ []string) []string {
 	return out
 }
 
-// closestEnv names the setting variable name most likely meant: one that ends
-// with name's part after the prefix and a section (BREAKWATER_LOG_LEVEL →
-// BREAKWATER_SERVER_LOG_LEVEL), else one within an edit distance of 2.
+// closestEnv names the setting variable name most likely meant: the only one
+// that ends with name's part after the prefix (BREAKWATER_LOG_LEVEL →
+// BREAKWATER_SERVER_LOG_LEVEL), else one within an edit distance of 2, else "".
 func closestEnv(name string, keys []envKey) string {
 	rest := strings.TrimPrefix(name, EnvPrefix)
+	var suffixed []string
 	for _, k := range keys {
 		if strings.HasSuffix(k.Name, "_"+rest) {
-			return k.Name
+			suffixed = append(suffixed, k.Name)
 		}
+	}
+	if len(suffixed) == 1 {
+		return suffixed[0]
 	}
 	best, bestDist := "", 3
 	for _, k := range keys {

@@ -580,6 +580,7 @@ func TestUnknownEnv(t *testing.T) {
 		"BREAKWATER_LOG_LEVEL=warn",          // a section left out
 		"BREAKWATER_CACHE_THRESHHOLD=0.95",   // misspelt
 		"BREAKWATER_SOMETHING_ELSE=1",        // nothing close
+		"BREAKWATER_URL=http://x",            // ends several settings: no guess
 		"BREAKWATER_CACHE_ENABLED=",          // empty: ignored like an unset one
 		"NOT_BREAKWATER_CACHE_ENABLED=false", // another prefix
 	}
@@ -588,6 +589,7 @@ func TestUnknownEnv(t *testing.T) {
 		"config: environment variable BREAKWATER_CACHE_THRESHHOLD is set but is not a setting and is ignored (did you mean BREAKWATER_CACHE_THRESHOLD?)",
 		"config: environment variable BREAKWATER_LOG_LEVEL is set but is not a setting and is ignored (did you mean BREAKWATER_SERVER_LOG_LEVEL?)",
 		"config: environment variable BREAKWATER_SOMETHING_ELSE is set but is not a setting and is ignored",
+		"config: environment variable BREAKWATER_URL is set but is not a setting and is ignored",
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("UnknownEnv =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

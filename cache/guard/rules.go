@@ -204,10 +204,9 @@ var clauseBreak = set("but", "and", "or", "while", "whereas", "though", "althoug
 // denies no content word ("I don't.") leaves the texts to the presence test.
 func negationMoved(a, b *text) bool {
 	na, nb := negatedWords(a), negatedWords(b)
-	for _, ws := range append(na, nb...) {
-		if len(ws) == 0 {
-			return false
-		}
+	empty := func(ws []string) bool { return len(ws) == 0 }
+	if slices.ContainsFunc(na, empty) || slices.ContainsFunc(nb, empty) {
+		return false
 	}
 	return !deniedIn(na, nb) || !deniedIn(nb, na)
 }
@@ -215,13 +214,10 @@ func negationMoved(a, b *text) bool {
 // deniedIn reports whether each list of a shares a word with some list of b.
 func deniedIn(a, b [][]string) bool {
 	for _, x := range a {
-		found := false
-		for _, y := range b {
-			for _, w := range x {
-				found = found || slices.Contains(y, w)
-			}
+		shares := func(y []string) bool {
+			return slices.ContainsFunc(x, func(w string) bool { return slices.Contains(y, w) })
 		}
-		if !found {
+		if !slices.ContainsFunc(b, shares) {
 			return false
 		}
 	}
