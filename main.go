@@ -31,7 +31,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	go func() {
-		// A second signal forces exit (STYLE.md: shutdown).
+		// A second signal forces exit.
 		<-ctx.Done()
 		stop()
 		sig := make(chan os.Signal, 1)

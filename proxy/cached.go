@@ -35,7 +35,7 @@ type exchange struct {
 	attempts  int           // upstream attempts of the call that answered
 }
 
-// serveCached is the flow of DESIGN.md §1: parse, exact tier, singleflight,
+// serveCached is the cached flow: parse, exact tier, singleflight,
 // semantic tier, caller, write-back.
 func (s *Server) serveCached(c echo.Context, endpoint string) error {
 	x := &exchange{c: c, log: s.logger(c), endpoint: endpoint, start: s.opts.Now()}
@@ -233,7 +233,7 @@ func (s *Server) store(x *exchange, resp *upstream.Response) {
 }
 
 // storeBody stores a finished completion under key; anything that is not a
-// finished answer (DESIGN.md §1 "Cacheable") is dropped here.
+// finished answer is dropped here.
 func (s *Server) storeBody(ctx context.Context, key cache.Key, endpoint, model string, body []byte) {
 	if !finished(endpoint, body) {
 		return
@@ -252,7 +252,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, endpoint, model s
 }
 
 // staleAnswer looks for the nearest cached answer down to StaleThreshold when
-// no upstream could answer (DESIGN.md §3 degraded mode).
+// no upstream could answer (degraded mode).
 func (s *Server) staleAnswer(x *exchange) (cache.Result, bool) {
 	if !s.opts.StaleIfError || s.opts.Cache == nil {
 		return cache.Result{}, false

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// controls are the per-request cache controls a client may send (DESIGN.md §2).
+// controls are the per-request cache controls a client may send.
 type controls struct {
 	noCache   bool          // skip lookup, store the fresh answer
 	noStore   bool          // do not write
@@ -85,7 +85,7 @@ type requestShape struct {
 }
 
 // finished reports whether a completion body is worth caching: well-formed,
-// with at least one choice, and every choice finished (DESIGN.md §1).
+// with at least one choice, and every choice finished.
 func finished(endpoint string, body []byte) bool {
 	if endpoint == "/v1/embeddings" {
 		var r struct {

@@ -13,8 +13,8 @@ import (
 // upstream call. singleflight alone would tie the shared call to the first
 // caller's context, so a leader whose client hangs up would fail everybody;
 // here the shared call runs on its own context, cancelled only when every
-// waiter has gone (DESIGN.md §1 and the caller's "client cancellation stops
-// everything at once" — once nobody waits, nothing keeps running).
+// waiter has gone (client cancellation stops everything at once: once nobody
+// waits, nothing keeps running).
 type flights struct {
 	group singleflight.Group
 	mu    sync.Mutex

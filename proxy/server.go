@@ -21,7 +21,7 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-// Response headers Breakwater adds (DESIGN.md §2).
+// Response headers Breakwater adds.
 const (
 	HeaderCache      = "X-Breakwater-Cache"
 	HeaderSimilarity = "X-Breakwater-Similarity"

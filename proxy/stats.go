@@ -35,7 +35,7 @@ func (c *counters) outcome(o string) {
 	}
 }
 
-// Stats is the body of GET /stats (DESIGN.md §2).
+// Stats is the body of GET /stats.
 type Stats struct {
 	Requests     uint64            `json:"requests"`
 	HitsExact    uint64            `json:"hits_exact"`

@@ -144,7 +144,7 @@ func loadReal(b *testing.B, random bool) realData {
 	b.Helper()
 	path := os.Getenv("BREAKWATER_PAIRS")
 	if path == "" {
-		path = filepath.Join("..", "..", "..", "shared", "data", "qqp-dev.jsonl")
+		path = filepath.Join("..", "..", "docs", "data", "qqp-dev.jsonl")
 	}
 	f, err := os.Open(path)
 	if err != nil {

@@ -106,7 +106,7 @@ func (a *App) Server() *proxy.Server { return a.server }
 
 // Serve listens on ln until ctx is cancelled, then shuts down gracefully:
 // readiness false, drain connections, flush pending index writes, close
-// stores (STYLE.md "Shutdown").
+// stores.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.server.SetReady(true)
 	a.log.Info("breakwater serving", "listen", ln.Addr().String(),

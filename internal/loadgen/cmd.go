@@ -13,7 +13,7 @@ import (
 
 // DefaultPairs is where -workload qqp looks for the pairs when -pairs is not
 // given: the shared data folder next to a checkout.
-const DefaultPairs = "../shared/data/qqp-dev.jsonl"
+const DefaultPairs = "docs/data/qqp-dev.jsonl"
 
 // Run is the bench command:
 //

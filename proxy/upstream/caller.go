@@ -339,7 +339,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		}
 		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), t.pace.wait(c.now()))
 		if wait >= k.remaining() {
-			// DESIGN §3: a wait that does not fit the deadline skips the target at once.
+			// a wait that does not fit the deadline skips the target at once.
 			what := "next backoff"
 			if hinted {
 				what = "asked to wait"

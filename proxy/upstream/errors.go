@@ -12,7 +12,7 @@ import (
 var (
 	// ErrNoHealthyTarget matches every *Error whose Code is "no_healthy_target" or
 	// "upstream_error": no target could give an answer, so the proxy may serve a
-	// stale entry (DESIGN §3 degraded mode).
+	// stale entry (degraded mode).
 	ErrNoHealthyTarget = errors.New("no healthy target")
 	// ErrShed matches an *Error with Code "capacity_exceeded": every eligible
 	// target's queue was full.

@@ -26,7 +26,7 @@ type CheckRetry func(resp *http.Response, err error) (retry bool, reason string)
 // network error.
 type Backoff func(attempt int, min, max time.Duration, resp *http.Response) time.Duration
 
-// DefaultRetryOn are the statuses retried by default (DESIGN §3); 529 is Anthropic's
+// DefaultRetryOn are the statuses retried by default; 529 is Anthropic's
 // "overloaded".
 var DefaultRetryOn = []int{429, 500, 502, 503, 504, 529}
 

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Weight dynamics (DESIGN §3): each failure multiplies a target's weight by
+// Weight dynamics: each failure multiplies a target's weight by
 // weightDecay, each success closes weightRecovery of the gap to the configured
 // weight, and the weight never drops below weightFloor of the configured one.
 const (
