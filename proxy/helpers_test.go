@@ -328,6 +328,45 @@ func (e *env) get(path string) reply {
 	return reply{status: resp.StatusCode, header: resp.Header, body: b}
 }
 
+// waitWaiters waits until n clients wait on coalesced (non-stream) flights,
+// so a test releases the upstream only once every request has joined.
+func (e *env) waitWaiters(n int) {
+	e.t.Helper()
+	waiters := func() int {
+		f := e.server.flights
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		total := 0
+		for _, fl := range f.live {
+			total += fl.waiters
+		}
+		return total
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for waiters() != n {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d clients wait on flights after 10s, want %d", waiters(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitStreams waits until no upstream stream is being pumped: every stream
+// miss has finished and, when it was cacheable, has been written back. A
+// client sees a stream end before its pump stores it, so tests that look
+// for (or rule out) a stored stream wait on this, not on time.
+func (e *env) waitStreams() {
+	e.t.Helper()
+	idle := func() bool { return e.server.pumps.Load() == 0 }
+	deadline := time.Now().Add(10 * time.Second)
+	for !idle() {
+		if time.Now().After(deadline) {
+			e.t.Fatal("a stream was still being pumped after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
 // waitIndexed waits until the async write-back has put n entries in the index.
 func (e *env) waitIndexed(n int) {
 	e.t.Helper()

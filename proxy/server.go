@@ -121,6 +121,9 @@ type Server struct {
 	stats    *counters
 	flights  *flights
 	sflights *streamFlights
+	// pumps counts upstream streams still being read, including the write
+	// back that follows the client's last byte.
+	pumps    atomic.Int64
 	window   *window
 	stop     chan struct{}
 	stopOnce sync.Once

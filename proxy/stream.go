@@ -64,6 +64,7 @@ func (s *Server) streamMiss(x *exchange, outcome string) error {
 		defer s.sflights.leave(x.key.Exact, b)
 		if leader {
 			x.called = true
+			s.pumps.Add(1)
 			go s.pump(pctx, job, b, func() { s.sflights.done(x.key.Exact, b) })
 		} else {
 			s.countCoalesced()
@@ -75,6 +76,7 @@ func (s *Server) streamMiss(x *exchange, outcome string) error {
 		defer cancel()
 		b = newBroadcast(cancel)
 		x.called = true
+		s.pumps.Add(1)
 		go s.pump(pctx, job, b, func() {})
 	}
 	return s.relay(x, b, outcome)
@@ -169,6 +171,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 // pump reads one upstream stream into b, resuming a cut stream on the next
 // target when it can, and writes a cleanly finished stream back to the cache.
 func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done func()) {
+	defer s.pumps.Add(-1)
 	defer done()
 	s.stats.calls.Add(1)
 	sr, err := s.opts.Caller.Open(ctx, job.req)

@@ -191,12 +191,16 @@ func TestEndToEndBuiltinEncoder(t *testing.T) {
 	if got, want := h.Get("X-Breakwater-Cache"), "hit-exact"; got != want {
 		t.Errorf("repeat: %q, want %q", got, want)
 	}
-	var h2 http.Header
-	var body string
-	waitFor(t, "the paraphrase to hit", func() bool {
-		_, h2, body = r.chat(t, "How can I reset my password?", "Authorization", "Bearer tenant-A")
-		return h2.Get("X-Breakwater-Cache") == "hit-semantic"
+	// Wait for the write-back queue to index the first answer, then probe
+	// once: a probe sent before that would miss and be stored under its own
+	// exact key, so a retried probe would be an exact hit, never semantic.
+	waitFor(t, "the first answer to be indexed", func() bool {
+		return strings.Contains(r.get(t, "/stats"), `"semantic":1`)
 	})
+	_, h2, body := r.chat(t, "How can I reset my password?", "Authorization", "Bearer tenant-A")
+	if got, want := h2.Get("X-Breakwater-Cache"), "hit-semantic"; got != want {
+		t.Fatalf("paraphrase: %q, want %q: %s", got, want, body)
+	}
 	if !strings.Contains(body, "answer to: How do I reset my password?") {
 		t.Errorf("semantic hit body %s", body)
 	}
