@@ -46,6 +46,10 @@ type Config struct {
 	// every other /v1/* path. Empty: Load sets it when exactly one upstream
 	// is declared; otherwise Validate rejects it.
 	DefaultUpstream string `toml:"default_upstream"`
+	// AnthropicUpstream receives the requests of Anthropic clients (those
+	// carrying anthropic-version) outside /v1/messages, e.g.
+	// /v1/messages/count_tokens, as they are. Empty: DefaultUpstream.
+	AnthropicUpstream string `toml:"anthropic_upstream"`
 }
 
 // ServerConfig is [server].
@@ -245,9 +249,14 @@ type Upstream struct {
 	// trailing slash.
 	BaseURL string `toml:"base_url"`
 	// APIKeyEnv names the environment variable holding this upstream's key,
-	// sent as "Authorization: Bearer <key>". Empty (default): the client's
-	// own Authorization header is forwarded.
+	// sent as Auth says, in place of the client's credential headers. Empty
+	// (default): the client's own Authorization / x-api-key headers are
+	// forwarded as sent.
 	APIKeyEnv string `toml:"api_key_env"`
+	// Auth is how the key of APIKeyEnv is sent: "bearer" (default,
+	// Authorization: Bearer <key>), "x-api-key" (Anthropic) or
+	// "x-goog-api-key" (Gemini). Empty: "bearer".
+	Auth string `toml:"auth"`
 	// Timeout bounds one attempt (until the response headers for streams).
 	// Default 60s (when the key is absent). Must be > 0.
 	Timeout Duration `toml:"timeout"`

@@ -187,6 +187,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			Timeout:        u.Timeout.D(),
 			MaxConcurrency: u.MaxConcurrency,
 			MaxQueue:       u.MaxQueue,
+			Auth:           u.Auth,
 		}
 		if u.APIKeyEnv != "" {
 			up.APIKey = opts.Env(u.APIKeyEnv)
@@ -259,6 +260,18 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		po.Passthrough = root
 		if u.APIKeyEnv != "" {
 			po.PassthroughKey = opts.Env(u.APIKeyEnv)
+			po.PassthroughAuth = u.Auth
+		}
+	}
+	if u, ok := cfg.Upstream(cfg.AnthropicUpstream); ok {
+		root, err := url.Parse(u.BaseURL)
+		if err != nil {
+			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
+		}
+		po.AnthropicPassthrough = root
+		if u.APIKeyEnv != "" {
+			po.AnthropicPassthroughKey = opts.Env(u.APIKeyEnv)
+			po.AnthropicPassthroughAuth = u.Auth
 		}
 	}
 	return po, nil
