@@ -35,6 +35,10 @@ type Request struct {
 	// Avoid names a target to try only after every other one (a stream cut
 	// by that target is resumed elsewhere first). "" avoids nothing.
 	Avoid string
+	// Classify reads each non-2xx answer of this request's wire format; its
+	// verdict is combined with the caller's own reading of the status and
+	// headers. nil means status and headers only.
+	Classify func(status int, header http.Header, body []byte) Verdict
 }
 
 func (r *Request) method() string {
