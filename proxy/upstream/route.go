@@ -2,6 +2,7 @@ package upstream
 
 import (
 	"math"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -24,9 +25,10 @@ type target struct {
 	model     string // "" = unchanged
 	up        *upstream
 	breaker   *breaker
-	pace      pacer
+	lanes     lanes
 	stats     targetStats
 	cfgWeight float64 // weight of the first route entry, for the weight metric
+	c         *Caller
 
 	mu     sync.Mutex
 	factor float64 // in [weightFloor, 1]
@@ -43,7 +45,7 @@ func (t *target) adjust(v verdict) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch v {
-	case failure:
+	case failure, congested:
 		t.factor = max(t.factor*weightDecay, weightFloor)
 	case success:
 		t.factor += (1 - t.factor) * weightRecovery
@@ -87,13 +89,13 @@ func newRoute(name string, members []*member) *route {
 // breaker admits and that are not paced; it returns -1 when no breaker admits.
 // Paced targets are chosen only when nothing else admits: waiting for a reset is
 // the last resort within a priority.
-func pick(candidates []*member, now time.Time, rnd func() float64) int {
+func pick(candidates []*member, now time.Time, rnd func() float64, h http.Header) int {
 	var ready, paced []int
 	for i, m := range candidates {
 		if !m.t.breaker.peek(now) {
 			continue
 		}
-		if m.t.pace.wait(now) > 0 {
+		if m.t.laneFor(laneKey(h, m.t.up.cfg)).pace.wait(now) > 0 {
 			paced = append(paced, i)
 		} else {
 			ready = append(ready, i)

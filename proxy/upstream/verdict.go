@@ -41,5 +41,6 @@ func (c *Caller) targetBusy(t *target, now time.Time) bool {
 	if state, _ := t.breaker.snapshot(now); state != StateClosed {
 		return true
 	}
-	return t.stats.queued.Load() > 0 || t.pace.wait(now) > 0
+	s := t.summary(now)
+	return s.queued > 0 || s.paced
 }
