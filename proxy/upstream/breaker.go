@@ -61,7 +61,8 @@ type breaker struct {
 	openUntil   time.Time
 	probes      int // probes admitted in this half-open period, minus neutral ones
 	probeOK     int
-	lastOut     bool // a last-resort attempt is in flight
+	lastOut     bool      // a last-resort attempt is in flight
+	lastAt      time.Time // when the last one was admitted, or the breaker opened
 	win         window
 }
 
@@ -102,17 +103,21 @@ func (b *breaker) allow(now time.Time) (probe probeKind, ok bool) {
 	return notProbe, true
 }
 
-// allowLastResort admits one attempt at a time through a breaker that is not
-// closed, for a request that no other target can serve: with one target, an
-// open breaker alone never fails every request while the model still answers
-// some. Its success closes the breaker; its failure keeps it open.
-func (b *breaker) allowLastResort() bool {
+// lastResortEvery spaces last-resort attempts through an open breaker.
+const lastResortEvery = time.Second
+
+// allowLastResort admits one attempt at a time, at most one per
+// lastResortEvery, through a breaker that is not closed, for a request that no
+// other target can serve: an open breaker alone never fails every request
+// while the model still answers some. Its success closes the breaker; its
+// failure keeps it open.
+func (b *breaker) allowLastResort(now time.Time) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state == StateClosed || b.lastOut {
+	if b.state == StateClosed || b.lastOut || now.Sub(b.lastAt) < lastResortEvery {
 		return false
 	}
-	b.lastOut = true
+	b.lastOut, b.lastAt = true, now
 	return true
 }
 
@@ -169,7 +174,7 @@ func (b *breaker) report(now time.Time, probe probeKind, v verdict) (State, bool
 }
 
 func (b *breaker) trip(now time.Time) {
-	b.state, b.openUntil, b.consecutive = StateOpen, now.Add(b.opts.OpenFor), 0
+	b.state, b.openUntil, b.consecutive, b.lastAt = StateOpen, now.Add(b.opts.OpenFor), 0, now
 	b.win.reset()
 }
 

@@ -330,7 +330,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		}
 		probe, ok := t.breaker.allow(c.now())
 		if !ok {
-			if !k.lastResort || !t.breaker.allowLastResort() {
+			if !k.lastResort || !t.breaker.allowLastResort(c.now()) {
 				k.skipOpen(t)
 				return nil, nil
 			}
@@ -375,7 +375,8 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, attempts: k.rep.attempts}, nil
 		}
 		k.rep.note(t.name, r.describe())
-		k.rep.lastStatus, k.rep.lastErr, k.rep.congested = 0, r.err, r.congestion
+		k.rep.lastStatus, k.rep.lastErr = 0, r.err
+		k.rep.congested = r.congestion && t.answeredWithin(c.now(), aliveWindow)
 		if r.err == nil {
 			k.rep.lastStatus, k.rep.lastErr = r.resp.StatusCode, &StatusError{Status: r.resp.StatusCode}
 		}
@@ -417,6 +418,11 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 	return nil, nil
 }
 
+// aliveWindow is how recent a target's last answer must be for its refusals
+// to count as congestion in the status the app gets (429, retry later) rather
+// than the upstream's own (503 for a model that answers nothing).
+const aliveWindow = 30 * time.Second
+
 // shed records a request refused before it reached t.
 func (k *call) shed(t *target, reason string, retryAfter time.Duration, msg string) {
 	t.shed(reason)
@@ -429,6 +435,9 @@ func (k *call) shed(t *target, reason string, retryAfter time.Duration, msg stri
 // breaker and the weight.
 func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time.Duration, log *slog.Logger) {
 	t.stats.count(o)
+	if o == outSuccess {
+		t.lastOK.Store(c.now().UnixNano())
+	}
 	c.metrics.attempt(t.name, o, d)
 	if d > 0 && o != outCanceled && o != outConnError {
 		t.stats.latency(d)

@@ -274,8 +274,9 @@ func TestDeadlineBoundsTheCall(t *testing.T) {
 		status []int // acceptable *Error statuses
 	}{
 		// Either the deadline cuts a wait (504) or the next wait would not fit and
-		// the caller stops early: a 503 is congestion, so the app gets 429.
-		{"always 503", always(503), []int{429, 504}},
+		// the caller stops early with the last upstream status: a model that
+		// answers nothing but 503 is not merely congested.
+		{"always 503", always(503), []int{503, 504}},
 		{"always 500", always(500), []int{500, 504}},
 		{"stalls", func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() }, []int{504}},
 	}
@@ -481,12 +482,20 @@ func TestAllTargetsOpen(t *testing.T) {
 	opts.Retry = fastRetry
 	opts.Retry.MaxAttempts = 1
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, OpenFor: time.Minute}
+	clk := newFakeClock()
+	opts.Now = clk.now
 	c := newCaller(t, opts)
 	if _, err := c.Do(t.Context(), chat("gpt-4o")); !errors.Is(err, ErrNoHealthyTarget) {
 		t.Fatalf("first Do = %v, want an upstream error", err)
 	}
-	// The breaker is open and there is no other target: one attempt at a time
-	// still goes through, so a model that answers some requests is not cut off.
+	// Right after opening, nothing goes through.
+	if _, err := c.Do(t.Context(), chat("gpt-4o")); !errors.Is(err, ErrNoHealthyTarget) || up.count() != 1 {
+		t.Fatalf("Do right after opening = %v with %d upstream calls, want a refusal and 1 call", err, up.count())
+	}
+	// The breaker is open and there is no other target: one attempt at a time,
+	// one a second, still goes through, so a model that answers some requests
+	// is not cut off.
+	clk.advance(lastResortEvery)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Do(context.Background(), chat("gpt-4o"))
@@ -511,7 +520,7 @@ func TestAllTargetsOpen(t *testing.T) {
 	if got, want := e.Code, CodeNoHealthyTarget; got != want {
 		t.Errorf("code = %q, want %q", got, want)
 	}
-	if e.RetryAfter < 59*time.Second || e.RetryAfter > time.Minute {
+	if e.RetryAfter < 58*time.Second || e.RetryAfter > time.Minute {
 		t.Errorf("retry after = %s, want about the 1m open_for", e.RetryAfter)
 	}
 	if !strings.Contains(e.Message, "a/*: circuit open") {

@@ -94,7 +94,7 @@ type report struct {
 	lastErr    error
 	hints      map[string]time.Duration // per target: the longest wait it asked for or needs
 	shed       []string                 // shed messages
-	congested  bool                     // the last attempt was refused as congestion
+	congested  bool                     // the last attempt was refused as congestion by a target that answers others
 }
 
 func (r *report) note(target, event string) {

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,6 +33,14 @@ type target struct {
 
 	mu     sync.Mutex
 	factor float64 // in [weightFloor, 1]
+
+	lastOK atomic.Int64 // unix nanoseconds of the last success, 0 = never
+}
+
+// answeredWithin reports whether t answered successfully within d before now.
+func (t *target) answeredWithin(now time.Time, d time.Duration) bool {
+	last := t.lastOK.Load()
+	return last != 0 && now.Sub(time.Unix(0, last)) <= d
 }
 
 func (t *target) weightFactor() float64 {
