@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // Config is the whole configuration file. The zero value is not usable; start
@@ -193,9 +195,13 @@ type RetryConfig struct {
 	BaseDelay Duration `toml:"base_delay"`
 	// MaxDelay caps one backoff wait; must be >= BaseDelay. Default 5s.
 	MaxDelay Duration `toml:"max_delay"`
-	// Deadline bounds a whole request: every attempt, wait and fallback.
-	// Default 60s.
+	// Deadline bounds a whole request: every attempt, wait and fallback,
+	// the wait in the queue included. Default 60s.
 	Deadline Duration `toml:"deadline"`
+	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
+	// reset holds a target (or a forwarded key) back. Default 5m. Must be
+	// >= 1s.
+	RetryAfterCap Duration `toml:"retry_after_cap"`
 	// RetryOn are the upstream statuses that are retried (connection errors
 	// and timeouts always are). Default [429, 500, 502, 503, 504, 529]. Only
 	// 4xx/5xx; 400, 401, 403, 404, 409, 413 and 422 are refused because the
@@ -260,12 +266,15 @@ type Upstream struct {
 	// Timeout bounds one attempt (until the response headers for streams).
 	// Default 60s (when the key is absent). Must be > 0.
 	Timeout Duration `toml:"timeout"`
-	// MaxConcurrency is the number of requests in flight to this upstream
-	// (default pool). Default 64 (when the key is absent). Must be >= 1.
+	// MaxConcurrency is a ceiling, not the operating point: each target of
+	// this upstream (and each forwarded key) finds its concurrency limit at
+	// run time, and never goes above it; it also bounds the default pool.
+	// Default 256 (when the key is absent). Must be >= 1.
 	MaxConcurrency int `toml:"max_concurrency"`
-	// MaxQueue is how many requests may wait for a slot; beyond it requests
-	// get 429 + Retry-After at once. Default 256 (when the key is absent).
-	// 0: no waiting.
+	// MaxQueue is how many requests may wait for a slot of a target (and of
+	// the default pool); beyond it requests get 429 + Retry-After at once.
+	// A request whose expected wait exceeds its deadline gets that 429
+	// earlier. Default 1024 (when the key is absent). 0: no waiting.
 	MaxQueue int `toml:"max_queue"`
 	// Pools are per-class limits ([upstreams.pools.<class>]), chosen by a
 	// request's X-Breakwater-Class. Each pool has its own slots and queue; a
@@ -325,8 +334,8 @@ const (
 
 	defaultUpstreamName     = "default"
 	defaultUpstreamTimeout  = Duration(60 * time.Second)
-	defaultMaxConcurrency   = 64
-	defaultMaxQueue         = 256
+	defaultMaxConcurrency   = upstream.DefaultMaxConcurrency
+	defaultMaxQueue         = upstream.DefaultMaxQueue
 	defaultTargetWeight     = 1.0
 	defaultVectorsDirectory = "vectors"
 )
@@ -384,11 +393,12 @@ func defaults() *Config {
 			},
 		},
 		Retry: RetryConfig{
-			MaxAttempts: 3,
-			BaseDelay:   Duration(200 * time.Millisecond),
-			MaxDelay:    Duration(5 * time.Second),
-			Deadline:    Duration(60 * time.Second),
-			RetryOn:     []int{429, 500, 502, 503, 504, 529},
+			MaxAttempts:   3,
+			BaseDelay:     Duration(200 * time.Millisecond),
+			MaxDelay:      Duration(5 * time.Second),
+			Deadline:      Duration(60 * time.Second),
+			RetryAfterCap: Duration(upstream.DefaultRetryAfterCap),
+			RetryOn:       []int{429, 500, 502, 503, 504, 529},
 		},
 		Breaker: BreakerConfig{
 			Window:              Duration(30 * time.Second),

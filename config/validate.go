@@ -211,6 +211,9 @@ func (c *Config) validateRetry(v *validator) {
 		v.add("retry.max_delay", s.MaxDelay, "must be >= retry.base_delay (%v)", s.BaseDelay)
 	}
 	positive(v, "retry.deadline", s.Deadline)
+	if s.RetryAfterCap.D() < 1e9 { // 1s
+		v.add("retry.retry_after_cap", s.RetryAfterCap, "must be >= 1s")
+	}
 	for i, code := range s.RetryOn {
 		key := fmt.Sprintf("retry.retry_on[%d]", i)
 		switch {

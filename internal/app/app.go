@@ -169,6 +169,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			Deadline:    cfg.Retry.Deadline.D(),
 			RetryOn:     cfg.Retry.RetryOn,
 		},
+		RetryAfterCap: cfg.Retry.RetryAfterCap.D(),
 		Breaker: upstream.BreakerOptions{
 			Window:              cfg.Breaker.Window.D(),
 			MinRequests:         cfg.Breaker.MinRequests,
@@ -186,7 +187,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			BaseURL:        u.BaseURL,
 			Timeout:        u.Timeout.D(),
 			MaxConcurrency: u.MaxConcurrency,
-			MaxQueue:       u.MaxQueue,
+			MaxQueue:       queueOption(u.MaxQueue),
 			Auth:           u.Auth,
 		}
 		if u.APIKeyEnv != "" {
@@ -198,7 +199,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 		if len(u.Pools) > 0 {
 			up.Pools = map[string]upstream.PoolLimits{}
 			for name, p := range u.Pools {
-				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: p.MaxQueue}
+				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: queueOption(p.MaxQueue)}
 			}
 		}
 		uo.Upstreams = append(uo.Upstreams, up)
@@ -215,6 +216,15 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 		return nil, fmt.Errorf("build upstream caller: %w", err)
 	}
 	return c, nil
+}
+
+// queueOption turns a configured max_queue (0: no waiting) into the caller's
+// option (0: the default, negative: no waiting).
+func queueOption(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *cache.Partitioner) (proxy.Options, error) {

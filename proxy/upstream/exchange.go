@@ -17,11 +17,12 @@ import (
 type exchange struct {
 	m      *member
 	pool   *pool
+	lane   *lane
 	method string
 	url    string
 	header http.Header
 	body   []byte
-	probe  bool
+	probe  probeKind
 	log    *slog.Logger
 }
 
@@ -35,6 +36,13 @@ type result struct {
 	reason   string
 	deadline bool        // the request deadline cut the attempt
 	finish   func(error) // a live stream's end
+	// congestion marks backpressure (see classifyAnswer); retryAfter,
+	// noRetry and why are the wire format's reading of the body.
+	congestion bool
+	retryAfter time.Duration
+	noRetry    bool
+	why        string
+	refusal    bool // a non-2xx that must not be passed through: fall back instead
 }
 
 // errDeadline is the cause of an attempt cut by the request deadline.
@@ -63,17 +71,18 @@ func (k *call) send(x *exchange) result {
 		limit, cause = to, &attemptTimeout{after: to}
 	}
 	timer := time.AfterFunc(limit, func() { cancel(cause) })
-	release := func() {
+	start := time.Now()
+	release := func(v verdict) {
 		timer.Stop()
 		cancel(nil)
 		t.stats.inflight.Add(-1)
 		x.pool.release()
+		x.lane.done(start, time.Since(start), v)
 	}
 
 	k.rep.attempts++
 	t.stats.sent.Add(1)
 	t.stats.inflight.Add(1)
-	start := time.Now()
 	var r result
 	hreq, err := http.NewRequestWithContext(actx, x.method, x.url, bodyReader(x.body))
 	if err == nil {
@@ -90,8 +99,8 @@ func (k *call) send(x *exchange) result {
 		r.resp.Body.Close()
 	}
 	dur := time.Since(start)
-	if r.resp != nil {
-		t.pace.observe(c.now(), r.resp.Header)
+	if r.resp != nil && err == nil {
+		x.lane.pace.observe(c.now(), r.resp.Header, c.raCap)
 	}
 	if err != nil {
 		// A body that broke off is a failed attempt, whatever the status said.
@@ -117,7 +126,18 @@ func (k *call) send(x *exchange) result {
 		}
 		r.out = classify(status, err)
 		r.retry, r.reason = c.check(r.resp, err)
+		if err == nil && status >= 400 {
+			cv := classifyAnswer(status, r.resp.Header, r.body, k.req.Classify)
+			r.congestion, r.retryAfter, r.noRetry, r.why = cv.Congestion, cv.RetryAfter, cv.NoRetrySameTarget, cv.Reason
+			r.retry = shouldRetry(r.resp.Header, r.retry)
+			r.refusal = r.noRetry
+		}
 		switch {
+		case r.congestion:
+			if r.out != outRateLimited {
+				r.out = outOverloaded
+			}
+			v = congested
 		case r.retry && r.out == outClientError:
 			r.out = outServerError // a status the operator chose to retry (e.g. 408)
 			v = failure
@@ -135,14 +155,18 @@ func (k *call) send(x *exchange) result {
 		r.finish = func(ferr error) {
 			once.Do(func() {
 				o := streamOutcome(k.ctx, ferr)
-				release()
+				release(o.verdict())
 				r.resp.Body.Close()
 				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
 			})
 		}
 		return r
 	}
-	release()
+	lv := v
+	if r.out == outTimeout {
+		lv = congested // an upstream too slow to answer in time is full, whatever else it is
+	}
+	release(lv)
 	c.settle(t, x.probe, r.out, v, dur, x.log)
 	return r
 }
@@ -162,7 +186,11 @@ func streamOutcome(ctx context.Context, err error) outcome {
 // describe says in a few words what an attempt got, for the final error message.
 func (r *result) describe() string {
 	if r.err == nil {
-		return "answered " + strconv.Itoa(r.resp.StatusCode)
+		s := "answered " + strconv.Itoa(r.resp.StatusCode)
+		if r.why != "" {
+			s += " (" + r.why + ")"
+		}
+		return s
 	}
 	switch r.reason {
 	case "timeout":

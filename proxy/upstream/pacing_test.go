@@ -30,7 +30,7 @@ func TestPacerObserve(t *testing.T) {
 				h.Set(k, v)
 			}
 			var p pacer
-			if got, want := p.observe(now, h), tt.want; got != want {
+			if got, want := p.observe(now, h, time.Hour), tt.want; got != want {
 				t.Errorf("observe = %s, want %s", got, want)
 			}
 			if got, want := p.wait(now), tt.want; got != want {

@@ -36,7 +36,7 @@ func streamReq() *Request {
 func TestOpenRetriesUntilHeaders(t *testing.T) {
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
 		if n == 1 {
-			always(503)(w, r, n)
+			always(500)(w, r, n)
 			return
 		}
 		sse(3, 0, false)(w, r, n)
