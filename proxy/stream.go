@@ -155,7 +155,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	if x.endpoint != "/v1/chat/completions" {
 		prefix = "cmpl-bw"
 	}
-	includeUsage := x.shape.StreamOptions != nil && x.shape.StreamOptions.IncludeUsage
+	includeUsage := x.shape.IncludeUsage
 	err := replay(w, w.Flush, res.Entry.Body, prefix+newID()[:24], s.opts.Now().Unix(), includeUsage)
 	status := http.StatusOK
 	if err != nil {
