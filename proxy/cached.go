@@ -65,8 +65,9 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 	if err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
-	// The key parsed the body already.
-	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature}
+	// The key parsed the body already, with exact field names: routing and
+	// forwarding read what the key read.
+	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature, IncludeUsage: x.key.IncludeUsage}
 	// JSON and streams take the same decisions; only the writers differ: a
 	// stream hit is replayed as SSE, a stream miss is relayed as it arrives
 	// (stream.go).

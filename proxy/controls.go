@@ -73,9 +73,13 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 var errTooLarge = errors.New("request body too large")
 
-// requestShape is the part of a request body the proxy itself needs.
+// requestShape is the part of a request body the proxy itself needs. It is
+// filled from the cache key, never by decoding the body into a struct again:
+// encoding/json matches struct fields case-insensitively, so a second decode
+// would read "MODEL" where the key read "model" (cache.DecodeObject).
 type requestShape struct {
-	Model       string   `json:"model"`
-	Stream      bool     `json:"stream"`
-	Temperature *float64 `json:"temperature"`
+	Model        string
+	Stream       bool
+	Temperature  *float64
+	IncludeUsage bool
 }

@@ -53,17 +53,17 @@ func (f openAIFormat) Finished(body []byte) bool {
 func (f openAIFormat) Fresh(body []byte, now time.Time) []byte { return rewriteIdentity(body, now) }
 
 func (f openAIFormat) Replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error {
-	var shape struct {
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
+	// Exact field names, as the key read them (encoding/json would also
+	// accept "Stream_Options").
+	includeUsage := false
+	if obj, err := cache.DecodeObject(req); err == nil {
+		so, _ := obj["stream_options"].(map[string]any)
+		includeUsage, _ = so["include_usage"].(bool)
 	}
-	_ = json.Unmarshal(req, &shape)
 	prefix := "chatcmpl-bw"
 	if !f.chat {
 		prefix = "cmpl-bw"
 	}
-	includeUsage := shape.StreamOptions != nil && shape.StreamOptions.IncludeUsage
 	return replay(w, flush, stored, prefix+newID()[:24], now.Unix(), includeUsage)
 }
 
