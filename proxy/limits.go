@@ -11,6 +11,8 @@ import (
 	"github.com/labstack/echo/v4"
 	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // Defaults of the bounds that protect the process from hostile clients and
@@ -173,4 +175,26 @@ func newBodySem(limit int64) *semaphore.Weighted {
 		return nil
 	}
 	return semaphore.NewWeighted(limit)
+}
+
+// resumable reports whether a cut stream may be continued on another target:
+// not when a bound cut it (the continuation would cross the same bound).
+func resumable(cut error) bool {
+	return !errors.Is(cut, errStreamTooLarge) && !errors.Is(cut, errEventTooLarge) && !errors.Is(cut, upstream.ErrDeadline)
+}
+
+// relayLong writes an answer longer than the caller's MaxAnswerBytes as it
+// arrives. When its body breaks off, the connection is aborted rather than
+// ended cleanly, so the client sees a cut answer, never a short one.
+func relayLong(c echo.Context, resp *upstream.Response, contentType string) error {
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, contentType)
+	w.WriteHeader(resp.Status)
+	if _, err := w.Write(resp.Body); err != nil {
+		return nil // the client went away
+	}
+	if _, err := io.Copy(w, resp.Rest); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	return nil
 }

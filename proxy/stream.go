@@ -193,7 +193,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	// A stream that was cut is never cached, even when resumed: the
 	// continuation came from another request and may not read as one answer.
 	wasCut := cut != nil
-	for resumes := 0; cut != nil && s.opts.Resume && job.chat && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
+	for resumes := 0; cut != nil && resumable(cut) && s.opts.Resume && job.chat && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
 		job.log("stream cut; resuming on the next target", "target", sr.Target, "err", cut.Error(), "resume", resumes+1)
 		rreq, err := resumeRequest(job.req, asm.text())
 		if err != nil {
@@ -245,7 +245,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm *asse
 		body.Close()
 		sr.Done(cut)
 	}()
-	rd := newSSEReader(body)
+	rd := newBoundedSSEReader(body, s.opts.MaxEventBytes)
 	for {
 		ev, raw, err := rd.next()
 		if errors.Is(err, io.EOF) {
@@ -257,6 +257,9 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm *asse
 		if err != nil {
 			if body.idle.Load() {
 				return errIdle
+			}
+			if errors.Is(err, errEventTooLarge) || errors.Is(err, upstream.ErrDeadline) {
+				return err
 			}
 			return fmt.Errorf("read upstream stream: %w", err)
 		}
@@ -283,6 +286,9 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm *asse
 		}
 		if resumed && len(asm.text()) == before && !anyFinished(asm) {
 			continue
+		}
+		if s.opts.MaxStreamBytes > 0 && b.bytes()+int64(len(raw)) > s.opts.MaxStreamBytes {
+			return errStreamTooLarge
 		}
 		b.append(raw)
 	}
