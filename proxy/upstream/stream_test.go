@@ -146,4 +146,3 @@ func TestOpenPassesClientErrorsThrough(t *testing.T) {
 		t.Errorf("upstream calls = %d, want %d", got, want)
 	}
 }
-
