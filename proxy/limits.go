@@ -75,44 +75,20 @@ func (s *Server) Listener(ln net.Listener) net.Listener {
 	return netutil.LimitListener(ln, s.opts.MaxConnections)
 }
 
-// deadlines is the first middleware: it ends the whole-request read
-// deadline once the body is read (net/http's background read would
-// otherwise cancel the request's context when ReadTimeout passes in the
-// middle of a long stream), and gives every write WriteTimeout.
+// deadlines is the first middleware: it gives every write WriteTimeout
+// (net/http itself clears ReadTimeout's deadline once the body is read, in
+// connReader.startBackgroundRead, so a long stream is not cut by it).
 func (s *Server) deadlines(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.opts.WriteTimeout <= 0 {
+		return next
+	}
 	return func(c echo.Context) error {
 		res := c.Response()
 		rc := http.NewResponseController(res.Writer)
-		req := c.Request()
-		if s.opts.ReadTimeout > 0 {
-			if req.Body == nil || req.Body == http.NoBody {
-				_ = rc.SetReadDeadline(time.Time{})
-			} else {
-				req.Body = &readDoneBody{ReadCloser: req.Body, rc: rc}
-			}
-		}
-		if s.opts.WriteTimeout > 0 {
-			_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
-			res.Writer = &writeDeadline{ResponseWriter: res.Writer, rc: rc, d: s.opts.WriteTimeout}
-		}
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		res.Writer = &writeDeadline{ResponseWriter: res.Writer, rc: rc, d: s.opts.WriteTimeout}
 		return next(c)
 	}
-}
-
-// readDoneBody clears the read deadline when the body has been read whole.
-type readDoneBody struct {
-	io.ReadCloser
-	rc   *http.ResponseController
-	done bool
-}
-
-func (b *readDoneBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if errors.Is(err, io.EOF) && !b.done {
-		b.done = true
-		_ = b.rc.SetReadDeadline(time.Time{})
-	}
-	return n, err
 }
 
 // writeDeadline gives each write (and flush) to the client d to complete.
