@@ -149,8 +149,10 @@ func TestEndlessStreamIsCutAtMaxBytes(t *testing.T) {
 	}
 	check := servesMeanwhile(t, e, started)
 	h := watchHeap()
+	start := time.Now()
 	status, tail := postStream(t, e, "flood")
 	grew := h.growth()
+	t.Logf("endless 64 KiB-chunk stream: upstream sent %d MiB, heap grew %.1f MiB, ended after %s", sent.Load()>>20, grew, time.Since(start).Round(time.Millisecond))
 	check()
 	if status != 200 || !strings.Contains(tail, "stream_interrupted") || !strings.Contains(tail, "stream.max_bytes") {
 		t.Fatalf("status %d, stream ended with %q; want an error event naming stream.max_bytes", status, truncate(tail, 300))
@@ -198,8 +200,10 @@ func TestHugeSSELineIsCut(t *testing.T) {
 	}
 	check := servesMeanwhile(t, e, started)
 	h := watchHeap()
+	start := time.Now()
 	status, tail := postStream(t, e, "one long line")
 	grew := h.growth()
+	t.Logf("endless SSE line: upstream sent %d MiB, heap grew %.1f MiB, ended after %s", sent.Load()>>20, grew, time.Since(start).Round(time.Millisecond))
 	check()
 	if status != 200 || !strings.Contains(tail, "stream_interrupted") || !strings.Contains(tail, "stream.max_event_bytes") {
 		t.Fatalf("status %d, stream ended with %q; want an error event naming stream.max_event_bytes", status, truncate(tail, 300))
@@ -242,6 +246,7 @@ func TestStreamEndsAtTheDeadline(t *testing.T) {
 	start := time.Now()
 	status, tail := postStream(t, e, "endless")
 	took := time.Since(start)
+	t.Logf("endless slow stream, 500ms deadline: ended after %s", took.Round(time.Millisecond))
 	if status != 200 || !strings.Contains(tail, "stream_interrupted") || !strings.Contains(tail, "retry.deadline") {
 		t.Fatalf("status %d after %s, stream ended with %q; want an error event naming retry.deadline", status, took, truncate(tail, 300))
 	}
@@ -295,6 +300,7 @@ func TestLongAnswerIsRelayedNotCached(t *testing.T) {
 	close(started)
 	status, outcome, sum, n := fetch()
 	grew := h.growth()
+	t.Logf("%d MiB answer: relayed %d bytes, heap grew %.1f MiB", len(big)>>20, n, grew)
 	check()
 	if status != 200 || sum != want {
 		t.Fatalf("status %d, %d bytes; want the %d bytes the upstream sent", status, n, len(big))
