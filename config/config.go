@@ -17,6 +17,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -63,16 +65,41 @@ type ServerConfig struct {
 	// MaxBodyBytes caps a request body; larger bodies get 413. Default 4 MiB.
 	// 0 means no limit.
 	MaxBodyBytes Size `toml:"max_body_bytes"`
+	// MaxBodyBytesInFlight caps the request bodies the cached endpoints hold
+	// at once; a request that does not fit gets 503 + Retry-After. Default
+	// 64 MiB (proxy.DefaultMaxBodyBytesInFlight). 0 means no limit.
+	MaxBodyBytesInFlight Size `toml:"max_body_bytes_in_flight"`
+	// MaxAnswerBytes is the largest non-stream upstream answer buffered (and
+	// so cacheable and shared by coalesced requests); a larger one is relayed
+	// to its client as it arrives and never cached. Default 4 MiB
+	// (upstream.DefaultMaxAnswerBytes). 0 means no limit.
+	MaxAnswerBytes Size `toml:"max_answer_bytes"`
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// for /admin/*. Default "BREAKWATER_ADMIN_TOKEN". When the variable (or
-	// this key) is empty, /admin/* answers loopback clients only.
+	// this key) is empty, /admin/* refuses every request unless
+	// AdminAllowNoToken.
 	AdminTokenEnv string `toml:"admin_token_env"`
+	// AdminAllowNoToken lets loopback clients use /admin/* when no admin
+	// token is set. Default false.
+	AdminAllowNoToken bool `toml:"admin_allow_no_token"`
 	// ShutdownTimeout bounds graceful shutdown (drain requests, flush index
 	// writes). Default 15s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
 	// Default 10s.
 	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included. Default 30s
+	// (proxy.DefaultReadTimeout). 0 means none.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// WriteTimeout bounds each write to a client (each chunk of a stream has
+	// its own). Default 30s (proxy.DefaultWriteTimeout). 0 means none.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// IdleTimeout closes keep-alive connections idle this long. Default 60s
+	// (proxy.DefaultIdleTimeout). 0 means none.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxConnections caps the connections served at once; more wait to be
+	// accepted. Default 1024 (proxy.DefaultMaxConnections). 0 means no limit.
+	MaxConnections int `toml:"max_connections"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string `toml:"log_level"`
 	// LogFormat is "json" (default) or "text".
@@ -134,6 +161,14 @@ type VectorConfig struct {
 	// MaxEntries bounds the embedded index; the oldest entries are evicted
 	// first. Default 100000. Must be > 0.
 	MaxEntries int `toml:"max_entries"`
+	// MaxBytes bounds the embedded index's memory (vectors and payloads);
+	// the oldest entries are evicted first. Default 256 MiB
+	// (embedded.DefaultMaxBytes). Must be > 0.
+	MaxBytes Size `toml:"max_bytes"`
+	// MaxEntryBytes is the largest entry the embedded index keeps; larger
+	// ones are not stored. Default 1 MiB (embedded.DefaultMaxEntryBytes).
+	// Must be > 0.
+	MaxEntryBytes Size `toml:"max_entry_bytes"`
 	// Qdrant is used only when Backend is "qdrant" ([vector.qdrant]).
 	Qdrant QdrantConfig `toml:"qdrant"`
 }
@@ -241,6 +276,13 @@ type StreamConfig struct {
 	// before it counts as cut. Default 30s. 0 disables it (Retry.Deadline
 	// still applies).
 	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxBytes caps one upstream stream (resumed parts included); beyond it
+	// the client gets an SSE error event and nothing is cached. Default
+	// 16 MiB (proxy.DefaultMaxStreamBytes). 0 means no limit.
+	MaxBytes Size `toml:"max_bytes"`
+	// MaxEventBytes caps one SSE event of an upstream stream. Default 1 MiB
+	// (proxy.DefaultMaxEventBytes). 0 means no limit.
+	MaxEventBytes Size `toml:"max_event_bytes"`
 }
 
 // Upstream is one [[upstreams]] entry: an OpenAI-compatible endpoint.
@@ -355,13 +397,19 @@ func Default() *Config {
 func defaults() *Config {
 	return &Config{
 		Server: ServerConfig{
-			Listen:            "127.0.0.1:8080",
-			MaxBodyBytes:      4 * MiB,
-			AdminTokenEnv:     "BREAKWATER_ADMIN_TOKEN",
-			ShutdownTimeout:   Duration(15 * time.Second),
-			ReadHeaderTimeout: Duration(10 * time.Second),
-			LogLevel:          "info",
-			LogFormat:         "json",
+			Listen:               "127.0.0.1:8080",
+			MaxBodyBytes:         4 * MiB,
+			AdminTokenEnv:        "BREAKWATER_ADMIN_TOKEN",
+			ShutdownTimeout:      Duration(15 * time.Second),
+			ReadHeaderTimeout:    Duration(10 * time.Second),
+			ReadTimeout:          Duration(proxy.DefaultReadTimeout),
+			WriteTimeout:         Duration(proxy.DefaultWriteTimeout),
+			IdleTimeout:          Duration(proxy.DefaultIdleTimeout),
+			MaxConnections:       proxy.DefaultMaxConnections,
+			MaxBodyBytesInFlight: proxy.DefaultMaxBodyBytesInFlight,
+			MaxAnswerBytes:       upstream.DefaultMaxAnswerBytes,
+			LogLevel:             "info",
+			LogFormat:            "json",
 		},
 		Cache: CacheConfig{
 			Enabled:            true,
@@ -377,8 +425,10 @@ func defaults() *Config {
 			DataDir:            "./data",
 		},
 		Vector: VectorConfig{
-			Backend:    BackendEmbedded,
-			MaxEntries: 100000,
+			Backend:       BackendEmbedded,
+			MaxEntries:    100000,
+			MaxBytes:      embedded.DefaultMaxBytes,
+			MaxEntryBytes: embedded.DefaultMaxEntryBytes,
 			Qdrant: QdrantConfig{
 				URL:        "localhost:6334",
 				Collection: "breakwater",
@@ -409,8 +459,10 @@ func defaults() *Config {
 			HalfOpenProbes:      1,
 		},
 		Stream: StreamConfig{
-			Resume:      true,
-			IdleTimeout: Duration(30 * time.Second),
+			Resume:        true,
+			IdleTimeout:   Duration(30 * time.Second),
+			MaxBytes:      proxy.DefaultMaxStreamBytes,
+			MaxEventBytes: proxy.DefaultMaxEventBytes,
 		},
 	}
 }

@@ -55,6 +55,8 @@ func (c *Config) Validate() error {
 	if c.Stream.IdleTimeout < 0 {
 		v.add("stream.idle_timeout", c.Stream.IdleTimeout, "must be >= 0 (0 disables it)")
 	}
+	nonNegative(&v, "stream.max_bytes", c.Stream.MaxBytes, "must be >= 0 (0: no limit)")
+	nonNegative(&v, "stream.max_event_bytes", c.Stream.MaxEventBytes, "must be >= 0 (0: no limit)")
 	upstreams := c.validateUpstreams(&v)
 	c.validateModels(&v, upstreams)
 	switch {
@@ -101,6 +103,19 @@ func (c *Config) validateServer(v *validator) {
 	envName(v, "server.admin_token_env", s.AdminTokenEnv)
 	positive(v, "server.shutdown_timeout", s.ShutdownTimeout)
 	positive(v, "server.read_header_timeout", s.ReadHeaderTimeout)
+	nonNegative(v, "server.max_body_bytes_in_flight", s.MaxBodyBytesInFlight, "must be >= 0 (0: no limit)")
+	nonNegative(v, "server.max_answer_bytes", s.MaxAnswerBytes, "must be >= 0 (0: no limit)")
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"server.read_timeout", s.ReadTimeout}, {"server.write_timeout", s.WriteTimeout}, {"server.idle_timeout", s.IdleTimeout}} {
+		if d.d < 0 {
+			v.add(d.key, d.d, "must be >= 0 (0: none)")
+		}
+	}
+	if s.MaxConnections < 0 {
+		v.add("server.max_connections", s.MaxConnections, "must be >= 0 (0: no limit)")
+	}
 	oneOf(v, "server.log_level", s.LogLevel, "debug", "info", "warn", "error")
 	oneOf(v, "server.log_format", s.LogFormat, "json", "text")
 }
@@ -166,6 +181,12 @@ func (c *Config) validateVector(v *validator) {
 	}
 	if s.MaxEntries <= 0 {
 		v.add("vector.max_entries", s.MaxEntries, "must be > 0")
+	}
+	if s.MaxBytes <= 0 {
+		v.add("vector.max_bytes", int64(s.MaxBytes), "must be > 0")
+	}
+	if s.MaxEntryBytes <= 0 {
+		v.add("vector.max_entry_bytes", int64(s.MaxEntryBytes), "must be > 0")
 	}
 	envName(v, "vector.qdrant.api_key_env", s.Qdrant.APIKeyEnv)
 	positive(v, "vector.qdrant.timeout", s.Qdrant.Timeout)

@@ -155,6 +155,9 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	} else {
 		// Coalesce on the exact key: identical requests of one tenant.
 		resp, shared, err = s.flights.do(req.Context(), x.key.Exact, call)
+		if errors.Is(err, errNotShared) {
+			resp, err = call(req.Context())
+		}
 	}
 	// Time spent waiting for the upstream (or for the flight it joined), so
 	// breakwater_overhead_seconds is what Breakwater itself added.
@@ -167,7 +170,10 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	if err != nil {
 		return s.upstreamFailed(x, outcome, err, s.writeCached)
 	}
-	if !shared && x.mayStore {
+	if resp.Rest != nil {
+		// Longer than server.max_answer_bytes: relayed, never cached.
+		defer resp.Rest.Close()
+	} else if !shared && x.mayStore {
 		s.store(x, resp)
 	}
 	h := x.c.Response().Header()
@@ -183,6 +189,9 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		ct = echo.MIMEApplicationJSON
 	}
 	s.finish(x, outcome, resp.Status, 0, resp.Target)
+	if resp.Rest != nil {
+		return relayLong(x.c, resp, ct)
+	}
 	return x.c.Blob(resp.Status, ct, resp.Body)
 }
 

@@ -61,6 +61,15 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
+	if r.ContentLength >= 0 {
+		// Known length (net/http enforces it): one exact allocation, not
+		// io.ReadAll's doubling, which holds up to twice the body.
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)

@@ -89,12 +89,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	}
 	srv.Echo().GET("/metrics", echoHandler(promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
 	a.server = srv
-	a.http = &http.Server{
-		Addr:              cfg.Server.Listen,
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-	}
+	a.http = srv.HTTPServer(cfg.Server.Listen)
+	a.http.ErrorLog = slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)
 	return a, nil
 }
 
@@ -112,7 +108,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.log.Info("breakwater serving", "listen", ln.Addr().String(),
 		"cache", a.cfg.Cache.Enabled, "vector_backend", a.cfg.Vector.Backend, "embedder", a.cfg.Embed.Provider)
 	errc := make(chan error, 1)
-	go func() { errc <- a.http.Serve(ln) }()
+	go func() { errc <- a.http.Serve(a.server.Listener(ln)) }()
 	select {
 	case err := <-errc:
 		a.Shutdown(context.Background())
@@ -178,8 +174,9 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			OpenFor:             cfg.Breaker.OpenFor.D(),
 			HalfOpenProbes:      cfg.Breaker.HalfOpenProbes,
 		},
-		Metrics: upstream.NewMetrics(reg),
-		Logger:  opts.Logger,
+		MaxAnswerBytes: noLimit(int64(cfg.Server.MaxAnswerBytes)),
+		Metrics:        upstream.NewMetrics(reg),
+		Logger:         opts.Logger,
 	}
 	for _, u := range cfg.Upstreams {
 		up := upstream.Upstream{
@@ -256,6 +253,17 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	if cfg.Server.MaxBodyBytes == 0 {
 		po.MaxBodyBytes = 1 << 40
 	}
+	// In the config 0 means "none"; in the proxy's options it means "the
+	// default" and a negative value "none".
+	po.MaxBodyBytesInFlight = noLimit(int64(cfg.Server.MaxBodyBytesInFlight))
+	po.ReadHeaderTimeout = cfg.Server.ReadHeaderTimeout.D()
+	po.ReadTimeout = noTimeout(cfg.Server.ReadTimeout.D())
+	po.WriteTimeout = noTimeout(cfg.Server.WriteTimeout.D())
+	po.ConnIdleTimeout = noTimeout(cfg.Server.IdleTimeout.D())
+	po.MaxConnections = int(noLimit(int64(cfg.Server.MaxConnections)))
+	po.MaxStreamBytes = noLimit(int64(cfg.Stream.MaxBytes))
+	po.MaxEventBytes = int(noLimit(int64(cfg.Stream.MaxEventBytes)))
+	po.AdminAllowNoToken = cfg.Server.AdminAllowNoToken
 	if cfg.Stream.IdleTimeout == 0 {
 		po.IdleTimeout = -1
 	}
@@ -285,6 +293,23 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		}
 	}
 	return po, nil
+}
+
+// noLimit maps a config size or count, where 0 means "no limit", to the
+// libraries' options, where 0 means "the default" and negative "no limit".
+func noLimit(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// noTimeout is noLimit for durations.
+func noTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // waitTimeout is how long start-up waits for a remote index or embedder

@@ -136,11 +136,13 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 	switch cfg.Vector.Backend {
 	case config.BackendEmbedded:
 		ix, err := embedded.Open(embedded.Options{
-			Path:         cfg.Vector.Path,
-			Dimension:    emb.Dimension(),
-			EmbedderName: emb.Name(),
-			MaxEntries:   cfg.Vector.MaxEntries,
-			Logger:       a.log,
+			Path:          cfg.Vector.Path,
+			Dimension:     emb.Dimension(),
+			EmbedderName:  emb.Name(),
+			MaxEntries:    cfg.Vector.MaxEntries,
+			MaxBytes:      int64(cfg.Vector.MaxBytes),
+			MaxEntryBytes: int64(cfg.Vector.MaxEntryBytes),
+			Logger:        a.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open vector index (vector.path = %q): %w", cfg.Vector.Path, err)

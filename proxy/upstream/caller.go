@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"sync"
 	"time"
 )
 
@@ -21,6 +22,7 @@ type Caller struct {
 	backoff   Backoff
 	transport http.RoundTripper
 	metrics   *Metrics
+	maxAnswer int64 // negative: no limit
 	log       *slog.Logger
 	now       func() time.Time
 	rand      func() float64
@@ -40,6 +42,10 @@ type Response struct {
 	// Header is the upstream's, without hop-by-hop headers and Content-Length.
 	Header http.Header
 	Body   []byte
+	// Rest is nil unless the answer is longer than Options.MaxAnswerBytes:
+	// Body then holds its first bytes and Rest the live remainder, which the
+	// caller must read and close (the upstream slot is held until then).
+	Rest io.ReadCloser
 	// Target and Upstream name who answered; Model is the model sent upstream.
 	Target, Upstream, Model string
 	// Attempts counts the upstream requests this call sent, over all targets.
@@ -58,6 +64,14 @@ func New(opts Options) (*Caller, error) {
 	}
 	if c.raCap <= 0 {
 		c.raCap = DefaultRetryAfterCap
+	}
+	switch {
+	case opts.MaxAnswerBytes == 0:
+		c.maxAnswer = DefaultMaxAnswerBytes
+	case opts.MaxAnswerBytes < 0:
+		c.maxAnswer = -1
+	default:
+		c.maxAnswer = opts.MaxAnswerBytes
 	}
 	if c.check == nil {
 		c.check = RetryOnStatus(c.retry.RetryOn)
@@ -136,10 +150,18 @@ func (c *Caller) Do(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Response{
+	r := &Response{
 		Status: a.resp.StatusCode, Header: inboundHeader(a.resp.Header), Body: a.body,
 		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts,
-	}, nil
+	}
+	if a.finish != nil {
+		// Longer than MaxAnswerBytes: Body is its beginning, Rest the rest.
+		b := &streamBody{rc: a.resp.Body, cause: a.cause}
+		var once sync.Once
+		b.finish = func(err error) { once.Do(func() { a.finish(err) }) }
+		r.Rest = b
+	}
+	return r, nil
 }
 
 // answer is what run hands back to Do or Open.
@@ -147,8 +169,9 @@ type answer struct {
 	m        *member
 	model    string
 	resp     *http.Response
-	body     []byte      // the whole body, except for a live stream
-	finish   func(error) // a live stream's end, nil otherwise
+	body     []byte       // the whole body, except for a live stream
+	finish   func(error)  // a live stream's (or an over-long body's) end, nil otherwise
+	cause    func() error // why a live body's context ended
 	attempts int
 }
 
@@ -375,7 +398,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		case r.deadline:
 			return nil, k.rep.deadline(k.budget)
 		case !r.retry && r.err == nil && !r.refusal:
-			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, attempts: k.rep.attempts}, nil
+			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts}, nil
 		}
 		k.rep.note(t.name, r.describe())
 		k.rep.lastStatus, k.rep.lastErr = 0, r.err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -34,8 +33,10 @@ type result struct {
 	out      outcome
 	retry    bool
 	reason   string
-	deadline bool        // the request deadline cut the attempt
-	finish   func(error) // a live stream's end
+	deadline bool         // the request deadline cut the attempt
+	finish   func(error)  // a live stream's (or an over-long body's) end
+	over     bool         // body holds the first MaxAnswerBytes; resp.Body the rest
+	cause    func() error // why the live body's context ended, if it did
 	// congestion marks backpressure (see classifyAnswer); retryAfter,
 	// noRetry and why are the wire format's reading of the body.
 	congestion bool
@@ -90,13 +91,19 @@ func (k *call) send(x *exchange) result {
 		r.resp, err = c.transport.RoundTrip(hreq)
 	}
 	live := k.stream && err == nil && r.resp.StatusCode/100 == 2
+	over := false // a non-stream body longer than MaxAnswerBytes, still open
 	if err == nil && !live {
-		var rd io.Reader = r.resp.Body
+		limit := c.maxAnswer
 		if k.stream {
-			rd = io.LimitReader(rd, maxErrorBody)
+			limit = maxErrorBody
 		}
-		r.body, err = io.ReadAll(rd)
-		r.resp.Body.Close()
+		r.body, over, err = readCapped(r.resp.Body, limit)
+		if over && k.stream {
+			over = false // a 4xx of a stream: its first MiB says enough
+		}
+		if !over {
+			r.resp.Body.Close()
+		}
 	}
 	dur := time.Since(start)
 	if r.resp != nil && err == nil {
@@ -149,8 +156,18 @@ func (k *call) send(x *exchange) result {
 	}
 	x.log.Debug("upstream attempt", "status", statusOf(r.resp), "outcome", r.out.String(),
 		"reason", r.reason, "duration", dur, "error", errString(err))
-	if live {
+	if over && (r.retry || err != nil) {
+		r.resp.Body.Close() // retried or failed: the rest is not needed
+		over = false
+	}
+	if live || over {
+		// The body outlives this call: the request deadline keeps running
+		// over it (Upstream.Timeout bounded only the wait for headers), so
+		// neither an endless stream nor an endless body outlives it.
 		timer.Stop()
+		timer = time.AfterFunc(k.remaining(), func() { cancel(errDeadline) })
+		r.cause = func() error { return context.Cause(actx) }
+		r.over = over
 		var once sync.Once
 		r.finish = func(ferr error) {
 			once.Do(func() {
@@ -175,6 +192,9 @@ func streamOutcome(ctx context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return outSuccess
+	case errors.Is(err, ErrDeadline):
+		// The request's own budget ran out, not the upstream.
+		return outCanceled
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return outCanceled
 	case isTimeout(err):

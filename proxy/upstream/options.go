@@ -135,6 +135,10 @@ type Options struct {
 	RetryAfterCap time.Duration
 	// Backoff computes the wait before a retry; nil means DefaultBackoff.
 	Backoff Backoff
+	// MaxAnswerBytes is the largest non-stream answer buffered whole; a
+	// longer one comes back as Response.Rest. 0 means DefaultMaxAnswerBytes,
+	// negative no limit.
+	MaxAnswerBytes int64
 	// Transport sends attempts; nil means a clone of http.DefaultTransport that keeps
 	// many idle connections per host.
 	Transport http.RoundTripper

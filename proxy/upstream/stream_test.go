@@ -146,24 +146,3 @@ func TestOpenPassesClientErrorsThrough(t *testing.T) {
 		t.Errorf("upstream calls = %d, want %d", got, want)
 	}
 }
-
-// The deadline bounds the wait for headers, not the length of the answer.
-func TestOpenStreamOutlivesTheDeadline(t *testing.T) {
-	up := startUpstream(t, sse(4, 40*time.Millisecond, false))
-	opts := oneTarget(up.url())
-	opts.Retry = fastRetry
-	opts.Retry.Deadline = 60 * time.Millisecond
-	c := newCaller(t, opts)
-	s, err := c.Open(t.Context(), streamReq())
-	if err != nil {
-		t.Fatalf("Open: %v", err)
-	}
-	lines, err := readLines(t, s)
-	s.Done(err)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	if got, want := len(lines), 5; got != want {
-		t.Errorf("lines = %d, want %d", got, want)
-	}
-}
