@@ -69,7 +69,8 @@ base_url = "%s/v1"
 	if err != nil {
 		b.Fatal(err)
 	}
-	log := NewLogger(logf, cfg.Server.LogLevel, cfg.Server.LogFormat)
+	lb := newLogBuffer(logf) // as Main does
+	log := NewLogger(lb, cfg.Server.LogLevel, cfg.Server.LogFormat)
 	a, err := New(context.Background(), cfg, Options{Logger: log})
 	if err != nil {
 		b.Fatal(err)
@@ -84,6 +85,7 @@ base_url = "%s/v1"
 	b.Cleanup(func() {
 		cancel()
 		<-done
+		lb.Close()
 		logf.Close()
 	})
 	return "http://" + ln.Addr().String()
