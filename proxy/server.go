@@ -126,6 +126,7 @@ type Server struct {
 	stopOnce sync.Once
 	fwd      *httputil.ReverseProxy
 	ready    atomic.Bool
+	keys     *keyMemo // nil when the cache is off
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -159,6 +160,13 @@ func New(opts Options) (*Server, error) {
 	if opts.Passthrough != nil {
 		s.fwd = s.newForwarder(opts.Passthrough)
 	}
+	if opts.Cache != nil {
+		k, err := newKeyMemo()
+		if err != nil {
+			return nil, err
+		}
+		s.keys = k
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -182,7 +190,14 @@ func New(opts Options) (*Server, error) {
 }
 
 // Close stops the server's background sampling. Safe to call twice.
-func (s *Server) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+func (s *Server) Close() {
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		if s.keys != nil {
+			s.keys.close()
+		}
+	})
+}
 
 // sampleLoop folds the caller's per-target counters into the rolling
 // windows every few seconds, so rates are placed in the right minute even
