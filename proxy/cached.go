@@ -48,21 +48,34 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	x.body = body
-	if !json.Valid(body) {
-		var probe any
-		err := json.Unmarshal(body, &probe)
-		return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
-	}
 	x.ctl, err = parseControls(req.Header)
 	if err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
+	}
+	if s.opts.Cache == nil {
+		// No cache, no key: one typed decode for what routing and
+		// streaming need (model, stream, stream_options); the upstream
+		// validates the rest of its own API.
+		if err := json.Unmarshal(body, &x.shape); err != nil {
+			return badBody(c, endpoint, body, err)
+		}
+		if x.shape.Model == "" {
+			return writeError(c, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
+		}
+		if x.shape.Stream {
+			return s.streamMiss(x, OutcomeBypass)
+		}
+		return s.forward(x, OutcomeBypass)
 	}
 	partition := cache.SharedPartition
 	if s.opts.Partitioner != nil {
 		partition = s.opts.Partitioner.Partition(req.Header)
 	}
-	x.key, err = f.Key(partition, req.Header, body, s.opts.Group)
+	x.key, err = s.requestKey(f, partition, req.Header, body)
 	if err != nil {
+		if errors.Is(err, cache.ErrBadRequest) && !json.Valid(body) {
+			return badBody(c, endpoint, body, err)
+		}
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	// The key parsed the body already, with exact field names: routing and
@@ -90,6 +103,16 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 		outcome = OutcomeBypass
 	}
 	return miss(x, outcome)
+}
+
+// badBody answers a body that is not JSON (or not JSON of the right types)
+// with 400 invalid_json, naming the decoder's complaint.
+func badBody(c echo.Context, endpoint string, body []byte, err error) error {
+	if !json.Valid(body) {
+		var probe any
+		err = json.Unmarshal(body, &probe)
+	}
+	return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
 }
 
 // bypass reports whether the request must not touch the cache at all.
@@ -120,8 +143,11 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h.Set(HeaderUpstream, "cache")
-	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
+	if w, ok := x.format.(freshWriter); ok {
+		return w.writeFresh(x.c, &res.Entry, s.opts.Now())
+	}
+	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
 }
 
@@ -251,6 +277,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		Query:       key.Query,
 		Model:       model,
 		Body:        body,
+		Wire:        prepareWire(body), // a hit writes it without a scan
 		Created:     now,
 		Expires:     now.Add(s.opts.TTL),
 	})

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/breakwater-dev/breakwater/cache"
 )
 
@@ -180,4 +182,12 @@ func finishedChoices(body []byte) bool {
 		}
 	}
 	return true
+}
+
+func (openAIFormat) bodyKeyed() {}
+
+// writeFresh writes the stored completion around a fresh id and created,
+// from the bytes prepared when it was stored.
+func (openAIFormat) writeFresh(c echo.Context, e *cache.Entry, now time.Time) error {
+	return wireOf(e).write(c, now)
 }

@@ -171,6 +171,7 @@ type Server struct {
 	anthropicFwd *httputil.ReverseProxy
 	ready        atomic.Bool
 	bodySem      *semaphore.Weighted // nil: no limit
+	keys         *keyMemo            // nil when the cache is off
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -231,6 +232,13 @@ func New(opts Options) (*Server, error) {
 	if opts.AnthropicPassthrough != nil {
 		s.anthropicFwd = s.newForwarder(opts.AnthropicPassthrough, opts.AnthropicPassthroughKey, opts.AnthropicPassthroughAuth)
 	}
+	if opts.Cache != nil {
+		k, err := newKeyMemo()
+		if err != nil {
+			return nil, err
+		}
+		s.keys = k
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -254,7 +262,14 @@ func New(opts Options) (*Server, error) {
 }
 
 // Close stops the server's background sampling. Safe to call twice.
-func (s *Server) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+func (s *Server) Close() {
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		if s.keys != nil {
+			s.keys.close()
+		}
+	})
+}
 
 // sampleLoop folds the caller's per-target counters into the rolling
 // windows every few seconds, so rates are placed in the right minute even
