@@ -33,6 +33,7 @@ type exchange struct {
 	coalesced bool          // answered by another request's upstream call
 	called    bool          // this request led an upstream call
 	attempts  int           // upstream attempts of the call that answered
+	probe     *probe        // live false-hit estimate (verify.go)
 }
 
 // serveCached is the cached flow: parse, exact tier, singleflight,
@@ -89,7 +90,7 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 			return hit(x, res, outcome)
 		}
 	}
-	outcome := OutcomeMiss
+	outcome := s.missOutcome(x)
 	if x.ctl.noCache {
 		// The client refused cached answers: not eligible for the hit rate.
 		outcome = OutcomeBypass
@@ -174,6 +175,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	if !shared && x.mayStore {
 		s.store(x, resp)
 	}
+	s.checkFresh(x, resp)
 	h := x.c.Response().Header()
 	h.Set(HeaderCache, outcome)
 	h.Set(HeaderUpstream, resp.Target)
@@ -216,9 +218,13 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 		SkipSemantic: x.endpoint != "/v1/chat/completions",
 	})
 	if !ok {
+		s.noteNear(x, res)
 		return res, "", false
 	}
 	if res.Tier == cache.TierSemantic {
+		if s.sampleHit(x, res) {
+			return res, "", false
+		}
 		return res, OutcomeHitSemantic, true
 	}
 	return res, OutcomeHitExact, true
