@@ -29,7 +29,7 @@ const (
 	// to be put to the judge. Below about 0.80 the built-in encoder's
 	// neighbours are rarely paraphrases (docs/PRECISION.md), so judging them
 	// costs calls for few hits.
-	DefaultMinSimilarity float32 = 0.80
+	DefaultMinSimilarity = 0.80
 	// DefaultCandidates is how many guarded candidates, best first, one
 	// lookup puts to the judge.
 	DefaultCandidates = 3
