@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -149,6 +150,53 @@ type CacheConfig struct {
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
+	// Verify is the judge of semantic candidates and the live false-hit
+	// estimate ([cache.verify]).
+	Verify VerifyConfig `toml:"verify"`
+}
+
+// Judges for [cache.verify] judge.
+const (
+	JudgeNone   = verify.JudgeNone
+	JudgeRerank = verify.JudgeRerank
+	JudgeLLM    = verify.JudgeLLM
+)
+
+// VerifyConfig is [cache.verify].
+type VerifyConfig struct {
+	// Judge checks semantic candidates at or above MinSimilarity: "none"
+	// (default: the static threshold alone), "rerank" (a Cohere-compatible
+	// POST {URL}/rerank) or "llm" (a small chat model through the caller).
+	Judge string `toml:"judge"`
+	// URL is the reranker's API root. Empty: the default upstream's base_url
+	// (vLLM and Infinity serve /rerank beside /chat/completions).
+	URL string `toml:"url"`
+	// Model is the reranker's or the chat model's name. Empty: a rerank
+	// default (verify.DefaultRerankModel); required for "llm".
+	Model string `toml:"model"`
+	// APIKeyEnv names the environment variable holding the reranker's key.
+	// Empty: with URL empty, the default upstream's key; otherwise none.
+	APIKeyEnv string `toml:"api_key_env"`
+	// MinSimilarity is the lowest cosine similarity a candidate needs to be
+	// judged, in (0, 1]. Default 0.80.
+	MinSimilarity float64 `toml:"min_similarity"`
+	// MinScore accepts a reranker relevance_score at or above it. Default 0.5.
+	MinScore float64 `toml:"min_score"`
+	// Candidates is how many guarded candidates one lookup may judge. Default 3.
+	Candidates int `toml:"candidates"`
+	// Timeout bounds one judge call; past it the static threshold decides.
+	// Default 1s.
+	Timeout Duration `toml:"timeout"`
+	// Concurrency bounds judge calls in flight; beyond it lookups fall back
+	// at once. Default 8.
+	Concurrency int `toml:"concurrency"`
+	// SampleRate is the share of would-be semantic hits answered fresh to
+	// estimate the false-hit rate, in [0, 1]. Default 0.05; 0 turns sampling off.
+	SampleRate float64 `toml:"sample_rate"`
+	// AnswerSimilarity is the encoder similarity at or above which two
+	// unequal answers count as the same, in (0, 1]; 1 means text equality
+	// only. Default 0.95.
+	AnswerSimilarity float64 `toml:"answer_similarity"`
 }
 
 // VectorConfig is [vector].
@@ -423,6 +471,16 @@ func defaults() *Config {
 			StaleThreshold:     0.85,
 			WriteQueue:         1024,
 			DataDir:            "./data",
+			Verify: VerifyConfig{
+				Judge:            JudgeNone,
+				MinSimilarity:    verify.DefaultMinSimilarity,
+				MinScore:         verify.DefaultMinScore,
+				Candidates:       verify.DefaultCandidates,
+				Timeout:          Duration(verify.DefaultTimeout),
+				Concurrency:      verify.DefaultConcurrency,
+				SampleRate:       verify.DefaultSampleRate,
+				AnswerSimilarity: verify.DefaultAnswerSimilarity,
+			},
 		},
 		Vector: VectorConfig{
 			Backend:       BackendEmbedded,

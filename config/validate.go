@@ -161,6 +161,36 @@ func (c *Config) validateCache(v *validator) {
 	if s.DataDir == "" {
 		v.add("cache.data_dir", s.DataDir, `set a writable directory for the partition secret and the vector index, e.g. "./data"`)
 	}
+	c.validateVerify(v)
+}
+
+func (c *Config) validateVerify(v *validator) {
+	s := &c.Cache.Verify
+	oneOf(v, "cache.verify.judge", s.Judge, JudgeNone, JudgeRerank, JudgeLLM)
+	if s.Judge == JudgeLLM && s.Model == "" {
+		v.add("cache.verify.model", s.Model, `set the chat model the "llm" judge asks, e.g. "gpt-4o-mini"`)
+	}
+	if s.URL != "" {
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("cache.verify.url", s.URL, "must be an http(s) URL such as http://reranker:8000/v1 (the judge posts to URL/rerank)")
+		}
+	}
+	envName(v, "cache.verify.api_key_env", s.APIKeyEnv)
+	unitInterval(v, "cache.verify.min_similarity", s.MinSimilarity)
+	if s.MinScore < 0 || s.MinScore > 1 {
+		v.add("cache.verify.min_score", s.MinScore, "must be in [0, 1] (a reranker's relevance_score)")
+	}
+	if s.Candidates < 1 {
+		v.add("cache.verify.candidates", s.Candidates, "must be >= 1")
+	}
+	positive(v, "cache.verify.timeout", s.Timeout)
+	if s.Concurrency < 1 {
+		v.add("cache.verify.concurrency", s.Concurrency, "must be >= 1")
+	}
+	if s.SampleRate < 0 || s.SampleRate > 1 {
+		v.add("cache.verify.sample_rate", s.SampleRate, "must be in [0, 1] (0 turns sampling off)")
+	}
+	unitInterval(v, "cache.verify.answer_similarity", s.AnswerSimilarity)
 }
 
 func (c *Config) validateVector(v *validator) {

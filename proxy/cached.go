@@ -31,6 +31,7 @@ type exchange struct {
 	coalesced bool          // answered by another request's upstream call
 	called    bool          // this request led an upstream call
 	attempts  int           // upstream attempts of the call that answered
+	probe     *probe        // live false-hit estimate (verify.go)
 }
 
 // serveCached is the cached flow: parse, exact tier, singleflight,
@@ -97,7 +98,7 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 			return hit(x, res, outcome)
 		}
 	}
-	outcome := OutcomeMiss
+	outcome := s.missOutcome(x)
 	if x.ctl.noCache {
 		// The client refused cached answers: not eligible for the hit rate.
 		outcome = OutcomeBypass
@@ -202,6 +203,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	} else if !shared && x.mayStore {
 		s.store(x, resp)
 	}
+	s.checkFresh(x, resp)
 	h := x.c.Response().Header()
 	h.Set(HeaderCache, outcome)
 	h.Set(HeaderUpstream, resp.Target)
@@ -247,9 +249,13 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 		SkipSemantic: !x.format.Semantic(),
 	})
 	if !ok {
+		s.noteNear(x, res)
 		return res, "", false
 	}
 	if res.Tier == cache.TierSemantic {
+		if s.sampleHit(x, res) {
+			return res, "", false
+		}
 		return res, OutcomeHitSemantic, true
 	}
 	return res, OutcomeHitExact, true

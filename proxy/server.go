@@ -148,6 +148,8 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics records Prometheus metrics. Nil: none.
 	Metrics *Metrics
+	// Verify measures the live false-hit rate (verify.go). Nil: no estimate.
+	Verify *Verify
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }

@@ -58,6 +58,8 @@ type Stats struct {
 	CapacityByHour [24]uint64 `json:"capacity_by_hour"`
 	// Cache holds the cache's own counters (guard rejections, write-back).
 	Cache *CacheStats `json:"cache,omitempty"`
+	// Verify is the judge's counters and the live false-hit estimate.
+	Verify *VerifyStats `json:"verify,omitempty"`
 }
 
 // CacheStats are the cache tiers' internal counters.
@@ -186,6 +188,7 @@ func (s *Server) Snapshot() Stats {
 	}
 	st.Timeline = s.window.timeline(now)
 	st.CapacityByHour = s.window.capacityByHour()
+	st.Verify = s.verifyStats()
 	if s.opts.Cache != nil {
 		cs := s.opts.Cache.Stats(context.Background())
 		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}

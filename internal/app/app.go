@@ -33,6 +33,7 @@ type App struct {
 	registry *prometheus.Registry
 	cache    *cache.Cache
 	index    cache.Index
+	verify   *verifyParts
 	server   *proxy.Server
 	http     *http.Server
 	closers  []func() error
@@ -66,7 +67,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	var c *cache.Cache
 	var partitioner *cache.Partitioner
 	if cfg.Cache.Enabled {
-		c, partitioner, err = a.newCache(ctx, opts)
+		c, partitioner, err = a.newCache(ctx, opts, caller)
 		if err != nil {
 			a.closeAll()
 			return nil, err
@@ -82,6 +83,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 		popts.Cache = c
 	}
 	popts.Metrics = proxy.NewMetrics(a.registry)
+	popts.Verify = a.verify.proxyVerify()
 	srv, err := proxy.New(popts)
 	if err != nil {
 		a.closeAll()
