@@ -3,6 +3,7 @@ package upstream
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"sync"
 	"testing"
@@ -137,6 +138,22 @@ func TestLaneKey(t *testing.T) {
 	for _, k := range []string{ka, kb, kc} {
 		if len(k) != 16 {
 			t.Errorf("lane key %q: want a 16-hex-digit hash, never the key", k)
+		}
+	}
+}
+
+func TestClientTimeout(t *testing.T) {
+	for _, tt := range []struct {
+		v    string
+		want time.Duration
+	}{{"", math.MaxInt64}, {"600", 570 * time.Second}, {"2.5", 2375 * time.Millisecond}, {"0.1", time.Second},
+		{"-1", math.MaxInt64}, {"soon", math.MaxInt64}, {"NaN", math.MaxInt64}} {
+		h := http.Header{}
+		if tt.v != "" {
+			h.Set("X-Stainless-Timeout", tt.v)
+		}
+		if got := clientTimeout(h); got != tt.want {
+			t.Errorf("clientTimeout(%q) = %s, want %s", tt.v, got, tt.want)
 		}
 	}
 }

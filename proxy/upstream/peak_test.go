@@ -409,3 +409,44 @@ func TestClassifyHook(t *testing.T) {
 		t.Errorf("second Do: %v, %d calls to the spent target; want the fallback and no new call", err, a.count())
 	}
 }
+
+// TestAppTimeoutBoundsTheWait: an SDK's X-Stainless-Timeout shortens the
+// deadline, so a request that would wait longer than the app does gets 429 +
+// Retry-After in time, never a hang.
+func TestAppTimeoutBoundsTheWait(t *testing.T) {
+	model := startCapacityModel(t, 1, 100*time.Millisecond)
+	c := defaultCaller(t, model.url())
+	for range 3 { // the lane measures the time per answer
+		if _, err := c.Do(t.Context(), chat("gpt-4o")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got tally
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			req := chat("gpt-4o")
+			req.Header.Set("X-Stainless-Timeout", "1.5")
+			start := time.Now()
+			_, err := c.Do(context.Background(), req)
+			var e *Error
+			switch {
+			case err == nil:
+				got.add(200, false, time.Since(start))
+			case errors.As(err, &e):
+				got.add(e.Status, e.RetryAfter >= time.Second, time.Since(start))
+			default:
+				got.add(0, false, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("answered %d, 429 %d, other %d, slowest %s", got.answered, got.limited, got.server+got.other, got.slowest)
+	if got.answered == 0 || got.limited == 0 || got.server+got.other > 0 || got.noRetryAfter > 0 {
+		t.Errorf("answered %d, 429 %d, 5xx %d, other %d, without Retry-After %d: want some answers, the rest 429 with Retry-After",
+			got.answered, got.limited, got.server, got.other, got.noRetryAfter)
+	}
+	if got.slowest > 1500*time.Millisecond {
+		t.Errorf("slowest request took %s, past the app's 1.5 s timeout", got.slowest)
+	}
+}
