@@ -7,9 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 )
@@ -206,7 +209,7 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 		return nil, &Error{Status: http.StatusNotFound, Code: CodeModelNotFound, Err: ErrUnknownModel,
 			Message: fmt.Sprintf("breakwater: the model %q is not configured and there is no default upstream", req.Model)}
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.retry.Deadline)
+	dctx, cancel := context.WithTimeout(ctx, min(c.retry.Deadline, clientTimeout(req.Header)))
 	defer cancel()
 	deadline, _ := dctx.Deadline()
 	k := &call{c: c, req: req, ctx: ctx, dctx: dctx, deadline: deadline, budget: time.Until(deadline),
@@ -250,6 +253,24 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 		return nil, err
 	}
 	return nil, k.rep.exhausted()
+}
+
+// clientTimeout is how long the app itself waits, when its SDK says so: the
+// Stainless-generated SDKs (OpenAI's and Anthropic's, among others) send
+// their timeout in seconds as X-Stainless-Timeout. A little is kept back so
+// that a refusal reaches the app before it gives up. It returns the largest
+// duration when the header is absent or unreadable.
+func clientTimeout(h http.Header) time.Duration {
+	v := h.Get("X-Stainless-Timeout")
+	if v == "" {
+		return math.MaxInt64
+	}
+	s, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) || s > 86400 {
+		return math.MaxInt64
+	}
+	d := time.Duration(s * float64(time.Second))
+	return max(d-d/20, time.Second) // 5 % margin, at least 1 s
 }
 
 // avoidLast moves the target named avoid behind every other target, so a

@@ -121,6 +121,9 @@ func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error 
 	now := time.Now()
 	left := deadline.Sub(now)
 	l.mu.Lock()
+	if l.used.IsZero() {
+		defer l.t.limitMoved(l.lim.limit) // counted from first use
+	}
 	l.used = now
 	wait, ahead := l.expectedWait(rank)
 	service := l.lim.service()
@@ -234,7 +237,7 @@ func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
 	l.inflight--
 	l.dispatch()
 	l.mu.Unlock()
-	if after != before {
+	if after != before { // used: done follows an acquire
 		l.t.limitMoved(after - before)
 	}
 }
@@ -245,6 +248,7 @@ type laneStats struct {
 	wait, service time.Duration
 	queued        int
 	paced         bool
+	used          bool
 }
 
 func (l *lane) snapshot(now time.Time) laneStats {
@@ -253,7 +257,7 @@ func (l *lane) snapshot(now time.Time) laneStats {
 	return laneStats{
 		limit: l.lim.limit, rate: l.lim.rate(), service: l.lim.service(),
 		wait:   time.Duration(l.waitE * float64(time.Second)),
-		queued: l.waiters.Len(), paced: l.pace.wait(now) > 0,
+		queued: l.waiters.Len(), paced: l.pace.wait(now) > 0, used: !l.used.IsZero(),
 	}
 }
 

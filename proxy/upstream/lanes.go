@@ -59,9 +59,7 @@ func (t *target) initLanes() {
 }
 
 func (t *target) newLane(key string) *lane {
-	l := newLane(t, key, t.up.cfg.MaxConcurrency, t.up.cfg.MaxQueue)
-	t.limitMoved(l.lim.limit)
-	return l
+	return newLane(t, key, t.up.cfg.MaxConcurrency, t.up.cfg.MaxQueue)
 }
 
 // laneFor returns the lane of key, creating it when needed; an idle lane is
@@ -81,9 +79,11 @@ func (t *target) laneFor(key string) *lane {
 		for k, l := range ls.per {
 			if l.idle(now) {
 				l.mu.Lock()
-				limit := l.lim.limit
+				limit, used := l.lim.limit, !l.used.IsZero()
 				l.mu.Unlock()
-				t.limitMoved(-limit)
+				if used {
+					t.limitMoved(-limit)
+				}
 				delete(ls.per, k)
 				break
 			}
@@ -142,6 +142,9 @@ func (t *target) summary(now time.Time) laneSummary {
 	var services time.Duration
 	t.eachLane(func(l *lane) {
 		ls := l.snapshot(now)
+		if !ls.used {
+			return // never admitted a request: its limit is only the starting point
+		}
 		s.count++
 		s.limit += ls.limit
 		s.rate += ls.rate

@@ -34,6 +34,9 @@ func (c *Caller) Busy(model string) bool {
 	if r == nil || len(r.groups) == 0 || len(r.groups[0]) == 0 {
 		return false
 	}
+	if r == c.def {
+		return c.targetBusy(c.defaultMember(model).t, c.now())
+	}
 	return c.targetBusy(r.groups[0][0].t, c.now())
 }
 
