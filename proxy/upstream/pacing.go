@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/retry"
 )
 
 // pacer holds a target back until the upstream's rate-limit window resets, so the
@@ -72,16 +74,4 @@ func (p *pacer) observe(now time.Time, h http.Header) time.Duration {
 	return hold
 }
 
-func parseReset(v string) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
-		return d, true
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < 1e6 {
-		return time.Duration(s * float64(time.Second)), true
-	}
-	return 0, false
-}
+func parseReset(v string) (time.Duration, bool) { return retry.Reset(v) }
