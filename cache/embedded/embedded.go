@@ -70,7 +70,7 @@ func (o Options) withDefaults() (Options, error) {
 			*v = d
 		}
 	}
-	def(&o.MaxEntries, 100_000)
+	def(&o.MaxEntries, DefaultMaxEntries)
 	def(&o.FlatLimit, 2048)
 	def(&o.M, 16)
 	def(&o.EfConstruction, 100)
