@@ -22,6 +22,11 @@ const (
 const (
 	ComponentEmbedder = "embedder"
 	ComponentIndex    = "index"
+	// ComponentIndexWrites is the index's write path, tracked apart from its
+	// reads: with a full disk every search (and the Len that Recheck calls)
+	// succeeds while every upsert fails, and a read success must not clear a
+	// write failure. Only a successful upsert clears it.
+	ComponentIndexWrites = "index_writes"
 )
 
 // Defaults for zero Options fields.
@@ -143,7 +148,11 @@ type Stats struct {
 	// WriteFailures counts index writes lost to embedder or index errors.
 	WriteFailures uint64 `json:"write_failures"`
 	EmbedErrors   uint64 `json:"embed_errors"`
-	IndexErrors   uint64 `json:"index_errors"`
+	// IndexErrors counts failed index reads and flushes.
+	IndexErrors uint64 `json:"index_errors"`
+	// IndexWriteErrors counts failed index upserts (batches), the failures
+	// that make ComponentIndexWrites degraded.
+	IndexWriteErrors uint64 `json:"index_write_errors"`
 	// GuardRejections counts semantic candidates rejected by Guard, by reason.
 	GuardRejections map[string]uint64 `json:"guard_rejections"`
 	// LongTextRejections counts candidates rejected because the embedder
@@ -183,8 +192,15 @@ type Cache struct {
 	health   map[string]error
 
 	embedErrors, indexErrors, writeFailures, longText, promotions atomic.Uint64
+	indexWriteErrors                                              atomic.Uint64
 	guardMu                                                       sync.Mutex
 	guardRejects                                                  map[string]uint64
+
+	// retryMu guards retry, the last batch whose upsert failed (at most
+	// maxBatch items): Recheck upserts it again to learn whether writes work
+	// without waiting for new traffic.
+	retryMu sync.Mutex
+	retry   []retryItem
 
 	closeOnce sync.Once
 }
@@ -497,6 +513,7 @@ func (c *Cache) Stats(ctx context.Context) Stats {
 		WriteFailures:      c.writeFailures.Load(),
 		EmbedErrors:        c.embedErrors.Load(),
 		IndexErrors:        c.indexErrors.Load(),
+		IndexWriteErrors:   c.indexWriteErrors.Load(),
 		LongTextRejections: c.longText.Load(),
 		Promotions:         c.promotions.Load(),
 	}
@@ -543,5 +560,8 @@ func (c *Cache) Recheck(ctx context.Context) {
 		if _, err := c.embedder.Embed(ctx, []string{"readiness probe"}); err == nil {
 			c.ok(ComponentEmbedder)
 		}
+	}
+	if h[ComponentIndexWrites] != nil && c.index != nil {
+		c.retryWrites(ctx)
 	}
 }

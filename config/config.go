@@ -13,12 +13,17 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/internal/retry"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -118,7 +123,7 @@ type CacheConfig struct {
 	// (0, 1]. Default 0.92 (chosen on the dev set with the guard on: docs/PRECISION.md). A request's X-Breakwater-Threshold may raise it,
 	// never lower it.
 	Threshold float64 `toml:"threshold"`
-	// ExactMaxBytes is the exact tier's memory budget. Default 256 MiB.
+	// ExactMaxBytes is the exact tier's memory budget. Default 64 MiB.
 	// 0 disables the exact tier.
 	ExactMaxBytes Size `toml:"exact_max_bytes"`
 	// PartitionBy lists what separates tenants: "authorization" (HMAC of the
@@ -276,7 +281,9 @@ type RetryConfig struct {
 	// BaseDelay is the first backoff step (exponential, full jitter).
 	// Default 200ms.
 	BaseDelay Duration `toml:"base_delay"`
-	// MaxDelay caps one backoff wait; must be >= BaseDelay. Default 5s.
+	// MaxDelay caps one computed backoff wait; must be >= BaseDelay. Default
+	// 5s. A server's Retry-After above it is honoured when the deadline
+	// leaves room for it (internal/retry).
 	MaxDelay Duration `toml:"max_delay"`
 	// Deadline bounds a whole request: every attempt, wait and fallback,
 	// the wait in the queue included. Default 60s.
@@ -298,7 +305,7 @@ type BreakerConfig struct {
 	// Window is the rolling window for FailureRatio. Default 30s.
 	Window Duration `toml:"window"`
 	// MinRequests is how many requests the window needs before FailureRatio
-	// can open the breaker. Default 10. Must be >= 1.
+	// can open the breaker. Default 20. Must be >= 1.
 	MinRequests int `toml:"min_requests"`
 	// FailureRatio opens the breaker when failures/requests in Window reach
 	// it, in (0, 1]. Default 0.5.
@@ -463,13 +470,13 @@ func defaults() *Config {
 			Enabled:            true,
 			TTL:                Duration(24 * time.Hour),
 			Threshold:          0.92,
-			ExactMaxBytes:      256 * MiB,
+			ExactMaxBytes:      Size(cache.DefaultExactMaxBytes),
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
 			PartitionSecretEnv: "BREAKWATER_PARTITION_SECRET",
 			MaxTemperature:     1.0,
 			StaleIfError:       true,
 			StaleThreshold:     0.85,
-			WriteQueue:         1024,
+			WriteQueue:         cache.DefaultQueueSize,
 			DataDir:            "./data",
 			Verify: VerifyConfig{
 				Judge:            JudgeNone,
@@ -484,37 +491,37 @@ func defaults() *Config {
 		},
 		Vector: VectorConfig{
 			Backend:       BackendEmbedded,
-			MaxEntries:    100000,
+			MaxEntries:    embedded.DefaultMaxEntries,
 			MaxBytes:      embedded.DefaultMaxBytes,
 			MaxEntryBytes: embedded.DefaultMaxEntryBytes,
 			Qdrant: QdrantConfig{
-				URL:        "localhost:6334",
-				Collection: "breakwater",
-				Timeout:    Duration(2 * time.Second),
+				URL:        qdrant.DefaultAddr,
+				Collection: qdrant.DefaultCollection,
+				Timeout:    Duration(qdrant.DefaultTimeout),
 			},
 		},
 		Embed: EmbedConfig{
 			Provider:   ProviderBuiltin,
 			CacheBytes: 32 * MiB,
 			OpenAI: OpenAIEmbedConfig{
-				Timeout: Duration(10 * time.Second),
+				Timeout: Duration(embed.DefaultOpenAITimeout),
 			},
 		},
 		Retry: RetryConfig{
-			MaxAttempts:   3,
-			BaseDelay:     Duration(200 * time.Millisecond),
-			MaxDelay:      Duration(5 * time.Second),
-			Deadline:      Duration(60 * time.Second),
+			MaxAttempts:   upstream.DefaultMaxAttempts,
+			BaseDelay:     Duration(upstream.DefaultBaseDelay),
+			MaxDelay:      Duration(upstream.DefaultMaxDelay),
+			Deadline:      Duration(upstream.DefaultDeadline),
 			RetryAfterCap: Duration(upstream.DefaultRetryAfterCap),
-			RetryOn:       []int{429, 500, 502, 503, 504, 529},
+			RetryOn:       slices.Clone(retry.DefaultStatuses),
 		},
 		Breaker: BreakerConfig{
-			Window:              Duration(30 * time.Second),
-			MinRequests:         10,
-			FailureRatio:        0.5,
-			ConsecutiveFailures: 5,
-			OpenFor:             Duration(15 * time.Second),
-			HalfOpenProbes:      1,
+			Window:              Duration(upstream.DefaultBreakerWindow),
+			MinRequests:         upstream.DefaultBreakerMinRequests,
+			FailureRatio:        upstream.DefaultBreakerFailureRatio,
+			ConsecutiveFailures: upstream.DefaultBreakerConsecutiveFailures,
+			OpenFor:             Duration(upstream.DefaultBreakerOpenFor),
+			HalfOpenProbes:      upstream.DefaultBreakerHalfOpenProbes,
 		},
 		Stream: StreamConfig{
 			Resume:        true,
