@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -39,7 +40,14 @@ var pathsAnswer = func() []byte {
 }()
 
 // pathsUpstream answers every request with pathsAnswer after reading the body.
-func pathsUpstream() *httptest.Server {
+func pathsUpstream() (srv *httptest.Server) {
+	pprof.Do(context.Background(), pprof.Labels("side", "upstream"), func(context.Context) {
+		srv = pathsUpstreamServer()
+	})
+	return srv
+}
+
+func pathsUpstreamServer() *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -84,7 +92,11 @@ base_url = "%s/v1"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
+	// Goroutines inherit profiler labels: everything the server runs is
+	// tagged side=breakwater (go tool pprof -tagfocus side=breakwater).
+	pprof.Do(ctx, pprof.Labels("side", "breakwater"), func(ctx context.Context) {
+		go func() { done <- a.Serve(ctx, ln) }()
+	})
 	b.Cleanup(func() {
 		cancel()
 		<-done
@@ -123,6 +135,7 @@ func BenchmarkPaths(b *testing.B) {
 			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}()
 		b.RunParallel(func(pb *testing.PB) {
+			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
 			for pb.Next() {
 				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body(int(seq.Add(1)))))
 				req.Header.Set("Content-Type", "application/json")

@@ -86,7 +86,7 @@ func (k *call) send(x *exchange) result {
 		if k.stream {
 			rd = io.LimitReader(rd, maxErrorBody)
 		}
-		r.body, err = io.ReadAll(rd)
+		r.body, err = readSized(rd, r.resp.ContentLength)
 		r.resp.Body.Close()
 	}
 	dur := time.Since(start)
@@ -187,4 +187,27 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// readSized is io.ReadAll with the buffer sized from the response's
+// Content-Length (-1 when unknown): one allocation and no copies for the
+// usual JSON answer, where io.ReadAll grows from 512 bytes.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 || size > 64<<20 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: room to see EOF without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }
