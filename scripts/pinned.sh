@@ -173,17 +173,17 @@ fi
 # --- load -------------------------------------------------------------------
 # 316-byte bodies; miss.lua numbers them so every one is new.
 cat >"$TMP/miss.lua" <<'EOF'
+-- A question of about 16 tokens carrying a counter; the "user" field (which
+-- does not change the answer) pads every body to 316 bytes.
 local n = 0
-local head = '{"model":"gpt-test","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly."},{"role":"user","content":"Question '
-local tail = ': what is the best way to parse a large JSON document in Go without loading it all into memory?"}],"temperature":0,"max_tokens":256,"user":"bench"}'
-local pad = 316 - #head - #tail
 request = function()
 	n = n + 1
-	local body = head .. string.format("%0" .. pad .. "d", n) .. tail
+	local head = '{"model":"gpt-test","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly."},{"role":"user","content":"How do I parse JSON file number ' .. n .. ' in Go quickly?"}],"temperature":0,"max_tokens":256,"user":"'
+	local body = head .. string.rep("u", 316 - #head - 2) .. '"}'
 	return wrk.format("POST", "/v1/chat/completions", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer sk-bench"}, body)
 end
 EOF
-sed -e 's/n = n + 1/n = 0/' "$TMP/miss.lua" >"$TMP/hit.lua"
+sed -e 's/n = n + 1/n = 1/' "$TMP/miss.lua" >"$TMP/hit.lua"
 
 server_pids() { # name
 	case $1 in
@@ -265,6 +265,23 @@ for r in $(seq "$ROUNDS"); do
 			say "| miss | $c | $name | $RPS | $CPU_US µs | $P50_US µs$extra | $(ratio "$CPU_US" "$base_cpu")× | $(ratio "$RPS" "$base_rps") |"
 		done
 	done
+	# Semantic misses: cache on, every question new (embed, search, write
+	# back); "added" is over the cache-off proxy's p50 in the same round.
+	SEM=(bwon:$BWON)
+	[ -n "$BEFORE" ] && SEM+=(oldon:$OLDON)
+	cell bwoff $BWOFF miss.lua 1
+	OFFP50=$P50_US
+	for c in 1 16; do
+		base_cpu= base_rps=
+		for t in "${SEM[@]}"; do
+			name=${t%%:*} port=${t#*:}
+			cell "$name" "$port" miss.lua "$c"
+			if [ -z "$base_cpu" ]; then base_cpu=$CPU_US base_rps=$RPS; fi
+			extra=
+			[ "$c" = 1 ] && extra=" (added $(awk -v a="$P50_US" -v m="$OFFP50" 'BEGIN { printf "%.0f", a - m }') µs over cache off)"
+			say "| semantic miss | $c | $name | $RPS | $CPU_US µs | $P50_US µs$extra | $(ratio "$CPU_US" "$base_cpu")× bwon | $(ratio "$RPS" "$base_rps") bwon |"
+		done
+	done
 	for c in 16 64; do
 		base_cpu= base_rps=
 		for t in "${HIT[@]}"; do
@@ -276,6 +293,8 @@ for r in $(seq "$ROUNDS"); do
 	done
 	say
 done
-hdr=$(curl -s -D - -o /dev/null -H 'Content-Type: application/json' -H 'Authorization: Bearer sk-bench' -d '{"model":"gpt-test","messages":[{"role":"user","content":"x"}]}' "http://127.0.0.1:$BWON/v1/chat/completions" | tr -d '\r' | grep -i '^x-breakwater-cache' || true)
+for _ in 1 2; do
+	hdr=$(curl -s -D - -o /dev/null -H 'Content-Type: application/json' -H 'Authorization: Bearer sk-bench' -d '{"model":"gpt-test","messages":[{"role":"user","content":"x"}]}' "http://127.0.0.1:$BWON/v1/chat/completions" | tr -d '\r' | grep -i '^x-breakwater-cache' || true)
+done
 say "Check: a repeated request to Breakwater (cache on) answers \`${hdr:-no header}\` after the first; its log has $(grep -c '"msg":"request"' "$TMP/bwon.log" || echo 0) request lines at info."
 log "done"
