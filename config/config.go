@@ -187,7 +187,7 @@ type VerifyConfig struct {
 	MinSimilarity float64 `toml:"min_similarity"`
 	// MinScore accepts a reranker relevance_score at or above it. Default 0.5.
 	MinScore float64 `toml:"min_score"`
-	// Candidates is how many guarded candidates one lookup may judge. Default 3.
+	// Candidates is how many guarded candidates one lookup may judge. Default 1.
 	Candidates int `toml:"candidates"`
 	// Timeout bounds one judge call; past it the static threshold decides.
 	// Default 1s.
