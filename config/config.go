@@ -88,6 +88,10 @@ type ServerConfig struct {
 	// AdminAllowNoToken lets loopback clients use /admin/* when no admin
 	// token is set. Default false.
 	AdminAllowNoToken bool `toml:"admin_allow_no_token"`
+	// AdminListen moves /stats, /metrics, /dashboard and /admin/* to a
+	// listener of their own (host:port), off the API port. Default "": one
+	// listener serves everything.
+	AdminListen string `toml:"admin_listen"`
 	// ShutdownTimeout bounds graceful shutdown (drain requests, flush index
 	// writes). Default 15s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
