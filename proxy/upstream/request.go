@@ -41,6 +41,10 @@ type Request struct {
 	// per target, so every attempt to a target sends the same bytes. nil
 	// rewrites the body's top-level "model" field and keeps Path.
 	ForModel func(model string) (path string, body []byte)
+	// Classify reads each non-2xx answer of this request's wire format; its
+	// verdict is combined with the caller's own reading of the status and
+	// headers. nil means status and headers only.
+	Classify func(status int, header http.Header, body []byte) Verdict
 }
 
 func (r *Request) method() string {
