@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // Format is one wire API (OpenAI Chat Completions, Anthropic Messages, ...):
@@ -103,4 +104,18 @@ func formatOf(c echo.Context) Format {
 // routes gets.
 func passthroughFormat(h http.Header) Format {
 	return chatFormat
+}
+
+// requestShaper is a Format whose requests are not sent upstream to its
+// Endpoint as they came: Gemini's carry the model and method in the path,
+// and its refusals are read from the body.
+type requestShaper interface {
+	shapeRequest(r *upstream.Request)
+}
+
+// shapeRequest lets f adjust the upstream request r built by the flow.
+func shapeRequest(f Format, r *upstream.Request) {
+	if sh, ok := f.(requestShaper); ok {
+		sh.shapeRequest(r)
+	}
 }

@@ -100,6 +100,10 @@ type Options struct {
 	// Resume continues a stream cut after its first byte on the next target
 	// (partial answer as an assistant prefix); false sends an SSE error event.
 	Resume bool
+	// StoreMaxTokens also stores Gemini answers cut by maxOutputTokens
+	// (finishReason MAX_TOKENS); false stores only those that stopped by
+	// themselves (STOP).
+	StoreMaxTokens bool
 	// MaxResumes bounds resumptions of one stream. Zero: 2.
 	MaxResumes int
 	// IdleTimeout cuts an upstream stream that sends nothing for this long.
@@ -174,6 +178,7 @@ func New(opts Options) (*Server, error) {
 		e.POST(f.Endpoint(), s.serveFormat(f))
 	}
 	e.GET("/v1/models", s.handleModels)
+	s.mountGemini(e)
 	e.Any("/v1/*", s.handleForward)
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
