@@ -325,7 +325,8 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		case !r.retry && r.err == nil:
 			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, attempts: k.rep.attempts}, nil
 		}
-		k.rep.note(t.name, r.describe())
+		v := k.verdict(&r)
+		k.rep.note(t.name, r.describe()+v.suffix())
 		k.rep.lastStatus, k.rep.lastErr = 0, r.err
 		if r.err == nil {
 			k.rep.lastStatus, k.rep.lastErr = r.resp.StatusCode, &StatusError{Status: r.resp.StatusCode}
@@ -337,14 +338,17 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			t.pace.hold(c.now().Add(ra))
 			k.rep.hint(t.name, ra)
 		}
-		if !r.retry || n == c.retry.MaxAttempts {
+		if v.RetryAfter > 0 {
+			k.rep.hint(t.name, v.RetryAfter)
+		}
+		if !r.retry || v.NoRetrySameTarget || n == c.retry.MaxAttempts {
 			return nil, nil
 		}
-		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), t.pace.wait(c.now()))
+		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), t.pace.wait(c.now()), v.RetryAfter)
 		if wait >= k.remaining() {
 			// a wait that does not fit the deadline skips the target at once.
 			what := "next backoff"
-			if hinted {
+			if hinted || v.RetryAfter > 0 {
 				what = "asked to wait"
 			}
 			k.rep.note(t.name, fmt.Sprintf("%s %s, beyond the deadline", what, wait.Round(time.Millisecond)))
