@@ -388,7 +388,7 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 		// Each chunk holds one part (or one piece of a text part).
 		var pieces []map[string]any
 		for _, p := range content.Parts {
-			if !textPart(p) || p["thoughtSignature"] != nil {
+			if !textPart(p) {
 				rp := make(map[string]any, len(p))
 				for k, v := range p {
 					rp[k] = v
@@ -404,10 +404,15 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 			if len(ws) == 0 {
 				ws = []string{""}
 			}
-			for _, piece := range ws {
+			for i, piece := range ws {
 				rp := map[string]any{"text": piece}
 				if th, ok := p["thought"]; ok {
 					rp["thought"] = th
+				}
+				if sig, ok := p["thoughtSignature"]; ok && i == len(ws)-1 {
+					// On the last piece, where the assembler (ours, the
+					// SDKs') keeps it for the merged part.
+					rp["thoughtSignature"] = sig
 				}
 				pieces = append(pieces, rp)
 			}
