@@ -102,10 +102,14 @@ func formatOf(c echo.Context) Format {
 
 // passthroughFormat is the Format whose errors a request outside the cached
 // routes gets: Anthropic's for a request carrying anthropic-version (every
-// Anthropic SDK sends it), OpenAI's otherwise.
+// Anthropic SDK sends it), Google's for a Gemini client, OpenAI's otherwise.
 func passthroughFormat(h http.Header) Format {
 	if h.Get(headerAnthropicVersion) != "" {
 		return messagesFormat
+	}
+	if h.Get("X-Goog-Api-Client") != "" || h.Get("X-Goog-Api-Key") != "" {
+		// The genai SDKs send x-goog-api-client on every request.
+		return geminiErrors
 	}
 	return chatFormat
 }

@@ -47,6 +47,13 @@ func (f *fakeGemini) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	raw, _ := io.ReadAll(r.Body)
 	var body map[string]any
 	_ = json.Unmarshal(raw, &body)
+	if r.URL.Path == "/v1beta/models" {
+		f.mu.Lock()
+		f.calls = append(f.calls, geminiCall{method: "list", query: r.URL.RawQuery, key: r.Header.Get("X-Goog-Api-Key"), at: time.Now()})
+		f.mu.Unlock()
+		writeJSON(w, 200, map[string]any{"models": []any{map[string]any{"name": "models/" + geminiFlash}}})
+		return
+	}
 	rest, ok := strings.CutPrefix(r.URL.Path, "/v1beta/models/")
 	if !ok {
 		writeJSON(w, 404, map[string]any{"error": map[string]any{"code": 404, "message": "no such path " + r.URL.Path, "status": "NOT_FOUND"}})
@@ -168,6 +175,13 @@ func newGeminiEnv(t *testing.T, eo envOptions) *geminiEnv {
 	api := &fakeGemini{}
 	srv := httptest.NewServer(api)
 	t.Cleanup(srv.Close)
+	innerProxy := eo.proxy
+	eo.proxy = func(o *Options) {
+		o.GeminiPassthrough = mustURL(t, srv.URL+"/v1beta")
+		if innerProxy != nil {
+			innerProxy(o)
+		}
+	}
 	inner := eo.caller
 	eo.caller = func(o *upstream.Options) {
 		o.Upstreams = append(o.Upstreams, upstream.Upstream{Name: "gemini", BaseURL: srv.URL + "/v1beta", Timeout: 5 * time.Second, MaxConcurrency: 16, MaxQueue: 16})

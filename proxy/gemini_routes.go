@@ -120,6 +120,15 @@ func geminiTarget(rest string) (model, method string) {
 // the caller's retries and fallbacks, and answers what the upstream said.
 func (s *Server) geminiPassthrough(c echo.Context, model, rest string, query url.Values) error {
 	req := c.Request()
+	if model == "" && s.geminiFwd != nil {
+		// The forwarder puts what follows "/v1" after the Gemini upstream's
+		// root, which holds the API version.
+		req.URL.Path, req.URL.RawPath = "/v1"+rest, ""
+		c.Response().Header().Set(HeaderCache, OutcomeBypass)
+		s.stats.outcome(OutcomeBypass)
+		s.geminiFwd.ServeHTTP(c.Response(), req)
+		return nil
+	}
 	x := &exchange{c: c, log: s.logger(c), format: geminiErrors, endpoint: geminiPassEndpoint, start: s.opts.Now()}
 	body, err := readBody(req, s.opts.MaxBodyBytes)
 	if errors.Is(err, errTooLarge) {

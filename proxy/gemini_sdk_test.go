@@ -317,6 +317,7 @@ func TestGeminiKeyInURLNotLogged(t *testing.T) {
 	do("POST", "/v1beta/models/"+geminiFlash+":generateContent?key="+secret, `{"contents": nope}`)
 	do("POST", "/v1beta/models/"+geminiFlash+":generateContent?key="+secret+"&key=other", question)
 	do("GET", "/v1beta/models/"+geminiFlash+"?key="+secret, "")
+	do("GET", "/v1beta/models?key="+secret, "")
 	do("GET", "/stats", "")
 	g.waitStreams()
 
@@ -368,6 +369,25 @@ func TestGeminiSDKCountTokensPassesThrough(t *testing.T) {
 	calls := g.api.callsTo(geminiFlash)
 	if len(calls) != 2 || calls[0].method != "countTokens" || calls[0].key != "key-a" {
 		t.Errorf("upstream calls = %+v, want two countTokens with the client's key", calls)
+	}
+}
+
+// A Gemini request naming no model goes to the Gemini upstream as it is,
+// its URL key moved into x-goog-api-key.
+func TestGeminiModelListPassesThrough(t *testing.T) {
+	g := newGeminiEnv(t, envOptions{})
+	resp, err := http.Get(g.front.URL + "/v1beta/models?pageSize=5&key=list-key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "models/"+geminiFlash) || resp.Header.Get(HeaderCache) != OutcomeBypass {
+		t.Fatalf("list: %d %s %s", resp.StatusCode, resp.Header.Get(HeaderCache), b)
+	}
+	calls := g.api.callsTo("")
+	if len(calls) != 1 || calls[0].method != "list" || calls[0].query != "pageSize=5" || calls[0].key != "list-key" {
+		t.Errorf("upstream saw %+v, want the list with pageSize=5 and the key in x-goog-api-key", calls)
 	}
 }
 

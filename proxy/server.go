@@ -90,6 +90,14 @@ type Options struct {
 	AnthropicPassthrough     *url.URL
 	AnthropicPassthroughKey  string
 	AnthropicPassthroughAuth string
+	// GeminiPassthrough is the Gemini API root (including its version, e.g.
+	// .../v1beta) for the Gemini requests whose path names no model (GET
+	// /v1beta/models, files, ...). Nil: they go through the Caller to the
+	// default upstream. GeminiPassthroughKey and GeminiPassthroughAuth work
+	// as the OpenAI ones.
+	GeminiPassthrough     *url.URL
+	GeminiPassthroughKey  string
+	GeminiPassthroughAuth string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (413 beyond). Zero: 4 MiB.
@@ -144,7 +152,9 @@ type Server struct {
 	fwd      *httputil.ReverseProxy
 	// anthropicFwd serves pass-through requests of Anthropic clients; nil: fwd.
 	anthropicFwd *httputil.ReverseProxy
-	ready        atomic.Bool
+	// geminiFwd serves Gemini requests naming no model; nil: the Caller.
+	geminiFwd *httputil.ReverseProxy
+	ready     atomic.Bool
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -180,6 +190,9 @@ func New(opts Options) (*Server, error) {
 	}
 	if opts.AnthropicPassthrough != nil {
 		s.anthropicFwd = s.newForwarder(opts.AnthropicPassthrough, opts.AnthropicPassthroughKey, opts.AnthropicPassthroughAuth)
+	}
+	if opts.GeminiPassthrough != nil {
+		s.geminiFwd = s.newForwarder(opts.GeminiPassthrough, opts.GeminiPassthroughKey, opts.GeminiPassthroughAuth)
 	}
 	e := echo.New()
 	e.HideBanner = true
