@@ -60,6 +60,11 @@ type Config struct {
 	// carrying anthropic-version) outside /v1/messages, e.g.
 	// /v1/messages/count_tokens, as they are. Empty: DefaultUpstream.
 	AnthropicUpstream string `toml:"anthropic_upstream"`
+	// GeminiUpstream receives the Gemini API requests whose path names no
+	// model (GET /v1beta/models, files, cachedContents), as they are. Empty:
+	// they go to DefaultUpstream through the caller. Requests naming a model
+	// follow that model's route.
+	GeminiUpstream string `toml:"gemini_upstream"`
 }
 
 // ServerConfig is [server].
@@ -152,6 +157,11 @@ type CacheConfig struct {
 	// StaleThreshold is the minimum similarity for a stale answer, in (0, 1]
 	// and at most Threshold. Default 0.85.
 	StaleThreshold float64 `toml:"stale_threshold"`
+	// StoreMaxTokens also stores Gemini answers cut by maxOutputTokens
+	// (finishReason MAX_TOKENS). Default false: only answers that stopped by
+	// themselves (STOP) are stored; SAFETY, RECITATION, BLOCKLIST and errors
+	// never are.
+	StoreMaxTokens bool `toml:"store_max_tokens"`
 	// WriteQueue is the capacity of the asynchronous vector-index write queue;
 	// a full queue drops (and counts) writes, never blocks a response.
 	// Default 1024. Must be >= 1.

@@ -69,6 +69,9 @@ func (c *Config) Validate() error {
 	if c.AnthropicUpstream != "" && len(c.Upstreams) > 0 && !slices.Contains(upstreams, c.AnthropicUpstream) {
 		v.add("anthropic_upstream", c.AnthropicUpstream, "no [[upstreams]] named %q (have: %s)", c.AnthropicUpstream, upstreams)
 	}
+	if c.GeminiUpstream != "" && len(c.Upstreams) > 0 && !slices.Contains(upstreams, c.GeminiUpstream) {
+		v.add("gemini_upstream", c.GeminiUpstream, "no [[upstreams]] named %q (have: %s)", c.GeminiUpstream, upstreams)
+	}
 	return errors.Join(v.errs...)
 }
 

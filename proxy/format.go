@@ -9,6 +9,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // Format is one wire API (OpenAI Chat Completions, Anthropic Messages, ...):
@@ -101,10 +102,28 @@ func formatOf(c echo.Context) Format {
 
 // passthroughFormat is the Format whose errors a request outside the cached
 // routes gets: Anthropic's for a request carrying anthropic-version (every
-// Anthropic SDK sends it), OpenAI's otherwise.
+// Anthropic SDK sends it), Google's for a Gemini client, OpenAI's otherwise.
 func passthroughFormat(h http.Header) Format {
 	if h.Get(headerAnthropicVersion) != "" {
 		return messagesFormat
 	}
+	if h.Get("X-Goog-Api-Client") != "" || h.Get("X-Goog-Api-Key") != "" {
+		// The genai SDKs send x-goog-api-client on every request.
+		return geminiErrors
+	}
 	return chatFormat
+}
+
+// requestShaper is a Format whose requests are not sent upstream to its
+// Endpoint as they came: Gemini's carry the model and method in the path,
+// and its refusals are read from the body.
+type requestShaper interface {
+	shapeRequest(r *upstream.Request)
+}
+
+// shapeRequest lets f adjust the upstream request r built by the flow.
+func shapeRequest(f Format, r *upstream.Request) {
+	if sh, ok := f.(requestShaper); ok {
+		sh.shapeRequest(r)
+	}
 }

@@ -91,6 +91,14 @@ type Options struct {
 	AnthropicPassthrough     *url.URL
 	AnthropicPassthroughKey  string
 	AnthropicPassthroughAuth string
+	// GeminiPassthrough is the Gemini API root (including its version, e.g.
+	// .../v1beta) for the Gemini requests whose path names no model (GET
+	// /v1beta/models, files, ...). Nil: they go through the Caller to the
+	// default upstream. GeminiPassthroughKey and GeminiPassthroughAuth work
+	// as the OpenAI ones.
+	GeminiPassthrough     *url.URL
+	GeminiPassthroughKey  string
+	GeminiPassthroughAuth string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (413 beyond). Zero:
@@ -132,6 +140,10 @@ type Options struct {
 	// Resume continues a stream cut after its first byte on the next target
 	// (partial answer as an assistant prefix); false sends an SSE error event.
 	Resume bool
+	// StoreMaxTokens also stores Gemini answers cut by maxOutputTokens
+	// (finishReason MAX_TOKENS); false stores only those that stopped by
+	// themselves (STOP).
+	StoreMaxTokens bool
 	// MaxResumes bounds resumptions of one stream. Zero: 2.
 	MaxResumes int
 	// IdleTimeout cuts an upstream stream that sends nothing for this long.
@@ -171,9 +183,11 @@ type Server struct {
 	fwd      *httputil.ReverseProxy
 	// anthropicFwd serves pass-through requests of Anthropic clients; nil: fwd.
 	anthropicFwd *httputil.ReverseProxy
-	ready        atomic.Bool
-	bodySem      *semaphore.Weighted // nil: no limit
-	keys         *keyMemo            // nil when the cache is off
+	// geminiFwd serves Gemini requests naming no model; nil: the Caller.
+	geminiFwd *httputil.ReverseProxy
+	ready     atomic.Bool
+	bodySem   *semaphore.Weighted // nil: no limit
+	keys      *keyMemo            // nil when the cache is off
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -234,6 +248,9 @@ func New(opts Options) (*Server, error) {
 	if opts.AnthropicPassthrough != nil {
 		s.anthropicFwd = s.newForwarder(opts.AnthropicPassthrough, opts.AnthropicPassthroughKey, opts.AnthropicPassthroughAuth)
 	}
+	if opts.GeminiPassthrough != nil {
+		s.geminiFwd = s.newForwarder(opts.GeminiPassthrough, opts.GeminiPassthroughKey, opts.GeminiPassthroughAuth)
+	}
 	if opts.Cache != nil {
 		k, err := newKeyMemo()
 		if err != nil {
@@ -251,6 +268,7 @@ func New(opts Options) (*Server, error) {
 		e.POST(f.Endpoint(), s.serveFormat(f), s.bodyBudget)
 	}
 	e.GET("/v1/models", s.handleModels)
+	s.mountGemini(e)
 	e.Any("/v1/*", s.handleForward)
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)

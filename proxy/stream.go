@@ -31,17 +31,19 @@ type logFn func(msg string, args ...any)
 func (s *Server) newStreamJob(x *exchange) *streamJob {
 	req := x.c.Request()
 	l := x.log
+	ureq := &upstream.Request{
+		Path:      x.endpoint,
+		Model:     x.shape.Model,
+		Body:      x.body,
+		Header:    req.Header.Clone(),
+		RequestID: req.Header.Get(HeaderRequestID),
+		Class:     x.ctl.class,
+		Stream:    true,
+		ForModel:  x.format.ForModel(x.endpoint, x.body),
+	}
+	shapeRequest(x.format, ureq)
 	return &streamJob{
-		req: &upstream.Request{
-			Path:      x.endpoint,
-			Model:     x.shape.Model,
-			Body:      x.body,
-			Header:    req.Header.Clone(),
-			RequestID: req.Header.Get(HeaderRequestID),
-			Class:     x.ctl.class,
-			Stream:    true,
-			ForModel:  x.format.ForModel(x.endpoint, x.body),
-		},
+		req:      ureq,
 		key:      x.key,
 		format:   x.format,
 		mayStore: x.mayStore,

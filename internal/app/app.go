@@ -257,6 +257,7 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		MaxTemperature: cfg.Cache.MaxTemperature,
 		StaleIfError:   cfg.Cache.StaleIfError,
 		StaleThreshold: float32(cfg.Cache.StaleThreshold),
+		StoreMaxTokens: cfg.Cache.StoreMaxTokens,
 		Resume:         cfg.Stream.Resume,
 		IdleTimeout:    cfg.Stream.IdleTimeout.D(),
 		Logger:         opts.Logger,
@@ -307,6 +308,17 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		if u.APIKeyEnv != "" {
 			po.AnthropicPassthroughKey = opts.Env(u.APIKeyEnv)
 			po.AnthropicPassthroughAuth = u.Auth
+		}
+	}
+	if u, ok := cfg.Upstream(cfg.GeminiUpstream); ok {
+		root, err := url.Parse(u.BaseURL)
+		if err != nil {
+			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
+		}
+		po.GeminiPassthrough = root
+		if u.APIKeyEnv != "" {
+			po.GeminiPassthroughKey = opts.Env(u.APIKeyEnv)
+			po.GeminiPassthroughAuth = u.Auth
 		}
 	}
 	return po, nil
