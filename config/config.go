@@ -245,9 +245,14 @@ type Upstream struct {
 	// trailing slash.
 	BaseURL string `toml:"base_url"`
 	// APIKeyEnv names the environment variable holding this upstream's key,
-	// sent as "Authorization: Bearer <key>". Empty (default): the client's
-	// own Authorization header is forwarded.
+	// sent as Auth says, in place of the client's credential headers. Empty
+	// (default): the client's own Authorization / x-api-key headers are
+	// forwarded as sent.
 	APIKeyEnv string `toml:"api_key_env"`
+	// Auth is how the key of APIKeyEnv is sent: "bearer" (default,
+	// Authorization: Bearer <key>), "x-api-key" (Anthropic) or
+	// "x-goog-api-key" (Gemini). Empty: "bearer".
+	Auth string `toml:"auth"`
 	// Timeout bounds one attempt (until the response headers for streams).
 	// Default 60s (when the key is absent). Must be > 0.
 	Timeout Duration `toml:"timeout"`

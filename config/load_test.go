@@ -301,7 +301,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"unknown section", "[proxy]\nport = 1\n",
 			`:1:2: unknown key "proxy" (allowed: server, cache, vector, embed, retry, breaker, stream, upstreams, models, default_upstream)`},
 		{"upstream key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\napi_key = \"sk-x\"\n",
-			`:4:1: unknown key "upstreams.api_key" (allowed: name, base_url, api_key_env, timeout, max_concurrency, max_queue, pools)`},
+			`:4:1: unknown key "upstreams.api_key" (allowed: name, base_url, api_key_env, auth, timeout, max_concurrency, max_queue, pools)`},
 		{"pool key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\n[upstreams.pools.batch]\nqueue = 1\n",
 			`:5:1: unknown key "upstreams.pools.batch.queue" (allowed: max_concurrency, max_queue)`},
 		{"target key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\n[[models]]\nname = \"m\"\ntargets = [{ upstream = \"a\", prio = 1 }]\n",

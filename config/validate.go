@@ -261,6 +261,9 @@ func (c *Config) validateUpstreams(v *validator) names {
 			httpURL(v, key+".base_url", u.BaseURL)
 		}
 		envName(v, key+".api_key_env", u.APIKeyEnv)
+		if !slices.Contains([]string{"", "bearer", "x-api-key", "x-goog-api-key"}, u.Auth) {
+			v.add(key+".auth", u.Auth, `must be "bearer", "x-api-key" or "x-goog-api-key"`)
+		}
 		positive(v, key+".timeout", u.Timeout)
 		if u.MaxConcurrency < 1 {
 			v.add(key+".max_concurrency", u.MaxConcurrency, "must be >= 1")

@@ -15,14 +15,12 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-func (s *Server) handleChat(c echo.Context) error    { return s.serveCached(c, "/v1/chat/completions") }
-func (s *Server) handleGeneric(c echo.Context) error { return s.serveCached(c, c.Request().URL.Path) }
-
 // exchange is one request on its way through the cached flow.
 type exchange struct {
 	c         echo.Context
 	log       *slog.Logger
-	endpoint  string
+	format    Format
+	endpoint  string // format.Endpoint()
 	body      []byte
 	shape     requestShape
 	key       cache.Key
@@ -37,8 +35,9 @@ type exchange struct {
 
 // serveCached is the cached flow: parse, exact tier, singleflight,
 // semantic tier, caller, write-back.
-func (s *Server) serveCached(c echo.Context, endpoint string) error {
-	x := &exchange{c: c, log: s.logger(c), endpoint: endpoint, start: s.opts.Now()}
+func (s *Server) serveCached(c echo.Context, f Format) error {
+	endpoint := f.Endpoint()
+	x := &exchange{c: c, log: s.logger(c), format: f, endpoint: endpoint, start: s.opts.Now()}
 	req := c.Request()
 	body, err := readBody(req, s.opts.MaxBodyBytes)
 	if errors.Is(err, errTooLarge) {
@@ -62,22 +61,17 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 	if s.opts.Partitioner != nil {
 		partition = s.opts.Partitioner.Partition(req.Header)
 	}
-	if endpoint == "/v1/chat/completions" {
-		x.key, err = cache.ChatKey(partition, body, s.opts.Group)
-	} else {
-		x.key, err = cache.GenericKey(partition, endpoint, body)
-	}
+	x.key, err = f.Key(partition, req.Header, body, s.opts.Group)
 	if err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
-	// The key parsed the body already; only streams need one more field.
+	// The key parsed the body already.
 	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature}
 	// JSON and streams take the same decisions; only the writers differ: a
 	// stream hit is replayed as SSE, a stream miss is relayed as it arrives
 	// (stream.go).
 	hit, miss := s.writeCached, s.forward
 	if x.shape.Stream {
-		_ = json.Unmarshal(body, &x.shape)
 		hit, miss = s.replayHit, s.streamMiss
 	}
 	if s.bypass(x) {
@@ -125,7 +119,7 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h.Set(HeaderUpstream, "cache")
-	body := rewriteIdentity(res.Entry.Body, s.opts.Now())
+	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
 	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
 }
@@ -141,6 +135,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		Header:    req.Header,
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
+		ForModel:  x.format.ForModel(x.endpoint, x.body),
 	}
 	// The call may run on after this handler has returned (for the other
 	// waiters of a coalesced flight), so it touches nothing of x.
@@ -213,7 +208,7 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 	res, ok := s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
 		Threshold:    x.ctl.threshold,
 		MaxAge:       x.ctl.maxAge,
-		SkipSemantic: x.endpoint != "/v1/chat/completions",
+		SkipSemantic: !x.format.Semantic(),
 	})
 	if !ok {
 		return res, "", false
@@ -229,13 +224,13 @@ func (s *Server) store(x *exchange, resp *upstream.Response) {
 	if resp.Status != http.StatusOK {
 		return
 	}
-	s.storeBody(context.WithoutCancel(x.c.Request().Context()), x.key, x.endpoint, resp.Model, resp.Body)
+	s.storeBody(context.WithoutCancel(x.c.Request().Context()), x.key, x.format, resp.Model, resp.Body)
 }
 
 // storeBody stores a finished completion under key; anything that is not a
 // finished answer is dropped here.
-func (s *Server) storeBody(ctx context.Context, key cache.Key, endpoint, model string, body []byte) {
-	if !finished(endpoint, body) {
+func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model string, body []byte) {
+	if !f.Finished(body) {
 		return
 	}
 	now := s.opts.Now()
@@ -259,7 +254,7 @@ func (s *Server) staleAnswer(x *exchange) (cache.Result, bool) {
 	}
 	return s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
 		StaleThreshold: s.opts.StaleThreshold,
-		SkipSemantic:   x.endpoint != "/v1/chat/completions",
+		SkipSemantic:   !x.format.Semantic(),
 	})
 }
 

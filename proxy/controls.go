@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -76,42 +75,7 @@ var errTooLarge = errors.New("request body too large")
 
 // requestShape is the part of a request body the proxy itself needs.
 type requestShape struct {
-	Model         string   `json:"model"`
-	Stream        bool     `json:"stream"`
-	Temperature   *float64 `json:"temperature"`
-	StreamOptions *struct {
-		IncludeUsage bool `json:"include_usage"`
-	} `json:"stream_options"`
-}
-
-// finished reports whether a completion body is worth caching: well-formed,
-// with at least one choice, and every choice finished.
-func finished(endpoint string, body []byte) bool {
-	if endpoint == "/v1/embeddings" {
-		var r struct {
-			Data []json.RawMessage `json:"data"`
-		}
-		return json.Unmarshal(body, &r) == nil && len(r.Data) > 0
-	}
-	var r struct {
-		Choices []struct {
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
-		return false
-	}
-	for _, ch := range r.Choices {
-		if ch.FinishReason == nil {
-			return false
-		}
-		switch *ch.FinishReason {
-		case "stop", "length", "tool_calls", "function_call":
-		default:
-			// content_filter and anything unknown: the upstream refused or
-			// cut the answer; never serve that to the next asker.
-			return false
-		}
-	}
-	return true
+	Model       string   `json:"model"`
+	Stream      bool     `json:"stream"`
+	Temperature *float64 `json:"temperature"`
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // newForwarder builds the reverse proxy for /v1/* paths Breakwater does not
@@ -24,16 +26,17 @@ func (s *Server) newForwarder(root *url.URL) *httputil.ReverseProxy {
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.Out.Host = root.Host
 			if s.opts.PassthroughKey != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+s.opts.PassthroughKey)
+				upstream.SetAuth(pr.Out.Header, s.opts.PassthroughAuth, s.opts.PassthroughKey)
 			}
 		},
 		Transport:     s.opts.Transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
+			status, body := passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: the default upstream did not answer")
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadGateway)
-			_, _ = w.Write([]byte(`{"error":{"message":"breakwater: the default upstream did not answer","type":"server_error","param":null,"code":"upstream_unreachable"}}`))
+			w.WriteHeader(status)
+			_, _ = w.Write(body)
 		},
 	}
 	return rp

@@ -77,9 +77,11 @@ type Options struct {
 	// Passthrough is the default upstream's API root (including /v1) for
 	// the /v1/* paths that are forwarded without caching. Nil answers 404.
 	Passthrough *url.URL
-	// PassthroughKey replaces the client's Authorization on pass-through when
-	// set; empty forwards the client's header.
-	PassthroughKey string
+	// PassthroughKey replaces the client's credential headers on pass-through
+	// when set, sent in the PassthroughAuth style (upstream.AuthBearer when
+	// ""); empty forwards the client's headers as sent.
+	PassthroughKey  string
+	PassthroughAuth string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (413 beyond). Zero: 4 MiB.
@@ -168,9 +170,9 @@ func New(opts Options) (*Server, error) {
 	e.HTTPErrorHandler = httpErrorHandler
 	e.Use(s.requestID)
 
-	e.POST("/v1/chat/completions", s.handleChat)
-	e.POST("/v1/completions", s.handleGeneric)
-	e.POST("/v1/embeddings", s.handleGeneric)
+	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat} {
+		e.POST(f.Endpoint(), s.serveFormat(f))
+	}
 	e.GET("/v1/models", s.handleModels)
 	e.Any("/v1/*", s.handleForward)
 	e.GET("/healthz", s.handleHealthz)

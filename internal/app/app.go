@@ -187,6 +187,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			Timeout:        u.Timeout.D(),
 			MaxConcurrency: u.MaxConcurrency,
 			MaxQueue:       u.MaxQueue,
+			Auth:           u.Auth,
 		}
 		if u.APIKeyEnv != "" {
 			up.APIKey = opts.Env(u.APIKeyEnv)
@@ -259,6 +260,7 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		po.Passthrough = root
 		if u.APIKeyEnv != "" {
 			po.PassthroughKey = opts.Env(u.APIKeyEnv)
+			po.PassthroughAuth = u.Auth
 		}
 	}
 	return po, nil

@@ -259,17 +259,20 @@ func (k *call) skipOpen(t *target) {
 // to hand back, an error that ends the call, or neither to fall back.
 func (k *call) tryTarget(m *member) (*answer, error) {
 	c, t := k.c, m.t
-	body := k.req.Body
+	body, path := k.req.Body, k.req.Path
 	model := k.req.Model
 	if t.model != "" && t.model != k.req.Model {
 		model = t.model
-		if body != nil {
+		switch {
+		case k.req.ForModel != nil:
+			path, body = k.req.ForModel(t.model)
+		case body != nil:
 			body = rewriteModel(body, t.model)
 		}
 	}
 	x := &exchange{
 		m: m, pool: t.up.pool(k.req.Class), method: k.req.method(), body: body,
-		url:    upstreamURL(t.up.cfg.BaseURL, k.req.Path),
+		url:    upstreamURL(t.up.cfg.BaseURL, path),
 		header: outboundHeader(k.req.Header, t.up.cfg, k.req.RequestID, body != nil),
 	}
 	for n := 1; n <= c.retry.MaxAttempts; n++ {

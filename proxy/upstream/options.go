@@ -45,9 +45,13 @@ type Upstream struct {
 	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
 	// A request path "/v1/chat/completions" is sent to BaseURL+"/chat/completions". Required.
 	BaseURL string
-	// APIKey is sent as "Authorization: Bearer <APIKey>"; "" forwards the client's
-	// Authorization header unchanged.
+	// APIKey is sent in the Auth style, replacing the client's credential headers
+	// (Authorization, x-api-key, x-goog-api-key); "" forwards the client's headers
+	// as they were sent.
 	APIKey string
+	// Auth is how APIKey is sent: AuthBearer, AuthXAPIKey or AuthXGoogAPIKey;
+	// "" means DefaultAuth.
+	Auth string
 	// Timeout bounds one attempt: the whole exchange for Do, the time to response
 	// headers for Open. 0 means only the request deadline bounds an attempt.
 	Timeout time.Duration
@@ -212,6 +216,8 @@ func (o *Options) validate() error {
 			return fmt.Errorf("validate upstream %q: duplicate name", u.Name)
 		case !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://"):
 			return fmt.Errorf("validate upstream %q: base URL %q is not http(s)", u.Name, u.BaseURL)
+		case u.Auth != "" && u.Auth != AuthBearer && u.Auth != AuthXAPIKey && u.Auth != AuthXGoogAPIKey:
+			return fmt.Errorf("validate upstream %q: auth %q is not %q, %q or %q", u.Name, u.Auth, AuthBearer, AuthXAPIKey, AuthXGoogAPIKey)
 		case u.MaxConcurrency < 0:
 			return fmt.Errorf("validate upstream %q: negative max concurrency", u.Name)
 		}
