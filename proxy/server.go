@@ -173,6 +173,7 @@ func New(opts Options) (*Server, error) {
 	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat} {
 		e.POST(f.Endpoint(), s.serveFormat(f))
 	}
+	e.POST(cache.ResponsesEndpoint, s.handleResponses)
 	e.GET("/v1/models", s.handleModels)
 	e.Any("/v1/*", s.handleForward)
 	e.GET("/healthz", s.handleHealthz)
