@@ -46,6 +46,10 @@ type Config struct {
 	// every other /v1/* path. Empty: Load sets it when exactly one upstream
 	// is declared; otherwise Validate rejects it.
 	DefaultUpstream string `toml:"default_upstream"`
+	// AnthropicUpstream receives the requests of Anthropic clients (those
+	// carrying anthropic-version) outside /v1/messages, e.g.
+	// /v1/messages/count_tokens, as they are. Empty: DefaultUpstream.
+	AnthropicUpstream string `toml:"anthropic_upstream"`
 }
 
 // ServerConfig is [server].

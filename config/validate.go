@@ -64,6 +64,9 @@ func (c *Config) Validate() error {
 	case !slices.Contains(upstreams, c.DefaultUpstream):
 		v.add("default_upstream", c.DefaultUpstream, "no [[upstreams]] named %q (have: %s)", c.DefaultUpstream, upstreams)
 	}
+	if c.AnthropicUpstream != "" && len(c.Upstreams) > 0 && !slices.Contains(upstreams, c.AnthropicUpstream) {
+		v.add("anthropic_upstream", c.AnthropicUpstream, "no [[upstreams]] named %q (have: %s)", c.AnthropicUpstream, upstreams)
+	}
 	return errors.Join(v.errs...)
 }
 

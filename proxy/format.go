@@ -100,7 +100,11 @@ func formatOf(c echo.Context) Format {
 }
 
 // passthroughFormat is the Format whose errors a request outside the cached
-// routes gets.
+// routes gets: Anthropic's for a request carrying anthropic-version (every
+// Anthropic SDK sends it), OpenAI's otherwise.
 func passthroughFormat(h http.Header) Format {
+	if h.Get(headerAnthropicVersion) != "" {
+		return messagesFormat
+	}
 	return chatFormat
 }

@@ -82,6 +82,14 @@ type Options struct {
 	// ""); empty forwards the client's headers as sent.
 	PassthroughKey  string
 	PassthroughAuth string
+	// AnthropicPassthrough is the API root (including /v1) for the requests
+	// outside the cached routes that carry anthropic-version (every Anthropic
+	// SDK sends it): /v1/messages/count_tokens, batches, models, files.
+	// AnthropicPassthroughKey and AnthropicPassthroughAuth work as the
+	// Passthrough ones. Nil: Passthrough serves them too.
+	AnthropicPassthrough     *url.URL
+	AnthropicPassthroughKey  string
+	AnthropicPassthroughAuth string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (413 beyond). Zero: 4 MiB.
@@ -130,7 +138,9 @@ type Server struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	fwd      *httputil.ReverseProxy
-	ready    atomic.Bool
+	// anthropicFwd serves pass-through requests of Anthropic clients; nil: fwd.
+	anthropicFwd *httputil.ReverseProxy
+	ready        atomic.Bool
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -162,7 +172,10 @@ func New(opts Options) (*Server, error) {
 	s := &Server{opts: opts, log: opts.Logger, stats: newCounters(), flights: newFlights(), sflights: newStreamFlights(),
 		window: newWindow(), stop: make(chan struct{})}
 	if opts.Passthrough != nil {
-		s.fwd = s.newForwarder(opts.Passthrough)
+		s.fwd = s.newForwarder(opts.Passthrough, opts.PassthroughKey, opts.PassthroughAuth)
+	}
+	if opts.AnthropicPassthrough != nil {
+		s.anthropicFwd = s.newForwarder(opts.AnthropicPassthrough, opts.AnthropicPassthroughKey, opts.AnthropicPassthroughAuth)
 	}
 	e := echo.New()
 	e.HideBanner = true
@@ -170,7 +183,7 @@ func New(opts Options) (*Server, error) {
 	e.HTTPErrorHandler = httpErrorHandler
 	e.Use(s.requestID)
 
-	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat} {
+	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat, messagesFormat} {
 		e.POST(f.Endpoint(), s.serveFormat(f))
 	}
 	e.POST(cache.ResponsesEndpoint, s.handleResponses)
@@ -298,6 +311,10 @@ func (s *Server) handleReadyz(c echo.Context) error {
 }
 
 func (s *Server) handleModels(c echo.Context) error {
+	if c.Request().Header.Get(headerAnthropicVersion) != "" {
+		// An Anthropic client lists the Anthropic API's models.
+		return s.handleForward(c)
+	}
 	type model struct {
 		ID      string `json:"id"`
 		Object  string `json:"object"`

@@ -263,6 +263,17 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 			po.PassthroughAuth = u.Auth
 		}
 	}
+	if u, ok := cfg.Upstream(cfg.AnthropicUpstream); ok {
+		root, err := url.Parse(u.BaseURL)
+		if err != nil {
+			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
+		}
+		po.AnthropicPassthrough = root
+		if u.APIKeyEnv != "" {
+			po.AnthropicPassthroughKey = opts.Env(u.APIKeyEnv)
+			po.AnthropicPassthroughAuth = u.Auth
+		}
+	}
 	return po, nil
 }
 
