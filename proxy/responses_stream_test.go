@@ -243,12 +243,12 @@ func TestResponsesStreamBounded(t *testing.T) {
 
 func TestResponsesFinished(t *testing.T) {
 	cases := map[string]bool{
-		`{"id":"resp_1","object":"response","status":"completed","error":null,"output":[]}`:                       true,
+		`{"id":"resp_1","object":"response","status":"completed","error":null,"output":[]}`:                        true,
 		`{"id":"resp_1","object":"response","status":"incomplete","error":null}`:                                   false,
 		`{"id":"resp_1","object":"response","status":"failed","error":{"code":"server_error"}}`:                    false,
 		`{"id":"resp_1","object":"response","status":"in_progress"}`:                                               false,
-		`{"id":"resp_1","object":"response","status":"queued","background":true}`:                                 false,
-		`{"id":"resp_1","object":"response","status":"completed","background":true}`:                              false,
+		`{"id":"resp_1","object":"response","status":"queued","background":true}`:                                  false,
+		`{"id":"resp_1","object":"response","status":"completed","background":true}`:                               false,
 		`{"id":"resp_1","object":"response","status":"cancelled"}`:                                                 false,
 		`{"id":"resp_1","object":"response","status":"completed","error":{"code":"x"}}`:                            false,
 		`{"id":"resp_1","object":"response","status":"incomplete","Status":"completed"}`:                           false,
