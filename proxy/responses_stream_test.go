@@ -121,7 +121,7 @@ func TestResponsesStreamRoundTrip(t *testing.T) {
 	if err := replayResponse(&out, nil, []byte(storedResponse)); err != nil {
 		t.Fatal(err)
 	}
-	asm, relayed := feedAll(t, out.Bytes())
+	asm, relayed := feedResponses(t, out.Bytes())
 	if !asm.Complete() || !asm.FinishedAtEOF() || asm.Trailer() != nil {
 		t.Fatalf("complete %v finished %v", asm.Complete(), asm.FinishedAtEOF())
 	}
@@ -160,14 +160,14 @@ func TestResponsesStreamRoundTrip(t *testing.T) {
 		}
 		stripped.Write(raw)
 	}
-	asm, _ = feedAll(t, stripped.Bytes())
+	asm, _ = feedResponses(t, stripped.Bytes())
 	body, err = asm.Body()
 	if err != nil || !sameJSON(t, body, []byte(storedResponse)) {
 		t.Errorf("body rebuilt from output items (%v): %s", err, body)
 	}
 }
 
-func feedAll(t *testing.T, stream []byte) (*responsesStream, []byte) {
+func feedResponses(t *testing.T, stream []byte) (*responsesStream, []byte) {
 	t.Helper()
 	asm := newResponsesStream()
 	var relayed bytes.Buffer
@@ -203,7 +203,7 @@ func TestResponsesStreamEnds(t *testing.T) {
 		"untyped":    created + `data: {"error":{"message":"overloaded","type":"server_error"}}` + "\n\n",
 	}
 	for name, stream := range cases {
-		asm, relayed := feedAll(t, []byte(stream))
+		asm, relayed := feedResponses(t, []byte(stream))
 		if asm.Complete() {
 			t.Errorf("%s: complete", name)
 		}
@@ -217,7 +217,7 @@ func TestResponsesStreamEnds(t *testing.T) {
 			t.Errorf("%s: a body for a stream that did not complete", name)
 		}
 	}
-	asm, _ := feedAll(t, []byte(created))
+	asm, _ := feedResponses(t, []byte(created))
 	if asm.FinishedAtEOF() || asm.Complete() {
 		t.Error("a stream without a terminal event counts as finished")
 	}
