@@ -268,10 +268,10 @@ func TestVerifierFallsBackWhenDown(t *testing.T) {
 	}
 }
 
-func TestVerifierBusyFallsBackAtOnce(t *testing.T) {
+func TestVerifierFallsBackWhenSlotsStayBusy(t *testing.T) {
 	s := &rerankServer{same: sameFirstWord, delay: make(chan struct{})}
 	r, _ := newRerank(t, s)
-	v := newVerifier(t, Options{Judge: r, Concurrency: 1, Timeout: time.Minute})
+	v := newVerifier(t, Options{Judge: r, Concurrency: 1, Timeout: time.Minute, SlotWait: 20 * time.Millisecond})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
