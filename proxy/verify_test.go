@@ -7,6 +7,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // busyCallerStub adds Busy to a Caller, as *upstream.Caller does when the
@@ -138,5 +139,38 @@ func TestNearMissMatched(t *testing.T) {
 	}
 	if st := est.Stats(); st.NearMissesMatched != 1 || st.NearMissesDiffered != 0 {
 		t.Errorf("near misses = %d matched, %d differed; want 1, 0", st.NearMissesMatched, st.NearMissesDiffered)
+	}
+}
+
+// snapshotCaller reports a queue on its only target, through Snapshot only
+// (no Busy method).
+type snapshotCaller struct {
+	Caller
+	queued int
+	state  string
+}
+
+func (s snapshotCaller) Snapshot() []upstream.ModelStats {
+	return []upstream.ModelStats{{Name: "gpt-test", Targets: []upstream.TargetStats{{Name: "fake/gpt-test", State: s.state, Queued: s.queued}}}}
+}
+
+func TestSamplingSkipFromSnapshot(t *testing.T) {
+	for _, c := range []struct {
+		queued int
+		state  string
+	}{{3, "closed"}, {0, "open"}, {0, "half-open"}} {
+		e, est := verifyEnv(t, 1, false, func(eo *envOptions) {
+			inner := eo.proxy
+			eo.proxy = func(o *Options) {
+				inner(o)
+				o.Caller = snapshotCaller{Caller: o.Caller, queued: c.queued, state: c.state}
+			}
+		})
+		if r := e.post("/v1/chat/completions", chat(qPara)); r.header.Get(HeaderCache) != OutcomeHitSemantic {
+			t.Errorf("queued %d, breaker %s: X-Breakwater-Cache = %q, want a hit (sample skipped)", c.queued, c.state, r.header.Get(HeaderCache))
+		}
+		if st := est.Stats(); st.Skipped[verify.SkipBusy] != 1 {
+			t.Errorf("queued %d, breaker %s: skipped = %v", c.queued, c.state, st.Skipped)
+		}
 	}
 }
