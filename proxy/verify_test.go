@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/verify"
@@ -136,6 +137,10 @@ func TestNearMissMatched(t *testing.T) {
 	r := e.post("/v1/chat/completions", chat(qNear))
 	if got := r.header.Get(HeaderCache); got != OutcomeMiss {
 		t.Fatalf("X-Breakwater-Cache = %q, want a miss (0.83 < 0.9, no judge)", got)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for est.Stats().NearMissesMatched == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
 	}
 	if st := est.Stats(); st.NearMissesMatched != 1 || st.NearMissesDiffered != 0 {
 		t.Errorf("near misses = %d matched, %d differed; want 1, 0", st.NearMissesMatched, st.NearMissesDiffered)
