@@ -26,9 +26,8 @@ const (
 // Defaults for zero Options fields.
 const (
 	// DefaultMinSimilarity is the lowest cosine similarity a candidate needs
-	// to be put to the judge. Below about 0.80 the built-in encoder's
-	// neighbours are rarely paraphrases (docs/PRECISION.md), so judging them
-	// costs calls for few hits.
+	// to be put to the judge: the lowest threshold docs/PRECISION.md
+	// measures for the built-in encoder.
 	DefaultMinSimilarity = 0.80
 	// DefaultCandidates is how many guarded candidates, best first, one
 	// lookup puts to the judge. Each wrong candidate judged is one more
