@@ -31,8 +31,9 @@ const (
 // remembers where it was refused (as TCP CUBIC's W_max): it grows back by one
 // per round trip to one below that point, then by probeStart per round trip
 // up to it, so a model whose capacity did not change is kept full and probed
-// gently; beyond it the increment doubles every two round trips without a
-// refusal, so a model that came back is found again within a few round trips.
+// gently; beyond it the increment doubles every round trip without a refusal
+// (it is refused at once if the capacity did not change), so a model that
+// came back is found again within a few round trips.
 const (
 	backoffRatio = 0.7
 	probeStart   = 0.25
@@ -94,7 +95,7 @@ func (a *aimd) answered(d time.Duration, inflight int) {
 	case a.limit < a.refusedAt:
 		inc = probeStart
 	default:
-		inc = probeStart * math.Pow(2, math.Floor(a.rounds/2))
+		inc = probeStart * math.Pow(2, math.Floor(a.rounds))
 		inc = min(inc, a.limit) // never faster than slow start
 		a.rounds += 1 / a.limit
 	}
