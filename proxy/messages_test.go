@@ -354,6 +354,22 @@ func TestMessagesFallbackToSmallerModel(t *testing.T) {
 	if got := tap.get(HeaderUpstream); !strings.Contains(got, "claude-b") {
 		t.Errorf("%s = %q, want the fallback target", HeaderUpstream, got)
 	}
+	// /stats shows the Claude model and both its targets, with the calls.
+	var st Stats
+	if err := json.Unmarshal(ce.get("/stats").body, &st); err != nil {
+		t.Fatal(err)
+	}
+	sent := map[string]uint64{}
+	for _, m := range st.Models {
+		if m.Name == "claude-opus" {
+			for _, tg := range m.Targets {
+				sent[tg.Model] = tg.Sent
+			}
+		}
+	}
+	if sent["claude-opus"] == 0 || sent["claude-sonnet"] != 1 {
+		t.Errorf("/stats claude-opus targets sent %v, want claude-opus tried and claude-sonnet once", sent)
+	}
 }
 
 // count_tokens and other Anthropic paths pass through with their headers.
