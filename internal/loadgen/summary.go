@@ -61,8 +61,8 @@ type Summary struct {
 	ElapsedSeconds float64       `json:"elapsed_s"`
 	// OK are 2xx answers; RateLimited 429; ServerErrors 5xx; ClientErrors
 	// other 4xx; Errors transport failures and timeouts.
-	OK           int `json:"ok"`
-	RateLimited  int `json:"rate_limited"`
+	OK          int `json:"ok"`
+	RateLimited int `json:"rate_limited"`
 	// Overloaded are 529s (Anthropic's overloaded_error), counted apart
 	// from ServerErrors.
 	Overloaded int `json:"overloaded"`
