@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dgraph-io/ristretto/v2"
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -127,6 +128,7 @@ type Server struct {
 	fwd      *httputil.ReverseProxy
 	ready    atomic.Bool
 	keys     *keyMemo // nil when the cache is off
+	renders  *ristretto.Cache[string, *sseRender]
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -166,6 +168,9 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.keys = k
+		if s.renders, err = newSSERenders(); err != nil {
+			return nil, errorf("new proxy: sse renders: %w", err)
+		}
 	}
 	e := echo.New()
 	e.HideBanner = true
@@ -195,6 +200,7 @@ func (s *Server) Close() {
 		close(s.stop)
 		if s.keys != nil {
 			s.keys.close()
+			s.renders.Close()
 		}
 	})
 }

@@ -156,7 +156,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 		prefix = "cmpl-bw"
 	}
 	includeUsage := x.shape.StreamOptions != nil && x.shape.StreamOptions.IncludeUsage
-	err := replay(w, w.Flush, res.Entry.Body, prefix+newID()[:24], s.opts.Now().Unix(), includeUsage)
+	err := s.replayCached(w, w.Flush, &res.Entry, prefix, includeUsage)
 	status := http.StatusOK
 	if err != nil {
 		status = 499
