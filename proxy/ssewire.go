@@ -31,10 +31,11 @@ const (
 // sseRender is one cached answer replayed once as SSE, with the offsets of
 // the placeholders.
 type sseRender struct {
-	body  []byte // the entry body it was rendered from
-	out   []byte
-	ids   []int // offsets of the 24 id characters
-	times []int // offsets of the 10 created digits
+	body    []byte // the entry body it was rendered from
+	out     []byte
+	ids     []int // offsets of the 24 id characters
+	times   []int // offsets of the 10 created digits
+	patches []int // ids and times merged in order; an id offset is negated-1
 }
 
 func newSSERenders() (*ristretto.Cache[string, *sseRender], error) {
@@ -68,6 +69,11 @@ func renderSSE(body []byte, prefix string, includeUsage bool) (*sseRender, error
 		r.times = append(r.times, i+j+len(`"created":`))
 		i += j + len(crPat)
 	}
+	for _, at := range r.ids {
+		r.patches = append(r.patches, -at-1)
+	}
+	r.patches = append(r.patches, r.times...)
+	slices.SortFunc(r.patches, func(a, b int) int { return offset(a) - offset(b) })
 	return r, nil
 }
 
@@ -78,27 +84,20 @@ func (r *sseRender) write(w io.Writer, flush func(), now time.Time) error {
 	var idb [24]byte
 	id := appendRandomHex(idb[:0], 12)
 	created := strconv.AppendInt(nil, now.Unix(), 10)
-	type patch struct {
-		at  int
-		val []byte
-	}
-	patches := make([]patch, 0, len(r.ids)+len(r.times))
-	for _, at := range r.ids {
-		patches = append(patches, patch{at, id})
-	}
-	for _, at := range r.times {
-		patches = append(patches, patch{at, created})
-	}
-	slices.SortFunc(patches, func(a, b patch) int { return a.at - b.at })
 	last := 0
-	for _, p := range patches {
-		if _, err := w.Write(r.out[last:p.at]); err != nil {
+	for _, p := range r.patches {
+		val := created
+		if p < 0 {
+			val = id
+		}
+		at := offset(p)
+		if _, err := w.Write(r.out[last:at]); err != nil {
 			return err
 		}
-		if _, err := w.Write(p.val); err != nil {
+		if _, err := w.Write(val); err != nil {
 			return err
 		}
-		last = p.at + len(p.val)
+		last = at + len(val)
 	}
 	if _, err := w.Write(r.out[last:]); err != nil {
 		return err
@@ -107,6 +106,14 @@ func (r *sseRender) write(w io.Writer, flush func(), now time.Time) error {
 		flush()
 	}
 	return nil
+}
+
+// offset decodes an entry of sseRender.patches.
+func offset(p int) int {
+	if p < 0 {
+		return -p - 1
+	}
+	return p
 }
 
 // replayCached writes e as an SSE stream, from a render kept in s.renders
@@ -127,7 +134,7 @@ func (s *Server) replayCached(w io.Writer, flush func(), e *cache.Entry, prefix 
 		if r, err = renderSSE(e.Body, prefix, includeUsage); err != nil {
 			return err
 		}
-		s.renders.Set(key, r, int64(len(r.out)+8*(len(r.ids)+len(r.times))+len(key)+64))
+		s.renders.Set(key, r, int64(len(r.out)+16*len(r.patches)+len(key)+64))
 	}
 	return r.write(w, flush, now)
 }
