@@ -83,10 +83,10 @@ func BenchmarkBuiltinBatch32(b *testing.B) {
 func BenchmarkBuiltinTokenize128(b *testing.B) {
 	e := testBuiltin(b)
 	text := benchText(b, e, 128)
-	s := newScratch()
+	s := new(tokScratch)
 	b.ReportAllocs()
 	for b.Loop() {
-		e.tok.encode(text, &s.tok)
+		e.tok.encode(text, s)
 	}
 }
 
