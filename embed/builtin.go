@@ -44,8 +44,10 @@ const BuiltinName = "builtin:use-lite-en@0.2.0"
 type Builtin struct {
 	tok     *tokenizer
 	model   *useModel
-	scratch sync.Pool // *scratch
-	batch   batcher
+	scratch sync.Pool // *scratch: activations of one encoder pass (~6 MB)
+	toks    sync.Pool // *tokScratch: the tokenizer's, kept apart so that
+	// Tokenize and Truncated (once per request) never take a pass's buffers
+	batch batcher
 }
 
 // NewBuiltin loads the embedded model: it unpacks and repacks the weights
@@ -70,6 +72,7 @@ func newBuiltin(data []byte) (*Builtin, error) {
 	}
 	b := &Builtin{tok: newTokenizer(f.pieces, f.scores), model: m}
 	b.scratch.New = func() any { return newScratch() }
+	b.toks.New = func() any { return new(tokScratch) }
 	b.batch = batcher{model: m, scratch: &b.scratch}
 	return b, nil
 }
@@ -91,9 +94,9 @@ func (b *Builtin) Tokenize(text string) []int {
 	if !utf8.ValidString(text) {
 		text = strings.ToValidUTF8(text, "\uFFFD")
 	}
-	s := b.scratch.Get().(*scratch)
-	defer b.scratch.Put(s)
-	ids := b.tok.encode(text, &s.tok)
+	ts := b.toks.Get().(*tokScratch)
+	defer b.toks.Put(ts)
+	ids := b.tok.encode(text, ts)
 	out := make([]int, len(ids))
 	for i, id := range ids {
 		out[i] = int(id)
@@ -104,9 +107,9 @@ func (b *Builtin) Tokenize(text string) []int {
 // Truncated reports whether text has more than 128 tokens, of which the
 // encoder sees only the first 128.
 func (b *Builtin) Truncated(text string) bool {
-	s := b.scratch.Get().(*scratch)
-	defer b.scratch.Put(s)
-	return len(b.tok.encode(text, &s.tok)) > maxTokens
+	ts := b.toks.Get().(*tokScratch)
+	defer b.toks.Put(ts)
+	return len(b.tok.encode(text, ts)) > maxTokens
 }
 
 // Embed returns one L2-normalised 512-float vector per text. ctx is checked
@@ -131,17 +134,17 @@ func (b *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error
 	backing := make([]float32, len(texts)*hidden)
 	jobs := make([]batchJob, len(texts))
 	ptrs := make([]*batchJob, len(texts))
-	s := b.scratch.Get().(*scratch)
+	ts := b.toks.Get().(*tokScratch)
 	var ids []int32
 	for i, text := range texts {
 		out[i] = backing[i*hidden : (i+1)*hidden : (i+1)*hidden]
 		if !utf8.ValidString(text) {
-			b.scratch.Put(s)
+			b.toks.Put(ts)
 			return nil, fmt.Errorf("embed text %d: %w: not valid UTF-8", i, ErrInvalidText)
 		}
-		t := b.tok.encode(text, &s.tok)
+		t := b.tok.encode(text, ts)
 		if len(t) == 0 {
-			b.scratch.Put(s)
+			b.toks.Put(ts)
 			return nil, fmt.Errorf("embed text %d: %w: no tokens (empty text)", i, ErrInvalidText)
 		}
 		t = t[:min(len(t), maxTokens)]
@@ -153,7 +156,7 @@ func (b *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error
 		jobs[i] = batchJob{ids: ids[at:len(ids):len(ids)], dst: out[i]}
 		ptrs[i] = &jobs[i]
 	}
-	b.scratch.Put(s)
+	b.toks.Put(ts)
 	// append may have moved ids: point the jobs at the final array.
 	at := 0
 	for i := range jobs {

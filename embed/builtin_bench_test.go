@@ -83,10 +83,10 @@ func BenchmarkBuiltinBatch32(b *testing.B) {
 func BenchmarkBuiltinTokenize128(b *testing.B) {
 	e := testBuiltin(b)
 	text := benchText(b, e, 128)
-	s := newScratch()
+	s := new(tokScratch)
 	b.ReportAllocs()
 	for b.Loop() {
-		e.tok.encode(text, &s.tok)
+		e.tok.encode(text, s)
 	}
 }
 
@@ -122,4 +122,14 @@ func BenchmarkBuiltinConcurrent16(b *testing.B) {
 		}
 	})
 	reportCPU(b, cpu0)
+}
+
+// BenchmarkBuiltinTokens is the encoder's cost against the length of the
+// text (one text per call, one core with -cpu 1); see cpu-ns/op.
+func BenchmarkBuiltinTokens(b *testing.B) {
+	for _, n := range []int{4, 8, 16, 32, 64, 128} {
+		b.Run(fmt.Sprintf("tokens=%d", n), func(b *testing.B) {
+			benchEmbed(b, []string{benchText(b, testBuiltin(b), n)})
+		})
+	}
 }

@@ -135,7 +135,6 @@ const maxBatchRows = 256
 
 // scratch is one worker's activations, sized for maxBatchRows token rows.
 type scratch struct {
-	tok   tokScratch
 	x0    []float32 // rows × embDim
 	hn    []float32 // rows × hidden
 	qkv   []float32 // rows × 3·hidden

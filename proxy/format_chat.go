@@ -191,3 +191,17 @@ func (openAIFormat) bodyKeyed() {}
 func (openAIFormat) writeFresh(c echo.Context, e *cache.Entry, now time.Time) error {
 	return wireOf(e).write(c, now)
 }
+
+// cachedReplayer is a Format whose stream replays are rendered once per
+// entry and kept (Server.renders), so a stream hit writes prepared bytes.
+type cachedReplayer interface {
+	replayCached(s *Server, w io.Writer, flush func(), e *cache.Entry, k cache.Key) error
+}
+
+func (f openAIFormat) replayCached(s *Server, w io.Writer, flush func(), e *cache.Entry, k cache.Key) error {
+	prefix := "chatcmpl-bw"
+	if !f.chat {
+		prefix = "cmpl-bw"
+	}
+	return s.replayCached(w, flush, e, prefix, k.IncludeUsage)
+}

@@ -15,6 +15,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dgraph-io/ristretto/v2"
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/semaphore"
 
@@ -188,6 +189,7 @@ type Server struct {
 	ready     atomic.Bool
 	bodySem   *semaphore.Weighted // nil: no limit
 	keys      *keyMemo            // nil when the cache is off
+	renders   *ristretto.Cache[string, *sseRender]
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -257,6 +259,9 @@ func New(opts Options) (*Server, error) {
 			return nil, err
 		}
 		s.keys = k
+		if s.renders, err = newSSERenders(); err != nil {
+			return nil, errorf("new proxy: sse renders: %w", err)
+		}
 	}
 	e := echo.New()
 	e.HideBanner = true
@@ -288,6 +293,7 @@ func (s *Server) Close() {
 		close(s.stop)
 		if s.keys != nil {
 			s.keys.close()
+			s.renders.Close()
 		}
 	})
 }

@@ -154,7 +154,12 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	err := x.format.Replay(w, w.Flush, res.Entry.Body, x.body, s.opts.Now())
+	var err error
+	if r, ok := x.format.(cachedReplayer); ok {
+		err = r.replayCached(s, w, w.Flush, &res.Entry, x.key)
+	} else {
+		err = x.format.Replay(w, w.Flush, res.Entry.Body, x.body, s.opts.Now())
+	}
 	status := http.StatusOK
 	if err != nil {
 		status = 499

@@ -12,7 +12,10 @@
 # the proxies, not the model.
 #
 # Usage: scripts/bench.sh [-d 5s] [-c 1,16,64] [-o results.md] [-smoke]
+#        scripts/bench.sh -pinned [pinned.sh options]
 #   -smoke   a smoke run: 1s cells, concurrency 1, no installs, no demo
+#   -pinned  instead: per-request CPU against nginx with the server pinned
+#            to one core (scripts/pinned.sh)
 # Needs: go; installs nginx + wrk with apt-get (root or sudo) and the Portkey
 # gateway with npm into a temporary folder when missing. A peer that cannot
 # be installed or started is reported as skipped, with the reason.
@@ -28,6 +31,7 @@ while [ $# -gt 0 ]; do
 	-c) CONC=$2; shift 2 ;;
 	-o) OUT=$2; shift 2 ;;
 	-smoke) SMOKE=1; DUR=1s; CONC=1; shift ;;
+	-pinned) shift; exec "$(dirname "$0")/pinned.sh" "$@" ;;
 	*) echo "usage: $0 [-d 5s] [-c 1,16,64] [-o results.md] [-smoke]" >&2; exit 2 ;;
 	esac
 done

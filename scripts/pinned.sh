@@ -175,7 +175,8 @@ fi
 cat >"$TMP/miss.lua" <<'EOF'
 -- A question of about 16 tokens carrying a counter; the "user" field (which
 -- does not change the answer) pads every body to 316 bytes.
-local n = 0
+-- SEQ (set per cell) keeps questions new across cells and runs.
+local n = tonumber(os.getenv("SEQ") or "0")
 request = function()
 	n = n + 1
 	local head = '{"model":"gpt-test","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly."},{"role":"user","content":"How do I parse JSON file number ' .. n .. ' in Go quickly?"}],"temperature":0,"max_tokens":256,"user":"'
@@ -183,7 +184,7 @@ request = function()
 	return wrk.format("POST", "/v1/chat/completions", {["Content-Type"] = "application/json", ["Authorization"] = "Bearer sk-bench"}, body)
 end
 EOF
-sed -e 's/n = n + 1/n = 1/' "$TMP/miss.lua" >"$TMP/hit.lua"
+sed -e 's/n = n + 1/n = 0/' "$TMP/miss.lua" >"$TMP/hit.lua"
 
 server_pids() { # name
 	case $1 in
@@ -204,16 +205,20 @@ to_us() { # wrk duration (e.g. 229.00us, 1.20ms, 2.00s) -> µs
 	awk -v v="$1" 'BEGIN { n = v + 0; if (v ~ /us$/) print n; else if (v ~ /ms$/) print n * 1000; else if (v ~ /s$/) print n * 1e6; else print n }'
 }
 HZ=$(getconf CLK_TCK)
+CELLNO=$(( $(date +%s) % 1000 * 100 ))
 # cell name port script conns -> sets RPS, CPU_US (per request), P50_US
 cell() {
 	local name=$1 port=$2 script=$3 c=$4
 	local pids
 	pids=$(server_pids "$name")
 	# warm-up (and, for hits, the first request that fills the cache)
+	CELLNO=$((CELLNO + 1))
+	export SEQ=$((CELLNO * 1000000))
 	taskset -c 0 wrk -t1 -c"$c" -d1s -s "$TMP/$script" "http://127.0.0.1:$port" >/dev/null 2>&1 || true
 	local t0 t1 res
 	# shellcheck disable=SC2086
 	t0=$(cpu_ticks $pids)
+	export SEQ=$((SEQ + 500000))
 	res=$(taskset -c 0 wrk -t1 -c"$c" -d"$DUR" --latency -s "$TMP/$script" "http://127.0.0.1:$port")
 	# shellcheck disable=SC2086
 	t1=$(cpu_ticks $pids)

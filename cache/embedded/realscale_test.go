@@ -1,0 +1,187 @@
+package embedded
+
+import (
+	"bufio"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/cache"
+)
+
+// BenchmarkRealScale measures how the index grows with its entries, on the
+// QQP dev texts encoded by the built-in encoder (see BenchmarkReal and its
+// BREAKWATER_BENCH_REAL=1 switch). The ~19k unique b texts are stored first;
+// beyond them, each further entry is derived from two stored real vectors
+// i ≠ j, drawn at random (seed 1), as normalise(v_i + v_j): a point between
+// two real sentence vectors, so the stored set keeps the shape of encoder
+// output (its clustering and its similarity spread), which random unit
+// vectors do not. Queries are the a texts, never used in a derived point.
+//
+// Per size it reports: the search p50/p99 (Limit 1, default EfSearch, 2000
+// queries), recall@1 against an exact scan for 200 of them, heap bytes per
+// entry, process RSS, the build time, and the start-up time: Open of a
+// snapshot of that many entries. BREAKWATER_BENCH_SCALE lists the sizes
+// (default 10000,100000; 1000000 needs ~4 GB and a long build):
+//
+//	BREAKWATER_BENCH_REAL=1 BREAKWATER_BENCH_SCALE=10000,100000,1000000 \
+//	    go test -run '^$' -bench RealScale -benchtime 1x -timeout 2h ./cache/embedded/
+func BenchmarkRealScale(b *testing.B) {
+	if os.Getenv("BREAKWATER_BENCH_REAL") != "1" {
+		b.Skip("needs the QQP pairs file and minutes of encoding: set BREAKWATER_BENCH_REAL=1")
+	}
+	sizes := []int{10_000, 100_000}
+	if env := os.Getenv("BREAKWATER_BENCH_SCALE"); env != "" {
+		sizes = nil
+		for f := range strings.SplitSeq(env, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				b.Fatalf("BREAKWATER_BENCH_SCALE=%q: want sizes such as 10000,100000", env)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	rd := loadReal(b, false)
+	queries := rd.queries[:min(2000, len(rd.queries))]
+	for _, n := range sizes {
+		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
+			benchRealScale(b, rd.stored, queries, n)
+		})
+	}
+}
+
+// scaleVectors returns n vectors: the real ones first, then derived points.
+func scaleVectors(real [][]float32, n int) [][]float32 {
+	out := make([][]float32, 0, n)
+	out = append(out, real[:min(n, len(real))]...)
+	rng := rand.New(rand.NewPCG(1, 1))
+	backing := make([]float32, (n-len(out))*benchDim)
+	for len(out) < n {
+		i := rng.IntN(len(real))
+		j := rng.IntN(len(real) - 1)
+		if j >= i {
+			j++
+		}
+		v := backing[:benchDim:benchDim]
+		backing = backing[benchDim:]
+		var ss float64
+		for k := range v {
+			v[k] = real[i][k] + real[j][k]
+			ss += float64(v[k]) * float64(v[k])
+		}
+		inv := float32(1 / math.Sqrt(ss))
+		for k := range v {
+			v[k] *= inv
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
+	vecs := scaleVectors(real, n)
+	runtime.GC()
+	heap0 := heapInUse()
+	x, err := Open(realOptions("", 0))
+	if err != nil {
+		b.Fatal(err)
+	}
+	body := []byte(`{"id":"chatcmpl-bench","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"` + strings.Repeat("x", 160) + `"},"finish_reason":"stop"}]}`)
+	now := time.Now()
+	start := time.Now()
+	const batch = 1000
+	items := make([]cache.IndexItem, 0, batch)
+	for i, v := range vecs {
+		items = append(items, cache.IndexItem{
+			Entry:  cache.Entry{Key: fmt.Sprint("s", i), Partition: "p", Fingerprint: "f", Query: fmt.Sprintf("question %d", i), Model: "gpt-4o-mini", Body: body, Created: now},
+			Vector: v,
+		})
+		if len(items) == batch || i == len(vecs)-1 {
+			if err := x.Upsert(b.Context(), items); err != nil {
+				b.Fatal(err)
+			}
+			items = items[:0]
+		}
+	}
+	build := time.Since(start)
+	perEntry := float64(heapInUse()-heap0) / float64(n)
+	rss := rssBytes()
+
+	dir := b.TempDir()
+	o := realOptions(dir, 0)
+	if err := checkManifest(dir, o); err != nil {
+		b.Fatal(err)
+	}
+	if err := writeSnapshot(dir, x.st, o, 1); err != nil {
+		b.Fatal(err)
+	}
+	x.Close()
+	x = nil
+	runtime.GC()
+	start = time.Now()
+	x, err = Open(o)
+	if err != nil {
+		b.Fatal(err)
+	}
+	startup := time.Since(start)
+	defer x.Close()
+
+	durs := make([]time.Duration, 0, len(queries))
+	var top1 []cache.Match
+	b.ResetTimer()
+	for b.Loop() {
+		durs = durs[:0]
+		top1 = top1[:0]
+		for _, q := range queries {
+			t0 := time.Now()
+			ms, err := x.Search(b.Context(), cache.SearchQuery{Partition: "p", Fingerprint: "f", Vector: q, Threshold: 0, Limit: 1})
+			durs = append(durs, time.Since(t0))
+			if err != nil {
+				b.Fatal(err)
+			}
+			var m cache.Match
+			if len(ms) > 0 {
+				m = ms[0]
+			}
+			top1 = append(top1, m)
+		}
+	}
+	b.StopTimer()
+	const checked = 200
+	truth := exactTop(vecs, queries[:min(checked, len(queries))], 1)
+	found := 0
+	for i, t := range truth {
+		if top1[i].Score >= t[0].sim-realEps {
+			found++
+		}
+	}
+	reportLatency(b, durs)
+	b.ReportMetric(float64(found)/float64(len(truth)), "recall@1")
+	b.ReportMetric(perEntry, "heap-B/entry")
+	b.ReportMetric(float64(rss)/(1<<20), "RSS-MiB")
+	b.ReportMetric(build.Seconds(), "build-s")
+	b.ReportMetric(startup.Seconds(), "startup-s")
+}
+
+// rssBytes is this process's resident set size (Linux; 0 elsewhere).
+func rssBytes() int64 {
+	f, err := os.Open("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
