@@ -3,7 +3,6 @@ package proxy
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -20,9 +19,4 @@ func newID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
-}
-
-func jsonMarshalString(s string) (string, error) {
-	b, err := json.Marshal(s)
-	return string(b), err
 }
