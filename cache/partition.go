@@ -13,6 +13,7 @@ import (
 	"net/textproto"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -107,9 +108,11 @@ func validHeaderName(name string) bool {
 // Partition returns the partition of a request with headers h: "shared" in
 // shared mode, else the hex HMAC-SHA256 over the selected header values. Each
 // value is length-prefixed, so "a"+"bc" and "ab"+"c" differ, and an absent
-// header differs from an empty one. A request without Authorization, when
-// Authorization is selected, falls into one fixed anonymous partition (per
-// value of the other selectors), distinct from every keyed tenant.
+// header differs from an empty one. The "authorization" selector reads the
+// client's key wherever it was sent (see credential). A request without a
+// key, when "authorization" is selected, falls into one fixed anonymous
+// partition (per value of the other selectors), distinct from every keyed
+// tenant.
 func (p *Partitioner) Partition(h http.Header) string {
 	if len(p.headers) == 0 {
 		return SharedPartition
@@ -123,8 +126,8 @@ func (p *Partitioner) Partition(h http.Header) string {
 	mac.Write([]byte("breakwater-partition-v1"))
 	for i, name := range p.headers {
 		vals := h.Values(name)
-		if i == p.authIdx && (len(vals) == 0 || len(vals) == 1 && strings.TrimSpace(vals[0]) == "") {
-			vals = nil // "Authorization:" with no value is no credential either
+		if i == p.authIdx {
+			vals = credential(h)
 		}
 		writeLen(len(name))
 		mac.Write([]byte(name))
@@ -141,6 +144,28 @@ func (p *Partitioner) Partition(h http.Header) string {
 		}
 	}
 	return hex.EncodeToString(mac.Sum(nil))
+}
+
+// credential returns the client's API key headers as the "authorization"
+// selector sees them: Authorization as sent, with an x-api-key (Anthropic's
+// header) or x-goog-api-key (Gemini's) counted as the bearer token it stands
+// for, so one key is one tenant whichever header carries it. nil means no
+// credential ("Authorization:" with no value is none either).
+func credential(h http.Header) []string {
+	var vals []string
+	for _, v := range h.Values("Authorization") {
+		if strings.TrimSpace(v) != "" {
+			vals = append(vals, v)
+		}
+	}
+	for _, name := range []string{"X-Api-Key", "X-Goog-Api-Key"} {
+		for _, v := range h.Values(name) {
+			if v = strings.TrimSpace(v); v != "" && !slices.Contains(vals, "Bearer "+v) {
+				vals = append(vals, "Bearer "+v)
+			}
+		}
+	}
+	return vals
 }
 
 // LoadOrCreateSecret returns the partition secret kept in dir/partition.key,

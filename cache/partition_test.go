@@ -164,3 +164,24 @@ func TestLoadOrCreateSecretRejectsShort(t *testing.T) {
 		t.Error("LoadOrCreateSecret accepted a 4-byte secret")
 	}
 }
+
+// Anthropic clients send their key as x-api-key (older SDKs, curl) or as
+// Authorization: Bearer (current SDKs): one key is one tenant either way, and
+// two keys are two tenants.
+func TestPartitionAPIKeyHeaders(t *testing.T) {
+	p := newPartitioner(t, []byte("0123456789abcdef0123"), ByAuthorization, ByNamespace)
+	bearer := p.Partition(headers("Authorization", "Bearer sk-ant-a"))
+	xkey := p.Partition(headers("X-Api-Key", "sk-ant-a"))
+	both := p.Partition(headers("X-Api-Key", "sk-ant-a", "Authorization", "Bearer sk-ant-a"))
+	other := p.Partition(headers("X-Api-Key", "sk-ant-b"))
+	anon := p.Partition(headers())
+	if bearer != xkey || bearer != both {
+		t.Errorf("one key, three partitions: bearer %s, x-api-key %s, both %s", bearer, xkey, both)
+	}
+	if other == xkey || other == anon || xkey == anon {
+		t.Errorf("two keys or no key share a partition: a %s, b %s, none %s", xkey, other, anon)
+	}
+	if ns := p.Partition(headers("X-Api-Key", "sk-ant-a", NamespaceHeader, "t1")); ns == xkey {
+		t.Errorf("namespace ignored with x-api-key")
+	}
+}

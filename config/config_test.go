@@ -18,8 +18,38 @@ func TestExampleLoads(t *testing.T) {
 	if got, want := c.DefaultUpstream, "openai"; got != want {
 		t.Errorf("default_upstream = %q, want %q", got, want)
 	}
-	if got, want := len(c.Upstreams), 2; got != want {
+	if got, want := len(c.Upstreams), 4; got != want {
 		t.Fatalf("len(upstreams) = %d, want %d", got, want)
+	}
+	if got, want := c.AnthropicUpstream, "anthropic"; got != want {
+		t.Errorf("anthropic_upstream = %q, want %q", got, want)
+	}
+	// The Claude fallback chain: Opus, then Sonnet, then Haiku.
+	var chain []string
+	for _, m := range c.Models {
+		if m.Name == "claude-opus-4-5" {
+			for _, tg := range m.Targets {
+				chain = append(chain, tg.Model)
+			}
+		}
+	}
+	if got, want := strings.Join(chain, ","), "claude-opus-4-5,claude-sonnet-4-5,claude-haiku-4-5"; got != want {
+		t.Errorf("claude-opus-4-5 targets = %s, want %s", got, want)
+	}
+	// The Gemini fallback chain: Pro, then Flash.
+	chain = nil
+	for _, m := range c.Models {
+		if m.Name == "gemini-3-pro-preview" {
+			for _, tg := range m.Targets {
+				chain = append(chain, tg.Upstream+"/"+tg.Model)
+			}
+		}
+	}
+	if got, want := strings.Join(chain, ","), "gemini/gemini-3-pro-preview,gemini/gemini-2.5-flash"; got != want {
+		t.Errorf("gemini-3-pro-preview targets = %s, want %s", got, want)
+	}
+	if got, want := c.GeminiUpstream, "gemini"; got != want {
+		t.Errorf("gemini_upstream = %q, want %q", got, want)
 	}
 	m := c.Models[0]
 	if got, want := len(m.Targets), 2; got != want {

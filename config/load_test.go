@@ -164,11 +164,11 @@ targets = [{ upstream = "openai" }, { upstream = "openai", model = "gpt-4o-mini"
 		Name:           "openai",
 		BaseURL:        "https://api.openai.com/v1",
 		Timeout:        Duration(60 * time.Second),
-		MaxConcurrency: 64,
-		MaxQueue:       0, // set explicitly: not the 256 default
+		MaxConcurrency: defaultMaxConcurrency,
+		MaxQueue:       0, // set explicitly: not the default
 		Pools: map[string]Pool{
 			"realtime": {MaxConcurrency: 4, MaxQueue: 0}, // queue inherited
-			"batch":    {MaxConcurrency: 64, MaxQueue: 0},
+			"batch":    {MaxConcurrency: defaultMaxConcurrency, MaxQueue: 0},
 		},
 	}}
 	want.Models = []Model{{
@@ -278,7 +278,7 @@ func TestLoadGoodSharedCache(t *testing.T) {
 	if got, want := c.Upstreams[0].Pools["batch"], (Pool{MaxConcurrency: 2, MaxQueue: 0}); got != want {
 		t.Errorf("pools.batch = %+v, want %+v", got, want)
 	}
-	if got, want := c.Upstreams[1].MaxQueue, 256; got != want {
+	if got, want := c.Upstreams[1].MaxQueue, defaultMaxQueue; got != want {
 		t.Errorf("upstreams[1].max_queue = %d, want %d", got, want)
 	}
 }
@@ -299,9 +299,9 @@ func TestUnknownKeys(t *testing.T) {
 		{"nested section", "[vector.qdrant]\nurl = \"q:6334\"\ncolection = \"x\"\n",
 			`:3:1: unknown key "vector.qdrant.colection" (did you mean "collection"?)`},
 		{"unknown section", "[proxy]\nport = 1\n",
-			`:1:2: unknown key "proxy" (allowed: server, cache, vector, embed, retry, breaker, stream, upstreams, models, default_upstream)`},
+			`:1:2: unknown key "proxy" (allowed: server, cache, vector, embed, retry, breaker, stream, upstreams, models, default_upstream, anthropic_upstream, gemini_upstream)`},
 		{"upstream key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\napi_key = \"sk-x\"\n",
-			`:4:1: unknown key "upstreams.api_key" (allowed: name, base_url, api_key_env, timeout, max_concurrency, max_queue, pools)`},
+			`:4:1: unknown key "upstreams.api_key" (allowed: name, base_url, api_key_env, auth, timeout, max_concurrency, max_queue, pools)`},
 		{"pool key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\n[upstreams.pools.batch]\nqueue = 1\n",
 			`:5:1: unknown key "upstreams.pools.batch.queue" (allowed: max_concurrency, max_queue)`},
 		{"target key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\n[[models]]\nname = \"m\"\ntargets = [{ upstream = \"a\", prio = 1 }]\n",

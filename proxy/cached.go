@@ -15,14 +15,12 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-func (s *Server) handleChat(c echo.Context) error    { return s.serveCached(c, "/v1/chat/completions") }
-func (s *Server) handleGeneric(c echo.Context) error { return s.serveCached(c, c.Request().URL.Path) }
-
 // exchange is one request on its way through the cached flow.
 type exchange struct {
 	c         echo.Context
 	log       *slog.Logger
-	endpoint  string
+	format    Format
+	endpoint  string // format.Endpoint()
 	body      []byte
 	shape     requestShape
 	key       cache.Key
@@ -33,12 +31,14 @@ type exchange struct {
 	coalesced bool          // answered by another request's upstream call
 	called    bool          // this request led an upstream call
 	attempts  int           // upstream attempts of the call that answered
+	probe     *probe        // live false-hit estimate (verify.go)
 }
 
 // serveCached is the cached flow: parse, exact tier, singleflight,
 // semantic tier, caller, write-back.
-func (s *Server) serveCached(c echo.Context, endpoint string) error {
-	x := &exchange{c: c, log: s.logger(c), endpoint: endpoint, start: s.opts.Now()}
+func (s *Server) serveCached(c echo.Context, f Format) error {
+	endpoint := f.Endpoint()
+	x := &exchange{c: c, log: s.logger(c), format: f, endpoint: endpoint, start: s.opts.Now()}
 	req := c.Request()
 	body, err := readBody(req, s.opts.MaxBodyBytes)
 	if errors.Is(err, errTooLarge) {
@@ -49,25 +49,44 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	x.body = body
-	if !json.Valid(body) {
-		var probe any
-		err := json.Unmarshal(body, &probe)
-		return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
-	}
 	x.ctl, err = parseControls(req.Header)
 	if err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
+	}
+	if s.opts.Cache == nil {
+		// No cache, no key: for an API whose key reads the body alone, a
+		// scan of what routing and streaming need (model, stream,
+		// stream_options); the upstream validates the rest of its own API.
+		// Anything else, or a body the scan leaves alone, is read by the
+		// Format's own strict key decoding.
+		_, scan := f.(bodyKeyed)
+		if !scan || scanShape(body, &x.shape) != nil {
+			k, err := f.Key(cache.SharedPartition, req.Header, body, s.opts.Group)
+			if err != nil {
+				if !json.Valid(body) {
+					return badBody(c, endpoint, body, err)
+				}
+				return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+			}
+			x.shape = requestShape{Model: k.Model, Stream: k.Stream, Temperature: k.Temperature, IncludeUsage: k.IncludeUsage}
+		}
+		if x.shape.Model == "" {
+			return writeError(c, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
+		}
+		if x.shape.Stream {
+			return s.streamMiss(x, OutcomeBypass)
+		}
+		return s.forward(x, OutcomeBypass)
 	}
 	partition := cache.SharedPartition
 	if s.opts.Partitioner != nil {
 		partition = s.opts.Partitioner.Partition(req.Header)
 	}
-	if endpoint == "/v1/chat/completions" {
-		x.key, err = cache.ChatKey(partition, body, s.opts.Group)
-	} else {
-		x.key, err = cache.GenericKey(partition, endpoint, body)
-	}
+	x.key, err = s.requestKey(f, partition, req.Header, body)
 	if err != nil {
+		if errors.Is(err, cache.ErrBadRequest) && !json.Valid(body) {
+			return badBody(c, endpoint, body, err)
+		}
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	// The key parsed the body already, with exact field names: routing and
@@ -89,12 +108,22 @@ func (s *Server) serveCached(c echo.Context, endpoint string) error {
 			return hit(x, res, outcome)
 		}
 	}
-	outcome := OutcomeMiss
+	outcome := s.missOutcome(x)
 	if x.ctl.noCache {
 		// The client refused cached answers: not eligible for the hit rate.
 		outcome = OutcomeBypass
 	}
 	return miss(x, outcome)
+}
+
+// badBody answers a body that is not JSON (or not JSON of the right types)
+// with 400 invalid_json, naming the decoder's complaint.
+func badBody(c echo.Context, endpoint string, body []byte, err error) error {
+	if !json.Valid(body) {
+		var probe any
+		err = json.Unmarshal(body, &probe)
+	}
+	return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
 }
 
 // bypass reports whether the request must not touch the cache at all.
@@ -125,8 +154,11 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h.Set(HeaderUpstream, "cache")
-	body := rewriteIdentity(res.Entry.Body, s.opts.Now())
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
+	if w, ok := x.format.(freshWriter); ok {
+		return w.writeFresh(x.c, &res.Entry, s.opts.Now())
+	}
+	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
 }
 
@@ -141,7 +173,9 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		Header:    req.Header,
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
+		ForModel:  x.format.ForModel(x.endpoint, x.body),
 	}
+	shapeRequest(x.format, ureq)
 	// The call may run on after this handler has returned (for the other
 	// waiters of a coalesced flight), so it touches nothing of x.
 	call := func(ctx context.Context) (*upstream.Response, error) {
@@ -159,6 +193,9 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	} else {
 		// Coalesce on the exact key: identical requests of one tenant.
 		resp, shared, err = s.flights.do(req.Context(), x.key.Exact, call)
+		if errors.Is(err, errNotShared) {
+			resp, err = call(req.Context())
+		}
 	}
 	// Time spent waiting for the upstream (or for the flight it joined), so
 	// breakwater_overhead_seconds is what Breakwater itself added.
@@ -171,9 +208,13 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	if err != nil {
 		return s.upstreamFailed(x, outcome, err, s.writeCached)
 	}
-	if !shared && x.mayStore {
+	if resp.Rest != nil {
+		// Longer than server.max_answer_bytes: relayed, never cached.
+		defer resp.Rest.Close()
+	} else if !shared && x.mayStore {
 		s.store(x, resp)
 	}
+	s.checkFresh(x, resp)
 	h := x.c.Response().Header()
 	h.Set(HeaderCache, outcome)
 	h.Set(HeaderUpstream, resp.Target)
@@ -187,6 +228,9 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		ct = echo.MIMEApplicationJSON
 	}
 	s.finish(x, outcome, resp.Status, 0, resp.Target)
+	if resp.Rest != nil {
+		return relayLong(x.c, resp, ct)
+	}
 	return x.c.Blob(resp.Status, ct, resp.Body)
 }
 
@@ -213,12 +257,16 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 	res, ok := s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
 		Threshold:    x.ctl.threshold,
 		MaxAge:       x.ctl.maxAge,
-		SkipSemantic: x.endpoint != "/v1/chat/completions",
+		SkipSemantic: !x.format.Semantic(),
 	})
 	if !ok {
+		s.noteNear(x, res)
 		return res, "", false
 	}
 	if res.Tier == cache.TierSemantic {
+		if s.sampleHit(x, res) {
+			return res, "", false
+		}
 		return res, OutcomeHitSemantic, true
 	}
 	return res, OutcomeHitExact, true
@@ -229,13 +277,13 @@ func (s *Server) store(x *exchange, resp *upstream.Response) {
 	if resp.Status != http.StatusOK {
 		return
 	}
-	s.storeBody(context.WithoutCancel(x.c.Request().Context()), x.key, x.endpoint, resp.Model, resp.Body)
+	s.storeBody(context.WithoutCancel(x.c.Request().Context()), x.key, x.format, resp.Model, resp.Body)
 }
 
 // storeBody stores a finished completion under key; anything that is not a
 // finished answer is dropped here.
-func (s *Server) storeBody(ctx context.Context, key cache.Key, endpoint, model string, body []byte) {
-	if !finished(endpoint, body) {
+func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model string, body []byte) {
+	if !f.Finished(body) {
 		return
 	}
 	now := s.opts.Now()
@@ -246,6 +294,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, endpoint, model s
 		Query:       key.Query,
 		Model:       model,
 		Body:        body,
+		Wire:        prepareWire(body), // a hit writes it without a scan
 		Created:     now,
 		Expires:     now.Add(s.opts.TTL),
 	})
@@ -259,7 +308,7 @@ func (s *Server) staleAnswer(x *exchange) (cache.Result, bool) {
 	}
 	return s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
 		StaleThreshold: s.opts.StaleThreshold,
-		SkipSemantic:   x.endpoint != "/v1/chat/completions",
+		SkipSemantic:   !x.format.Semantic(),
 	})
 }
 
@@ -280,13 +329,20 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 	if m := s.opts.Metrics; m != nil {
 		m.observe(x.endpoint, outcome, total, x.upstream, similarity)
 	}
-	attrs := []any{"endpoint", x.endpoint, "outcome", outcome, "status", status,
-		"duration_ms", float64(total.Microseconds()) / 1000}
+	ctx := x.c.Request().Context()
+	if !x.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	// Typed attributes: no boxing of each value into an any.
+	var buf [8]slog.Attr
+	attrs := append(buf[:0], slog.String("endpoint", x.endpoint), slog.String("outcome", outcome),
+		slog.Int("status", status), slog.Float64("duration_ms", float64(total.Microseconds())/1000))
 	if similarity > 0 {
-		attrs = append(attrs, "similarity", similarity)
+		attrs = append(attrs, slog.Float64("similarity", float64(similarity)))
 	}
 	if target != "" {
-		attrs = append(attrs, "target", target, "attempts", x.attempts, "upstream_ms", float64(x.upstream.Microseconds())/1000)
+		attrs = append(attrs, slog.String("target", target), slog.Int("attempts", x.attempts),
+			slog.Float64("upstream_ms", float64(x.upstream.Microseconds())/1000))
 	}
-	x.log.Info("request", attrs...)
+	x.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -62,7 +61,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	b, err := readSized(io.LimitReader(r.Body, limit+1), r.ContentLength)
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
@@ -74,6 +73,30 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 var errTooLarge = errors.New("request body too large")
 
+// readSized is io.ReadAll with the buffer sized from a known length (a
+// Content-Length; -1 when unknown): one allocation and no copies, where
+// io.ReadAll grows from 512 bytes. The length is a hint; the reader decides
+// where the body ends.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 || size > 64<<20 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: room to see EOF without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
 // requestShape is the part of a request body the proxy itself needs. It is
 // filled from the cache key, never by decoding the body into a struct again:
 // encoding/json matches struct fields case-insensitively, so a second decode
@@ -83,36 +106,4 @@ type requestShape struct {
 	Stream       bool
 	Temperature  *float64
 	IncludeUsage bool
-}
-
-// finished reports whether a completion body is worth caching: well-formed,
-// with at least one choice, and every choice finished.
-func finished(endpoint string, body []byte) bool {
-	if endpoint == "/v1/embeddings" {
-		var r struct {
-			Data []json.RawMessage `json:"data"`
-		}
-		return json.Unmarshal(body, &r) == nil && len(r.Data) > 0
-	}
-	var r struct {
-		Choices []struct {
-			FinishReason *string `json:"finish_reason"`
-		} `json:"choices"`
-	}
-	if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
-		return false
-	}
-	for _, ch := range r.Choices {
-		if ch.FinishReason == nil {
-			return false
-		}
-		switch *ch.FinishReason {
-		case "stop", "length", "tool_calls", "function_call":
-		default:
-			// content_filter and anything unknown: the upstream refused or
-			// cut the answer; never serve that to the next asker.
-			return false
-		}
-	}
-	return true
 }

@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
 	"math"
 	"net/http"
@@ -39,7 +38,8 @@ func errorType(status int) string {
 	}
 }
 
-// writeError sends an OpenAI-shaped error. retryAfter > 0 adds Retry-After in
+// writeError sends an error in the shape of the API the client speaks (the
+// route's Format; OpenAI's outside the cached routes). retryAfter > 0 adds Retry-After in
 // whole seconds (rounded up, at least 1) because clients and SDKs only parse
 // integers there.
 func writeError(c echo.Context, status int, code, message string, retryAfter time.Duration) error {
@@ -50,7 +50,7 @@ func writeError(c echo.Context, status int, code, message string, retryAfter tim
 		}
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 	}
-	body, _ := json.Marshal(apiError{Error: apiErrorBody{Message: message, Type: errorType(status), Code: code}})
+	status, body := formatOf(c).Error(status, code, message)
 	return c.Blob(status, echo.MIMEApplicationJSON, body)
 }
 
@@ -66,7 +66,7 @@ func writeUpstreamError(c echo.Context, err error) error {
 }
 
 // httpErrorHandler renders echo's own errors (unknown route, wrong method,
-// panics recovered) in the OpenAI shape too.
+// panics recovered) in the client's API shape too.
 func httpErrorHandler(err error, c echo.Context) {
 	if c.Response().Committed {
 		return

@@ -36,10 +36,10 @@ func TestCoalescedLeaderLeaving(t *testing.T) {
 	waitCalls(t, e, 1)
 	follower := make(chan reply, 1)
 	go func() { follower <- e.post("/v1/chat/completions", chat("shared slow question")) }()
-	time.Sleep(100 * time.Millisecond) // let the follower join the flight
+	e.waitWaiters(2) // the follower joined the flight
 	cancelLeader()
 	wg.Wait()
-	time.Sleep(50 * time.Millisecond)
+	e.waitWaiters(1) // the leader has left it
 	close(release)
 	r := <-follower
 	if got, want := r.status, 200; got != want {

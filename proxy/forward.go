@@ -7,12 +7,15 @@ import (
 	"strings"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // newForwarder builds the reverse proxy for /v1/* paths Breakwater does not
-// cache (files, batches, audio, ...): they go to the default upstream as
-// they are, streaming in both directions.
-func (s *Server) newForwarder(root *url.URL) *httputil.ReverseProxy {
+// cache (files, batches, audio, count_tokens, ...): they go to an upstream
+// as they are, headers included, streaming in both directions. A non-empty
+// key replaces the client's credential, sent in the auth style.
+func (s *Server) newForwarder(root *url.URL, key, auth string) *httputil.ReverseProxy {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// /v1/files -> <root>/files: the root already holds the version.
@@ -23,28 +26,33 @@ func (s *Server) newForwarder(root *url.URL) *httputil.ReverseProxy {
 			pr.Out.URL.RawPath = ""
 			pr.Out.URL.RawQuery = pr.In.URL.RawQuery
 			pr.Out.Host = root.Host
-			if s.opts.PassthroughKey != "" {
-				pr.Out.Header.Set("Authorization", "Bearer "+s.opts.PassthroughKey)
+			if key != "" {
+				upstream.SetAuth(pr.Out.Header, auth, key)
 			}
 		},
 		Transport:     s.opts.Transport,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
+			status, body := passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: the default upstream did not answer")
 			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusBadGateway)
-			_, _ = w.Write([]byte(`{"error":{"message":"breakwater: the default upstream did not answer","type":"server_error","param":null,"code":"upstream_unreachable"}}`))
+			w.WriteHeader(status)
+			_, _ = w.Write(body)
 		},
 	}
 	return rp
 }
 
 func (s *Server) handleForward(c echo.Context) error {
-	if s.fwd == nil {
+	fwd := s.fwd
+	if c.Request().Header.Get(headerAnthropicVersion) != "" && s.anthropicFwd != nil {
+		fwd = s.anthropicFwd
+	}
+	if fwd == nil {
 		return writeError(c, http.StatusNotFound, "not_found", "breakwater: "+c.Request().URL.Path+" is not served (no default upstream configured)", 0)
 	}
 	c.Response().Header().Set(HeaderCache, OutcomeBypass)
 	s.stats.outcome(OutcomeBypass)
-	s.fwd.ServeHTTP(c.Response(), c.Request())
+	fwd.ServeHTTP(c.Response(), c.Request())
 	return nil
 }

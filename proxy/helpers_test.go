@@ -196,6 +196,7 @@ type envOptions struct {
 	proxy       func(*Options)
 	caller      func(*upstream.Options)
 	threshold   float32
+	cacheOpts   func(*cache.Options)
 }
 
 // closeEnv tears an env down for benchmarks, which build it with a bare
@@ -243,7 +244,11 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	if th == 0 {
 		th = 0.9
 	}
-	e.cache = cache.New(cache.Options{Exact: exact, Index: e.index, Embedder: emb, Threshold: th, TTL: time.Hour})
+	co := cache.Options{Exact: exact, Index: e.index, Embedder: emb, Threshold: th, TTL: time.Hour}
+	if eo.cacheOpts != nil {
+		eo.cacheOpts(&co)
+	}
+	e.cache = cache.New(co)
 	t.Cleanup(func() {
 		_ = e.cache.Close(context.Background())
 		exact.Close()
@@ -330,6 +335,45 @@ func (e *env) get(path string) reply {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
 	return reply{status: resp.StatusCode, header: resp.Header, body: b}
+}
+
+// waitWaiters waits until n clients wait on coalesced (non-stream) flights,
+// so a test releases the upstream only once every request has joined.
+func (e *env) waitWaiters(n int) {
+	e.t.Helper()
+	waiters := func() int {
+		f := e.server.flights
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		total := 0
+		for _, fl := range f.live {
+			total += fl.waiters
+		}
+		return total
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for waiters() != n {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("%d clients wait on flights after 10s, want %d", waiters(), n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// waitStreams waits until no upstream stream is being pumped: every stream
+// miss has finished and, when it was cacheable, has been written back. A
+// client sees a stream end before its pump stores it, so tests that look
+// for (or rule out) a stored stream wait on this, not on time.
+func (e *env) waitStreams() {
+	e.t.Helper()
+	idle := func() bool { return e.server.pumps.Load() == 0 }
+	deadline := time.Now().Add(10 * time.Second)
+	for !idle() {
+		if time.Now().After(deadline) {
+			e.t.Fatal("a stream was still being pumped after 10s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // waitIndexed waits until the async write-back has put n entries in the index.

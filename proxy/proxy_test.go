@@ -360,11 +360,7 @@ func TestCoalescesIdenticalMisses(t *testing.T) {
 		}()
 	}
 	// Let every request arrive and join the flight before answering.
-	deadline := time.Now().Add(3 * time.Second)
-	for e.model.calls.Load() < 1 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	time.Sleep(100 * time.Millisecond)
+	e.waitWaiters(n)
 	close(release)
 	wg.Wait()
 	if got, want := e.model.calls.Load(), int64(1); got != want {

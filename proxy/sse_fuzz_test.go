@@ -8,9 +8,11 @@ import (
 	"testing"
 )
 
-// FuzzSSEReader reads arbitrary upstream stream bodies: the reader must end
-// (every event consumes input), never return more raw bytes than it read,
-// and the assembler must take any data without panicking.
+// FuzzSSEReader reads arbitrary upstream stream bodies, unbounded and with a
+// small event bound (as the proxy reads them): the reader must end (every
+// event consumes input), never return more raw bytes than it read nor an
+// event above the bound, and the assembler must take any data without
+// panicking.
 func FuzzSSEReader(f *testing.F) {
 	for _, name := range []string{"testdata/replay-golden.sse", "testdata/stream-toolcalls.sse"} {
 		b, err := os.ReadFile(name)
@@ -22,7 +24,13 @@ func FuzzSSEReader(f *testing.F) {
 	f.Add([]byte("data: {\"choices\":[{\"delta\":{\"content\":\"hi\"}}]}\r\n\r\n: keep-alive\n\nevent: error\ndata: {\"error\":{}}\n\ndata: [DONE]"))
 	f.Add([]byte("data: a\ndata: b\nid: 1\nretry: 10\n\n\n\ndata"))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		rd := newSSEReader(bytes.NewReader(body))
+		readAll(t, body, newSSEReader(bytes.NewReader(body)), 0)
+		readAll(t, body, newBoundedSSEReader(bytes.NewReader(body), 64), 64)
+	})
+}
+
+func readAll(t *testing.T, body []byte, rd *sseReader, max int) {
+	{
 		asm := newAssembler(true)
 		total := 0
 		for events := 0; ; events++ {
@@ -31,10 +39,16 @@ func FuzzSSEReader(f *testing.F) {
 			}
 			ev, raw, err := rd.next()
 			if err != nil {
+				if max > 0 && errors.Is(err, errEventTooLarge) {
+					return
+				}
 				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
 					t.Fatalf("next: %v", err)
 				}
 				return
+			}
+			if max > 0 && len(raw) > max {
+				t.Fatalf("event of %d raw bytes through a bound of %d", len(raw), max)
 			}
 			total += len(raw)
 			if total > len(body) {
@@ -46,5 +60,5 @@ func FuzzSSEReader(f *testing.F) {
 			_ = asm.add(ev.Data)
 			_ = asm.text()
 		}
-	})
+	}
 }

@@ -21,8 +21,7 @@ import (
 type streamJob struct {
 	req      *upstream.Request
 	key      cache.Key
-	endpoint string
-	chat     bool
+	format   Format
 	mayStore bool
 	log      logFn
 }
@@ -32,19 +31,21 @@ type logFn func(msg string, args ...any)
 func (s *Server) newStreamJob(x *exchange) *streamJob {
 	req := x.c.Request()
 	l := x.log
+	ureq := &upstream.Request{
+		Path:      x.endpoint,
+		Model:     x.shape.Model,
+		Body:      x.body,
+		Header:    req.Header.Clone(),
+		RequestID: req.Header.Get(HeaderRequestID),
+		Class:     x.ctl.class,
+		Stream:    true,
+		ForModel:  x.format.ForModel(x.endpoint, x.body),
+	}
+	shapeRequest(x.format, ureq)
 	return &streamJob{
-		req: &upstream.Request{
-			Path:      x.endpoint,
-			Model:     x.shape.Model,
-			Body:      x.body,
-			Header:    req.Header.Clone(),
-			RequestID: req.Header.Get(HeaderRequestID),
-			Class:     x.ctl.class,
-			Stream:    true,
-		},
+		req:      ureq,
 		key:      x.key,
-		endpoint: x.endpoint,
-		chat:     x.endpoint == "/v1/chat/completions",
+		format:   x.format,
 		mayStore: x.mayStore,
 		log:      l.Warn,
 	}
@@ -64,6 +65,7 @@ func (s *Server) streamMiss(x *exchange, outcome string) error {
 		defer s.sflights.leave(x.key.Exact, b)
 		if leader {
 			x.called = true
+			s.pumps.Add(1)
 			go s.pump(pctx, job, b, func() { s.sflights.done(x.key.Exact, b) })
 		} else {
 			s.countCoalesced()
@@ -75,6 +77,7 @@ func (s *Server) streamMiss(x *exchange, outcome string) error {
 		defer cancel()
 		b = newBroadcast(cancel)
 		x.called = true
+		s.pumps.Add(1)
 		go s.pump(pctx, job, b, func() {})
 	}
 	return s.relay(x, b, outcome)
@@ -151,12 +154,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	prefix := "chatcmpl-bw"
-	if x.endpoint != "/v1/chat/completions" {
-		prefix = "cmpl-bw"
-	}
-	includeUsage := x.shape.IncludeUsage
-	err := replay(w, w.Flush, res.Entry.Body, prefix+newID()[:24], s.opts.Now().Unix(), includeUsage)
+	err := x.format.Replay(w, w.Flush, res.Entry.Body, x.body, s.opts.Now())
 	status := http.StatusOK
 	if err != nil {
 		status = 499
@@ -169,6 +167,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 // pump reads one upstream stream into b, resuming a cut stream on the next
 // target when it can, and writes a cleanly finished stream back to the cache.
 func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done func()) {
+	defer s.pumps.Add(-1)
 	defer done()
 	s.stats.calls.Add(1)
 	sr, err := s.opts.Caller.Open(ctx, job.req)
@@ -187,20 +186,23 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		b.finish(rerr)
 		return
 	}
-	asm := newAssembler(job.chat)
+	asm := job.format.NewAssembler()
 	cut := s.copyStream(sr, b, asm, false)
 	model := sr.Model
 	// A stream that was cut is never cached, even when resumed: the
 	// continuation came from another request and may not read as one answer.
 	wasCut := cut != nil
-	for resumes := 0; cut != nil && s.opts.Resume && job.chat && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
-		job.log("stream cut; resuming on the next target", "target", sr.Target, "err", cut.Error(), "resume", resumes+1)
-		rreq, err := resumeRequest(job.req, asm.text())
+	for resumes := 0; cut != nil && resumable(cut) && s.opts.Resume && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
+		rbody, err := job.format.Resume(job.req.Body, asm)
 		if err != nil {
 			break
 		}
+		job.log("stream cut; resuming on the next target", "target", sr.Target, "err", cut.Error(), "resume", resumes+1)
+		rreq := *job.req
+		rreq.Body = rbody
+		rreq.ForModel = job.format.ForModel(rreq.Path, rbody)
 		rreq.Avoid = sr.Target
-		next, err := s.opts.Caller.Open(ctx, rreq)
+		next, err := s.opts.Caller.Open(ctx, &rreq)
 		if err != nil {
 			cut = fmt.Errorf("%w; resume failed: %v", cut, err)
 			break
@@ -217,39 +219,38 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	if cut != nil {
 		// Never end a cut stream as if it had finished, never cache it.
 		job.log("stream cut", "target", sr.Target, "err", cut.Error())
-		b.append(errorEvent(cut))
+		b.append(job.format.StreamError(cut))
 		b.finish(nil)
 		return
 	}
-	if !asm.sawDone {
-		b.append([]byte("data: [DONE]\n\n"))
+	if t := asm.Trailer(); t != nil {
+		b.append(t)
 	}
 	b.finish(nil)
-	if job.mayStore && !wasCut && asm.complete() {
-		body, err := asm.completion()
+	if job.mayStore && !wasCut && asm.Complete() {
+		body, err := asm.Body()
 		if err == nil {
-			s.storeBody(context.WithoutCancel(ctx), job.key, job.endpoint, model, body)
+			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body)
 		}
 	}
 }
 
 var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout")
 
-// copyStream copies one upstream stream's events into b and the assembler.
-// It returns nil when the stream finished cleanly ([DONE], or every choice
-// finished), else why it was cut. A resumed stream's role-only first chunk is
-// dropped: the client already has one.
-func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm *assembler, resumed bool) (cut error) {
+// copyStream copies one upstream stream's events into b and the assembler,
+// which says what to relay. It returns nil when the stream finished cleanly,
+// else why it was cut.
+func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
 		body.Close()
 		sr.Done(cut)
 	}()
-	rd := newSSEReader(body)
+	rd := newBoundedSSEReader(body, s.opts.MaxEventBytes)
 	for {
 		ev, raw, err := rd.next()
 		if errors.Is(err, io.EOF) {
-			if asm.complete() || allFinished(asm) {
+			if asm.FinishedAtEOF() {
 				return nil
 			}
 			return errors.New("the upstream closed the stream before it finished")
@@ -258,33 +259,24 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm *asse
 			if body.idle.Load() {
 				return errIdle
 			}
+			if errors.Is(err, errEventTooLarge) || errors.Is(err, upstream.ErrDeadline) {
+				return err
+			}
 			return fmt.Errorf("read upstream stream: %w", err)
 		}
-		if ev.Event == "error" {
-			return fmt.Errorf("the upstream sent an error event: %s", truncate(string(ev.Data), 200))
-		}
-		if ev.done() {
-			asm.sawDone = true
-			b.append(raw)
-			return nil
-		}
-		if len(ev.Data) == 0 {
-			continue
-		}
-		var probe struct {
-			Error json.RawMessage `json:"error"`
-		}
-		if json.Unmarshal(ev.Data, &probe) == nil && len(probe.Error) > 0 && string(probe.Error) != "null" {
-			return fmt.Errorf("the upstream sent an error mid-stream: %s", truncate(string(probe.Error), 200))
-		}
-		before := len(asm.text())
-		if err := asm.add(ev.Data); err != nil {
+		out, end, err := asm.Feed(ev, raw, resumed)
+		if err != nil {
 			return err
 		}
-		if resumed && len(asm.text()) == before && !anyFinished(asm) {
-			continue
+		if out != nil {
+			if s.opts.MaxStreamBytes > 0 && b.bytes()+int64(len(out)) > s.opts.MaxStreamBytes {
+				return errStreamTooLarge
+			}
+			b.append(out)
 		}
-		b.append(raw)
+		if end {
+			return nil
+		}
 	}
 }
 
@@ -307,30 +299,6 @@ func anyFinished(a *assembler) bool {
 		}
 	}
 	return false
-}
-
-// resumeRequest asks the next target to continue a cut answer: the partial
-// answer goes in as an assistant turn, followed by a continuation instruction.
-func resumeRequest(orig *upstream.Request, partial string) (*upstream.Request, error) {
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(orig.Body, &body); err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(body["messages"], &msgs); err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	asst, _ := json.Marshal(map[string]string{"role": "assistant", "content": partial})
-	cont, _ := json.Marshal(map[string]string{"role": "user", "content": resumeInstruction})
-	msgs = append(msgs, asst, cont)
-	body["messages"], _ = json.Marshal(msgs)
-	nb, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	r := *orig
-	r.Body = nb
-	return &r, nil
 }
 
 const resumeInstruction = "Your previous message was cut off. Continue it exactly where it stopped, " +

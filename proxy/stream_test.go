@@ -72,16 +72,8 @@ func TestStreamMissThenHits(t *testing.T) {
 		t.Errorf("%s = %q, want %q", HeaderCache, got, want)
 	}
 	// The tee stored the assembled answer: a stream repeat is replayed...
-	deadline := time.Now().Add(2 * time.Second)
-	var h2 http.Header
-	var again string
-	for time.Now().Before(deadline) {
-		again, h2, err = streamChat(t, e, "Tell me about tides")
-		if h2.Get(HeaderCache) == OutcomeHitExact {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	e.waitStreams()
+	again, h2, err := streamChat(t, e, "Tell me about tides")
 	if err != nil || h2.Get(HeaderCache) != OutcomeHitExact || again != got {
 		t.Errorf("stream repeat: %s = %q, content %q, err %v; want hit-exact with %q", HeaderCache, h2.Get(HeaderCache), again, err, got)
 	}
@@ -203,7 +195,7 @@ func TestStreamCutIsResumed(t *testing.T) {
 				t.Errorf("resumed text %q, want %q (partial + continuation)", got, want)
 			}
 			// A cut stream is never cached, resumed or not.
-			time.Sleep(50 * time.Millisecond)
+			e.waitStreams()
 			r := e.post("/v1/chat/completions", chat("When is the tide?"))
 			if got := r.header.Get(HeaderCache); got == OutcomeHitExact {
 				t.Errorf("a cut stream was cached: %s", r.body)
@@ -285,7 +277,7 @@ func TestStreamToolCallsPassAndAssemble(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond)
+	e.waitStreams()
 	r := e.post("/v1/chat/completions", chat("weather in Paris"))
 	if got, want := r.header.Get(HeaderCache), OutcomeHitExact; got != want {
 		t.Fatalf("%s = %q, want %q", HeaderCache, got, want)

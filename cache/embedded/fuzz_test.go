@@ -82,12 +82,12 @@ func loadFuzzed(t *testing.T, dir string) {
 	}
 	gens, _ := walGens(dir)
 	for _, g := range gens {
-		if _, err := replayWAL(filepath.Join(dir, walName(g)), o.Logger, func(p []byte) error { return s.apply(p, o.MaxEntries) }); err != nil {
+		if _, err := replayWAL(filepath.Join(dir, walName(g)), o.Logger, func(p []byte) error { return s.apply(p, o) }); err != nil {
 			return
 		}
 	}
 	s.flush()
-	s.evict(o.MaxEntries)
+	s.evict(o)
 }
 
 func writeManifest(t *testing.T, dir string) {

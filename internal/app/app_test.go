@@ -39,7 +39,11 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.status != 0 {
 		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(m.status)
-		fmt.Fprint(w, `{"error":{"message":"model is at capacity","type":"rate_limit_error","code":"rate_limited"}}`)
+		if m.status == http.StatusTooManyRequests {
+			fmt.Fprint(w, `{"error":{"message":"model is at capacity","type":"rate_limit_error","code":"rate_limited"}}`)
+		} else {
+			fmt.Fprint(w, `{"error":{"message":"the model crashed","type":"server_error","code":"internal"}}`)
+		}
 		return
 	}
 	q := ""
@@ -191,12 +195,16 @@ func TestEndToEndBuiltinEncoder(t *testing.T) {
 	if got, want := h.Get("X-Breakwater-Cache"), "hit-exact"; got != want {
 		t.Errorf("repeat: %q, want %q", got, want)
 	}
-	var h2 http.Header
-	var body string
-	waitFor(t, "the paraphrase to hit", func() bool {
-		_, h2, body = r.chat(t, "How can I reset my password?", "Authorization", "Bearer tenant-A")
-		return h2.Get("X-Breakwater-Cache") == "hit-semantic"
+	// Wait for the write-back queue to index the first answer, then probe
+	// once: a probe sent before that would miss and be stored under its own
+	// exact key, so a retried probe would be an exact hit, never semantic.
+	waitFor(t, "the first answer to be indexed", func() bool {
+		return strings.Contains(r.get(t, "/stats"), `"semantic":1`)
 	})
+	_, h2, body := r.chat(t, "How can I reset my password?", "Authorization", "Bearer tenant-A")
+	if got, want := h2.Get("X-Breakwater-Cache"), "hit-semantic"; got != want {
+		t.Fatalf("paraphrase: %q, want %q: %s", got, want, body)
+	}
 	if !strings.Contains(body, "answer to: How do I reset my password?") {
 		t.Errorf("semantic hit body %s", body)
 	}
@@ -216,7 +224,7 @@ func TestEndToEndBuiltinEncoder(t *testing.T) {
 // TestMetricsAfterScriptedRun scrapes /metrics after hits, misses, 429s and a
 // breaker opening, and checks the counters moved as they should.
 func TestMetricsAfterScriptedRun(t *testing.T) {
-	busy := &model{status: http.StatusTooManyRequests}
+	busy := &model{status: http.StatusInternalServerError}
 	bs := httptest.NewServer(busy)
 	defer bs.Close()
 	ok := &model{}
@@ -244,9 +252,10 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	// The 429s: the breaker opened after consecutive_failures = 2.
-	if !strings.Contains(m, `breakwater_upstream_attempts_total{outcome="rate_limited",target="primary/gpt-test"} 2`) {
-		t.Errorf("/metrics: want 2 rate-limited attempts on the primary:\n%s", grep(m, "attempts_total"))
+	// The 500s: the breaker opened after consecutive_failures = 2 (429s
+	// would not open it: they are congestion, not breakage).
+	if !strings.Contains(m, `breakwater_upstream_attempts_total{outcome="server_error",target="primary/gpt-test"} 2`) {
+		t.Errorf("/metrics: want 2 server errors on the primary:\n%s", grep(m, "attempts_total"))
 	}
 	if got := busy.calls.Load(); got != 2 {
 		t.Errorf("busy upstream calls = %d, want 2 (then the breaker is open)", got)

@@ -45,17 +45,23 @@ type Upstream struct {
 	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
 	// A request path "/v1/chat/completions" is sent to BaseURL+"/chat/completions". Required.
 	BaseURL string
-	// APIKey is sent as "Authorization: Bearer <APIKey>"; "" forwards the client's
-	// Authorization header unchanged.
+	// APIKey is sent in the Auth style, replacing the client's credential headers
+	// (Authorization, x-api-key, x-goog-api-key); "" forwards the client's headers
+	// as they were sent.
 	APIKey string
+	// Auth is how APIKey is sent: AuthBearer, AuthXAPIKey or AuthXGoogAPIKey;
+	// "" means DefaultAuth.
+	Auth string
 	// Timeout bounds one attempt: the whole exchange for Do, the time to response
 	// headers for Open. 0 means only the request deadline bounds an attempt.
 	Timeout time.Duration
-	// MaxConcurrency is how many attempts of the default pool may be in flight at
-	// once; 0 means unlimited (no limiter, no queue).
+	// MaxConcurrency is the ceiling of the adaptive concurrency limit of each of
+	// the upstream's lanes (a target, or a target and forwarded key), and of the
+	// attempts of the default pool in flight at once; 0 means
+	// DefaultMaxConcurrency. The limit itself is found at run time.
 	MaxConcurrency int
-	// MaxQueue is how many requests of the default pool may wait for a slot; 0 means
-	// no queue: a request that finds every slot taken is shed at once.
+	// MaxQueue is how many requests may wait for a slot of one lane, and of the
+	// default pool; 0 means DefaultMaxQueue, a negative value means no queue.
 	MaxQueue int
 	// Pools gives request classes (Request.Class, e.g. "realtime", "batch") their own
 	// slots and queue. Each pool is independent, so filling one never blocks another;
@@ -125,8 +131,15 @@ type Options struct {
 	// CheckRetry decides whether an attempt is retried; nil means
 	// RetryOnStatus(Retry.RetryOn), which is DefaultCheckRetry for the default list.
 	CheckRetry CheckRetry
+	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
+	// reset can hold a lane back or delay a retry; 0 means DefaultRetryAfterCap.
+	RetryAfterCap time.Duration
 	// Backoff computes the wait before a retry; nil means DefaultBackoff.
 	Backoff Backoff
+	// MaxAnswerBytes is the largest non-stream answer buffered whole; a
+	// longer one comes back as Response.Rest. 0 means DefaultMaxAnswerBytes,
+	// negative no limit.
+	MaxAnswerBytes int64
 	// Transport sends attempts; nil means a clone of http.DefaultTransport that keeps
 	// many idle connections per host.
 	Transport http.RoundTripper
@@ -213,6 +226,8 @@ func (o *Options) validate() error {
 			return fmt.Errorf("validate upstream %q: duplicate name", u.Name)
 		case !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://"):
 			return fmt.Errorf("validate upstream %q: base URL %q is not http(s)", u.Name, u.BaseURL)
+		case u.Auth != "" && u.Auth != AuthBearer && u.Auth != AuthXAPIKey && u.Auth != AuthXGoogAPIKey:
+			return fmt.Errorf("validate upstream %q: auth %q is not %q, %q or %q", u.Name, u.Auth, AuthBearer, AuthXAPIKey, AuthXGoogAPIKey)
 		case u.MaxConcurrency < 0:
 			return fmt.Errorf("validate upstream %q: negative max concurrency", u.Name)
 		}

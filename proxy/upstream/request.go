@@ -35,6 +35,16 @@ type Request struct {
 	// Avoid names a target to try only after every other one (a stream cut
 	// by that target is resumed elsewhere first). "" avoids nothing.
 	Avoid string
+	// ForModel rewrites the request for a target that serves another model
+	// than the one requested: it returns the path and body to send (an API
+	// may carry the model in the path rather than the body). It is called once
+	// per target, so every attempt to a target sends the same bytes. nil
+	// rewrites the body's top-level "model" field and keeps Path.
+	ForModel func(model string) (path string, body []byte)
+	// Classify reads each non-2xx answer of this request's wire format; its
+	// verdict is combined with the caller's own reading of the status and
+	// headers. nil means status and headers only.
+	Classify func(status int, header http.Header, body []byte) Verdict
 }
 
 func (r *Request) method() string {
@@ -134,7 +144,7 @@ func outboundHeader(in http.Header, up Upstream, requestID string, hasBody bool)
 		h.Del(k)
 	}
 	if up.APIKey != "" {
-		h.Set("Authorization", "Bearer "+up.APIKey)
+		SetAuth(h, up.Auth, up.APIKey)
 	}
 	if requestID != "" {
 		h.Set("X-Request-ID", requestID)
@@ -143,6 +153,39 @@ func outboundHeader(in http.Header, up Upstream, requestID string, hasBody bool)
 		h.Set("Content-Type", "application/json")
 	}
 	return h
+}
+
+// Auth styles: how an upstream that holds its own key sends it.
+const (
+	// AuthBearer sends "Authorization: Bearer <key>" (OpenAI and compatible
+	// servers; Anthropic accepts it too).
+	AuthBearer = "bearer"
+	// AuthXAPIKey sends "x-api-key: <key>" (Anthropic's documented header).
+	AuthXAPIKey = "x-api-key"
+	// AuthXGoogAPIKey sends "x-goog-api-key: <key>" (the Gemini API).
+	AuthXGoogAPIKey = "x-goog-api-key"
+	// DefaultAuth is the style of an upstream that names none.
+	DefaultAuth = AuthBearer
+)
+
+// credentialHeaders are the headers any client may carry its key in.
+var credentialHeaders = []string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"}
+
+// SetAuth replaces whatever credential h carries with key, sent in style
+// (AuthBearer when ""), so a client's own key never reaches an upstream that
+// holds its own.
+func SetAuth(h http.Header, style, key string) {
+	for _, k := range credentialHeaders {
+		h.Del(k)
+	}
+	switch style {
+	case AuthXAPIKey:
+		h.Set("X-Api-Key", key)
+	case AuthXGoogAPIKey:
+		h.Set("X-Goog-Api-Key", key)
+	default:
+		h.Set("Authorization", "Bearer "+key)
+	}
 }
 
 // inboundHeader cleans an upstream response's headers for the proxy: hop-by-hop

@@ -1,0 +1,132 @@
+package cache
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// MessagesEndpoint is the path MessagesKey hashes into the exact key.
+const MessagesEndpoint = "/v1/messages"
+
+// MessagesKey builds the key of an Anthropic Messages request (POST
+// /v1/messages). The exact key and the context fingerprint cover the model
+// (its cache group for the fingerprint), system (string or blocks), the
+// earlier turns, tools, tool_choice, sampling parameters, stop_sequences and
+// thinking; metadata and stream do not count, nor do cache_control markers
+// (prompt caching changes the price of an answer, not the answer). headers
+// are request headers that shape the answer (anthropic-version and
+// anthropic-beta): they are hashed in as they were sent.
+//
+// The embedded text (Query) is the text blocks of the final user turn. A
+// final turn that carries anything else (images, documents, tool results) or
+// a final assistant turn (a prefill) leaves Query empty: exact tier only.
+func MessagesKey(partition string, body []byte, group func(model string) string, headers map[string]string) (Key, error) {
+	obj, err := parseObject(body)
+	if err != nil {
+		return Key{}, err
+	}
+	msgs, ok := obj["messages"].([]any)
+	if !ok || len(msgs) == 0 {
+		return Key{}, badRequest(`field "messages" must be a non-empty array of message objects`)
+	}
+	for i, m := range msgs {
+		mo, ok := m.(map[string]any)
+		if !ok {
+			return Key{}, badRequest(fmt.Sprintf("messages[%d] must be an object", i))
+		}
+		if _, ok := mo["role"].(string); !ok {
+			return Key{}, badRequest(fmt.Sprintf(`messages[%d] must have a string "role"`, i))
+		}
+	}
+	obj = withoutCacheControl(obj)
+	for name, v := range headers {
+		// Header names hold '-', which no body field of the API has.
+		obj[strings.ToLower(name)] = v
+	}
+	k, err := commonKey(partition, MessagesEndpoint, obj)
+	if err != nil {
+		return Key{}, err
+	}
+	msgs = obj["messages"].([]any)
+	fp := withoutIgnored(obj)
+	if group != nil {
+		if g := group(k.Model); g != "" {
+			fp["model"] = g
+		}
+	}
+	last := msgs[len(msgs)-1].(map[string]any)
+	if last["role"] == "user" {
+		query, rest, err := splitUserContent(len(msgs)-1, last["content"])
+		if err != nil {
+			return Key{}, err
+		}
+		if len(rest) == 0 {
+			k.Query = query
+			lastFP := make(map[string]any, len(last))
+			for name, v := range last {
+				lastFP[name] = v
+			}
+			delete(lastFP, "content")
+			fpMsgs := slices.Clone(msgs)
+			fpMsgs[len(fpMsgs)-1] = lastFP
+			fp["messages"] = fpMsgs
+		}
+	}
+	canon, err := canonicalBytes(fp)
+	if err != nil {
+		return Key{}, err
+	}
+	k.Fingerprint = digest("breakwater-fingerprint-v1", []byte(MessagesEndpoint), canon)
+	return k, nil
+}
+
+// withoutCacheControl returns a copy of a Messages request without the
+// cache_control markers where the API accepts them: top level, system
+// blocks, message content blocks and tools.
+func withoutCacheControl(obj map[string]any) map[string]any {
+	out := without(obj, "cache_control")
+	if sys, ok := out["system"].([]any); ok {
+		out["system"] = blocksWithout(sys)
+	}
+	if tools, ok := out["tools"].([]any); ok {
+		out["tools"] = blocksWithout(tools)
+	}
+	if msgs, ok := out["messages"].([]any); ok {
+		cp := make([]any, len(msgs))
+		for i, m := range msgs {
+			mo := m.(map[string]any)
+			if content, ok := mo["content"].([]any); ok {
+				mo = without(mo, "")
+				mo["content"] = blocksWithout(content)
+			}
+			cp[i] = mo
+		}
+		out["messages"] = cp
+	}
+	return out
+}
+
+// blocksWithout copies a list of objects without their cache_control.
+func blocksWithout(list []any) []any {
+	out := make([]any, len(list))
+	for i, b := range list {
+		if bo, ok := b.(map[string]any); ok {
+			out[i] = without(bo, "cache_control")
+		} else {
+			out[i] = b
+		}
+	}
+	return out
+}
+
+// without is a shallow copy of m without the member name.
+func without(m map[string]any, name string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		if k != name {
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -1,0 +1,193 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/cache"
+)
+
+// The OpenAI formats: Chat Completions (exact and semantic tiers, streams,
+// resumption) and the exact-only /v1/completions and /v1/embeddings.
+var (
+	chatFormat        Format = openAIFormat{endpoint: cache.ChatEndpoint, chat: true}
+	completionsFormat Format = openAIFormat{endpoint: "/v1/completions"}
+	embeddingsFormat  Format = openAIFormat{endpoint: "/v1/embeddings", embeddings: true}
+)
+
+// openAIFormat is an OpenAI endpoint. Only chat is semantic and resumable.
+type openAIFormat struct {
+	endpoint   string
+	chat       bool
+	embeddings bool
+}
+
+func (f openAIFormat) Endpoint() string { return f.endpoint }
+
+func (f openAIFormat) Semantic() bool { return f.chat }
+
+func (f openAIFormat) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
+	if f.chat {
+		return cache.ChatKey(partition, body, group)
+	}
+	return cache.GenericKey(partition, f.endpoint, body)
+}
+
+// Finished: embeddings with data; completions whose every choice finished
+// with a reason worth serving again.
+func (f openAIFormat) Finished(body []byte) bool {
+	if f.embeddings {
+		var r struct {
+			Data []json.RawMessage `json:"data"`
+		}
+		return json.Unmarshal(body, &r) == nil && len(r.Data) > 0
+	}
+	return finishedChoices(body)
+}
+
+// Fresh gives the body a new id and created, so every answer looks like a
+// new completion.
+func (f openAIFormat) Fresh(body []byte, now time.Time) []byte { return rewriteIdentity(body, now) }
+
+func (f openAIFormat) Replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error {
+	// Exact field names, as the key read them (encoding/json would also
+	// accept "Stream_Options").
+	includeUsage := false
+	if obj, err := cache.DecodeObject(req); err == nil {
+		so, _ := obj["stream_options"].(map[string]any)
+		includeUsage, _ = so["include_usage"].(bool)
+	}
+	prefix := "chatcmpl-bw"
+	if !f.chat {
+		prefix = "cmpl-bw"
+	}
+	return replay(w, flush, stored, prefix+newID()[:24], now.Unix(), includeUsage)
+}
+
+func (f openAIFormat) NewAssembler() StreamAssembler { return &openAIStream{a: newAssembler(f.chat)} }
+
+func (f openAIFormat) Resume(body []byte, asm StreamAssembler) ([]byte, error) {
+	if !f.chat {
+		return nil, errNoResume
+	}
+	return resumeChatBody(body, asm.Partial())
+}
+
+// ForModel: the caller's default, the body's "model" field rewritten.
+func (f openAIFormat) ForModel(string, []byte) func(string) (string, []byte) { return nil }
+
+func (f openAIFormat) Error(status int, code, message string) (int, []byte) {
+	body, _ := json.Marshal(apiError{Error: apiErrorBody{Message: message, Type: errorType(status), Code: code}})
+	return status, body
+}
+
+func (f openAIFormat) StreamError(err error) []byte { return errorEvent(err) }
+
+// openAIStream adapts the chunk assembler to StreamAssembler.
+type openAIStream struct{ a *assembler }
+
+func (s *openAIStream) Feed(ev sseEvent, raw []byte, resumed bool) ([]byte, bool, error) {
+	a := s.a
+	if ev.Event == "error" {
+		return nil, false, fmt.Errorf("the upstream sent an error event: %s", truncate(string(ev.Data), 200))
+	}
+	if ev.done() {
+		a.sawDone = true
+		return raw, true, nil
+	}
+	if len(ev.Data) == 0 {
+		return nil, false, nil
+	}
+	var probe struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(ev.Data, &probe) == nil && len(probe.Error) > 0 && string(probe.Error) != "null" {
+		return nil, false, fmt.Errorf("the upstream sent an error mid-stream: %s", truncate(string(probe.Error), 200))
+	}
+	before := len(a.text())
+	if err := a.add(ev.Data); err != nil {
+		return nil, false, err
+	}
+	// A resumed stream's role-only first chunk is dropped: the client
+	// already has one.
+	if resumed && len(a.text()) == before && !anyFinished(a) {
+		return nil, false, nil
+	}
+	return raw, false, nil
+}
+
+func (s *openAIStream) FinishedAtEOF() bool { return s.a.complete() || allFinished(s.a) }
+
+func (s *openAIStream) Partial() string { return s.a.text() }
+
+func (s *openAIStream) Trailer() []byte {
+	if s.a.sawDone {
+		return nil
+	}
+	return []byte("data: [DONE]\n\n")
+}
+
+func (s *openAIStream) Complete() bool { return s.a.complete() }
+
+func (s *openAIStream) Body() ([]byte, error) { return s.a.completion() }
+
+// resumeChatBody asks the next target to continue a cut answer: the partial
+// answer goes in as an assistant turn, followed by a continuation instruction.
+func resumeChatBody(orig []byte, partial string) ([]byte, error) {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(orig, &body); err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(body["messages"], &msgs); err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	asst, _ := json.Marshal(map[string]string{"role": "assistant", "content": partial})
+	cont, _ := json.Marshal(map[string]string{"role": "user", "content": resumeInstruction})
+	msgs = append(msgs, asst, cont)
+	body["messages"], _ = json.Marshal(msgs)
+	nb, err := json.Marshal(body)
+	if err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	return nb, nil
+}
+
+// finishedChoices reports whether a completion body is worth caching:
+// well-formed, with at least one choice, and every choice finished.
+func finishedChoices(body []byte) bool {
+	var r struct {
+		Choices []struct {
+			FinishReason *string `json:"finish_reason"`
+		} `json:"choices"`
+	}
+	if json.Unmarshal(body, &r) != nil || len(r.Choices) == 0 {
+		return false
+	}
+	for _, ch := range r.Choices {
+		if ch.FinishReason == nil {
+			return false
+		}
+		switch *ch.FinishReason {
+		case "stop", "length", "tool_calls", "function_call":
+		default:
+			// content_filter and anything unknown: the upstream refused or
+			// cut the answer; never serve that to the next asker.
+			return false
+		}
+	}
+	return true
+}
+
+func (openAIFormat) bodyKeyed() {}
+
+// writeFresh writes the stored completion around a fresh id and created,
+// from the bytes prepared when it was stored.
+func (openAIFormat) writeFresh(c echo.Context, e *cache.Entry, now time.Time) error {
+	return wireOf(e).write(c, now)
+}

@@ -1,0 +1,215 @@
+package proxy
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// messagesFormat is the Anthropic Messages API (POST /v1/messages).
+var messagesFormat Format = anthropicMessages{}
+
+// Anthropic request headers: the API version and beta features shape the
+// answer, so both are part of the key and forwarded as sent.
+const (
+	headerAnthropicVersion = "Anthropic-Version"
+	headerAnthropicBeta    = "Anthropic-Beta"
+)
+
+type anthropicMessages struct{}
+
+func (anthropicMessages) Endpoint() string { return cache.MessagesEndpoint }
+
+func (anthropicMessages) Semantic() bool { return true }
+
+func (anthropicMessages) Key(partition string, h http.Header, body []byte, group func(string) string) (cache.Key, error) {
+	shaping := map[string]string{}
+	for _, name := range []string{headerAnthropicVersion, headerAnthropicBeta} {
+		if v := h.Values(name); len(v) > 0 {
+			shaping[name] = strings.Join(v, ",")
+		}
+	}
+	return cache.MessagesKey(partition, body, group, shaping)
+}
+
+// Finished: a message that ended on its own (end_turn, stop_sequence,
+// tool_use) or at max_tokens, under the same policy as OpenAI's "length".
+// refusal, pause_turn, model_context_window_exceeded and anything unknown
+// are never stored.
+func (anthropicMessages) Finished(body []byte) bool {
+	var m struct {
+		Type       string            `json:"type"`
+		Role       string            `json:"role"`
+		Content    []json.RawMessage `json:"content"`
+		StopReason *string           `json:"stop_reason"`
+	}
+	if json.Unmarshal(body, &m) != nil || m.Type != "message" || m.Role != "assistant" || m.StopReason == nil {
+		return false
+	}
+	return finishedStopReason(*m.StopReason)
+}
+
+func finishedStopReason(r string) bool {
+	switch r {
+	case "end_turn", "stop_sequence", "tool_use", "max_tokens":
+		return true
+	}
+	return false
+}
+
+// Fresh serves the message as stored: a Messages answer has no creation
+// time, and its id names the message the client may compare against.
+func (anthropicMessages) Fresh(body []byte, _ time.Time) []byte { return body }
+
+func (anthropicMessages) Replay(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
+	return replayMessage(w, flush, stored)
+}
+
+func (anthropicMessages) NewAssembler() StreamAssembler { return newMessageStream() }
+
+// Resume continues a cut answer by prefilling it as the assistant turn (the
+// model continues a final assistant turn). Only text can be continued: an
+// answer that already holds thinking or tool use, or a request with
+// thinking enabled (the API refuses a prefill with thinking), ends with an
+// error event instead. A model that does not accept prefill answers the
+// resume request with a 400, which ends the stream the same way.
+func (anthropicMessages) Resume(body []byte, asm StreamAssembler) ([]byte, error) {
+	ms, ok := asm.(*messageStream)
+	if !ok {
+		return nil, errNoResume
+	}
+	var req map[string]json.RawMessage
+	if err := json.Unmarshal(body, &req); err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	if t := req["thinking"]; len(t) > 0 {
+		// A map, not a struct: encoding/json matches struct fields
+		// case-insensitively, and the request was keyed by exact names.
+		var th map[string]any
+		if json.Unmarshal(t, &th) != nil || th["type"] != "disabled" {
+			return nil, errNoResume
+		}
+	}
+	partial, ok := ms.textOnly()
+	if !ok {
+		return nil, errNoResume
+	}
+	var msgs []map[string]json.RawMessage
+	if err := json.Unmarshal(req["messages"], &msgs); err != nil || len(msgs) == 0 {
+		return nil, errNoResume
+	}
+	last := msgs[len(msgs)-1]
+	var role string
+	_ = json.Unmarshal(last["role"], &role)
+	prefill := partial
+	if role == "assistant" {
+		// The client prefilled the answer itself: the model continues it.
+		var s string
+		if json.Unmarshal(last["content"], &s) != nil {
+			return nil, errNoResume
+		}
+		prefill = s + partial
+		msgs = msgs[:len(msgs)-1]
+	}
+	// The API refuses a final assistant turn ending in whitespace; the
+	// continuation brings it back, and the stream drops it once.
+	trimmed := strings.TrimRightFunc(prefill, unicode.IsSpace)
+	ms.beginResume(prefill[len(trimmed):])
+	if trimmed != "" {
+		content, _ := json.Marshal(trimmed)
+		msgs = append(msgs, map[string]json.RawMessage{"role": json.RawMessage(`"assistant"`), "content": content})
+	}
+	req["messages"], _ = json.Marshal(msgs)
+	out, err := json.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("build resume request: %w", err)
+	}
+	return out, nil
+}
+
+// ForModel: the model is a body field; the caller's default rewrite.
+func (anthropicMessages) ForModel(string, []byte) func(string) (string, []byte) { return nil }
+
+// anthropicError is the Messages API error body.
+type anthropicError struct {
+	Type  string             `json:"type"`
+	Error anthropicErrorBody `json:"error"`
+}
+
+type anthropicErrorBody struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+// Error answers in Anthropic's shape and statuses. Saturation (every
+// target's queue full, every target unavailable, or an upstream's 503/529)
+// is 529 overloaded_error, the status Anthropic's SDKs know as "retry
+// later"; the caller's Retry-After goes with it.
+func (anthropicMessages) Error(status int, code, message string) (int, []byte) {
+	switch {
+	case code == upstream.CodeCapacityExceeded || code == upstream.CodeNoHealthyTarget,
+		status == http.StatusServiceUnavailable, status == statusOverloaded:
+		status = statusOverloaded
+	}
+	body, _ := json.Marshal(anthropicError{Type: "error", Error: anthropicErrorBody{Type: anthropicErrorType(status), Message: message}})
+	return status, body
+}
+
+// statusOverloaded is Anthropic's "overloaded" status.
+const statusOverloaded = 529
+
+// anthropicErrorType maps a status to the error types of Anthropic's
+// documented error list.
+func anthropicErrorType(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "invalid_request_error"
+	case http.StatusUnauthorized:
+		return "authentication_error"
+	case http.StatusPaymentRequired:
+		return "billing_error"
+	case http.StatusForbidden:
+		return "permission_error"
+	case http.StatusNotFound:
+		return "not_found_error"
+	case http.StatusRequestEntityTooLarge:
+		return "request_too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limit_error"
+	case http.StatusGatewayTimeout:
+		return "timeout_error"
+	case statusOverloaded:
+		return "overloaded_error"
+	}
+	if status >= 500 {
+		return "api_error"
+	}
+	return "invalid_request_error"
+}
+
+// StreamError is the error event the API itself sends mid-stream; the SDKs
+// raise it as an APIError (never a clean end).
+func (anthropicMessages) StreamError(err error) []byte {
+	body, _ := json.Marshal(anthropicError{Type: "error", Error: anthropicErrorBody{
+		Type:    "overloaded_error",
+		Message: "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
+	}})
+	return sseBytes("error", body)
+}
+
+// sseBytes is one named event.
+func sseBytes(event string, data []byte) []byte {
+	out := make([]byte, 0, len(event)+len(data)+16)
+	out = append(out, "event: "...)
+	out = append(out, event...)
+	out = append(out, "\ndata: "...)
+	out = append(out, data...)
+	return append(out, "\n\n"...)
+}
