@@ -29,11 +29,14 @@ const (
 	ComponentIndexWrites = "index_writes"
 )
 
-// Defaults for zero Options fields.
-const (
-	DefaultThreshold float32 = 0.92
-	DefaultQueueSize         = 1024
-)
+// DefaultThreshold is the cosine similarity a semantic hit needs when
+// Options.Threshold is zero (chosen on the dev set with the guard on:
+// docs/PRECISION.md).
+const DefaultThreshold float32 = 0.92
+
+// DefaultQueueSize bounds the index write-back queue when Options.QueueSize
+// is zero.
+const DefaultQueueSize = 1024
 
 // searchLimit is how many candidates a semantic lookup considers: when the
 // best one is rejected (guard, long text, max-age), the next may still serve.

@@ -90,10 +90,10 @@ func (anthropicMessages) Resume(body []byte, asm StreamAssembler) ([]byte, error
 		return nil, fmt.Errorf("build resume request: %w", err)
 	}
 	if t := req["thinking"]; len(t) > 0 {
-		var th struct {
-			Type string `json:"type"`
-		}
-		if json.Unmarshal(t, &th) != nil || th.Type != "disabled" {
+		// A map, not a struct: encoding/json matches struct fields
+		// case-insensitively, and the request was keyed by exact names.
+		var th map[string]any
+		if json.Unmarshal(t, &th) != nil || th["type"] != "disabled" {
 			return nil, errNoResume
 		}
 	}

@@ -334,10 +334,6 @@ func (s *Server) Echo() *echo.Echo { return s.echo }
 // balancers stop sending traffic before connections are drained.
 func (s *Server) SetReady(ready bool) { s.ready.Store(ready) }
 
-type ctxKey int
-
-const loggerKey ctxKey = 0
-
 // requestID echoes or generates X-Request-ID and puts a logger carrying it
 // in the request context, so every line of the request has the same ID.
 func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {

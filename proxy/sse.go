@@ -135,7 +135,6 @@ type choiceAcc struct {
 	text      strings.Builder
 	tools     map[int]*toolAcc
 	finish    *string
-	logprobs  bool
 }
 
 type toolAcc struct {

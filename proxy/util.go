@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -19,9 +18,4 @@ func errorf(format string, args ...any) error {
 // request, where crypto/rand did.
 func newID() string {
 	return string(appendRandomHex(make([]byte, 0, 32), 16))
-}
-
-func jsonMarshalString(s string) (string, error) {
-	b, err := json.Marshal(s)
-	return string(b), err
 }

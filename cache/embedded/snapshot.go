@@ -35,6 +35,10 @@ import (
 // per slot varint level (-1 absent) and per level uvarint count and that many
 // uvarint links. The file ends with the CRC-32C of everything before it.
 
+// maxGraphLevel bounds an HNSW level read from a snapshot: levels are
+// int8 in memory, and with M >= 2 a level above 32 needs over 4 billion nodes.
+const maxGraphLevel = 32
+
 const (
 	manifestName  = "MANIFEST"
 	snapshotName  = "snapshot"
@@ -221,6 +225,20 @@ type snapReader struct {
 	r   *bufio.Reader
 	err error
 	buf []byte
+	// size is the file's size: no length or count read from the file may
+	// exceed it, so a damaged (or crafted) count fails instead of
+	// allocating gigabytes before the read runs out.
+	size int64
+}
+
+// count reads a uvarint count of items each at least one byte long.
+func (r *snapReader) count(what string) int {
+	n := r.uvarint()
+	if n > uint64(r.size) {
+		r.fail(fmt.Errorf("%s %d in a file of %d bytes", what, n, r.size))
+		return 0
+	}
+	return int(n)
 }
 
 func (r *snapReader) fail(err error) {
@@ -257,7 +275,7 @@ func (r *snapReader) full(n int) []byte {
 	if r.err != nil {
 		return nil
 	}
-	if n > maxRecord {
+	if n < 0 || n > maxRecord || int64(n) > r.size {
 		r.fail(errors.New("length out of range"))
 		return nil
 	}
@@ -316,7 +334,11 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 	if err := verifyChecksum(path); err != nil {
 		return 0, fmt.Errorf("verify snapshot %s: %w (the store is damaged: delete %s to start with an empty semantic cache)", path, err, dir)
 	}
-	r := &snapReader{r: bufio.NewReaderSize(f, 1<<20)}
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("open snapshot: %w", err)
+	}
+	r := &snapReader{r: bufio.NewReaderSize(f, 1<<20), size: fi.Size()}
 	if string(r.full(len(snapMagic))) != snapMagic {
 		return 0, fmt.Errorf("read snapshot %s: bad magic", path)
 	}
@@ -330,13 +352,13 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 		}
 	}
 	gen := r.uvarint()
-	nb := r.uvarint()
+	nb := r.count("bucket count")
 	for range nb {
 		if r.err != nil {
 			break
 		}
 		b := s.bucket(bucketKey{r.str(), r.str()})
-		nslots := int(r.uvarint())
+		nslots := r.count("slot count")
 		for slot := 0; slot < nslots && r.err == nil; slot++ {
 			b.items = append(b.items, nil)
 			if r.byte() == 0 {
@@ -358,9 +380,13 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 		}
 		if r.byte() == 1 {
 			g := newGraph(&b.vecs, s.m, s.efC)
-			g.entry, g.maxLevel = int32(r.varint()), int(r.uvarint())
-			if g.entry < 0 || int(g.entry) >= nslots {
-				r.fail(fmt.Errorf("graph entry %d out of range", g.entry))
+			entry, maxLevel := r.varint(), r.uvarint()
+			g.entry, g.maxLevel = int32(entry), int(maxLevel)
+			if entry < 0 || entry >= int64(nslots) {
+				r.fail(fmt.Errorf("graph entry %d out of range", entry))
+			}
+			if maxLevel > maxGraphLevel {
+				r.fail(fmt.Errorf("graph level %d out of range", maxLevel))
 			}
 			g.nodes = make([]node, nslots)
 			g.levels = make([]int8, nslots)
@@ -371,6 +397,10 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 			l0 := make([][2]int, nslots) // start and end in l0buf
 			for slot := 0; slot < nslots && r.err == nil; slot++ {
 				lv := r.varint()
+				if lv > int64(g.maxLevel) || lv < -1 {
+					r.fail(fmt.Errorf("graph level %d out of range", lv))
+					break
+				}
 				g.levels[slot] = int8(lv)
 				if lv < 0 {
 					continue
@@ -387,9 +417,11 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 					start := len(l0buf)
 					l0buf = slices.Grow(l0buf, n)
 					for range n {
-						x := int32(r.uvarint())
-						if int(x) >= nslots {
-							r.fail(fmt.Errorf("graph link %d out of range", x))
+						v := r.uvarint()
+						x := int32(v)
+						if v >= uint64(nslots) {
+							r.fail(fmt.Errorf("graph link %d out of range", v))
+							break
 						}
 						l0buf = append(l0buf, x)
 					}
