@@ -61,7 +61,6 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       s.opts.ConnIdleTimeout,
-		MaxHeaderBytes:    64 << 10,
 	}
 }
 
@@ -87,7 +86,11 @@ func (s *Server) deadlines(next echo.HandlerFunc) echo.HandlerFunc {
 		rc := http.NewResponseController(res.Writer)
 		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		res.Writer = &writeDeadline{ResponseWriter: res.Writer, rc: rc, d: s.opts.WriteTimeout}
-		return next(c)
+		err := next(c)
+		// net/http writes the end of the response (the last chunk, buffered
+		// bytes) after the handler returns: give that its own window too.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		return err
 	}
 }
 

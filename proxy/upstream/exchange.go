@@ -148,10 +148,14 @@ func (k *call) send(x *exchange) result {
 		timer = time.AfterFunc(k.remaining(), func() { cancel(errDeadline) })
 		r.cause = func() error { return context.Cause(actx) }
 		r.over = over
+		status := r.out // what the headers said (a long 4xx stays a client error)
 		var once sync.Once
 		r.finish = func(ferr error) {
 			once.Do(func() {
 				o := streamOutcome(k.ctx, ferr)
+				if o == outSuccess && over {
+					o = status
+				}
 				release()
 				r.resp.Body.Close()
 				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
