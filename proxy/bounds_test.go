@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -125,8 +128,9 @@ func chunkEvent(n int) []byte {
 // bound. Now the stream is cut at stream.max_bytes with an error event.
 func TestEndlessStreamIsCutAtMaxBytes(t *testing.T) {
 	const limit, safety = 4 << 20, 64 << 20
+	m := NewMetrics(prometheus.NewRegistry())
 	e := newEnv(t, envOptions{
-		proxy:  func(o *Options) { o.MaxStreamBytes = limit },
+		proxy:  func(o *Options) { o.MaxStreamBytes = limit; o.Metrics = m },
 		caller: func(o *upstream.Options) { o.Retry.Deadline = time.Minute }, // only the byte limit may end it
 	})
 	ev := chunkEvent(64 << 10)
@@ -160,6 +164,9 @@ func TestEndlessStreamIsCutAtMaxBytes(t *testing.T) {
 	check()
 	if status != 200 || !strings.Contains(tail, "stream_interrupted") || !strings.Contains(tail, "stream.max_bytes") {
 		t.Fatalf("status %d, stream ended with %q; want an error event naming stream.max_bytes", status, truncate(tail, 300))
+	}
+	if got := testutil.ToFloat64(m.limits.WithLabelValues("stream.max_bytes")); got != 1 {
+		t.Errorf("breakwater_limits_reached_total{limit=stream.max_bytes} = %v, want 1", got)
 	}
 	if got := sent.Load(); got > 3*limit {
 		t.Errorf("upstream sent %d MiB before the cut, want about %d MiB", got>>20, limit>>20)

@@ -139,6 +139,7 @@ func (s *Server) bodyBudget(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if !s.bodySem.TryAcquire(n) {
+			s.opts.Metrics.limitReached("server.max_body_bytes_in_flight")
 			c.Response().Header().Set("Connection", "close")
 			return writeError(c, http.StatusServiceUnavailable, "server_busy",
 				"breakwater: too many request bytes in flight (server.max_body_bytes_in_flight = "+
@@ -156,11 +157,22 @@ func newBodySem(limit int64) *semaphore.Weighted {
 	return semaphore.NewWeighted(limit)
 }
 
+// limitOf names the setting whose bound cut a stream, "" when none did.
+func limitOf(cut error) string {
+	switch {
+	case errors.Is(cut, errStreamTooLarge):
+		return "stream.max_bytes"
+	case errors.Is(cut, errEventTooLarge):
+		return "stream.max_event_bytes"
+	case errors.Is(cut, upstream.ErrDeadline):
+		return "retry.deadline"
+	}
+	return ""
+}
+
 // resumable reports whether a cut stream may be continued on another target:
 // not when a bound cut it (the continuation would cross the same bound).
-func resumable(cut error) bool {
-	return !errors.Is(cut, errStreamTooLarge) && !errors.Is(cut, errEventTooLarge) && !errors.Is(cut, upstream.ErrDeadline)
-}
+func resumable(cut error) bool { return limitOf(cut) == "" }
 
 // relayLong writes an answer longer than the caller's MaxAnswerBytes as it
 // arrives. When its body breaks off, the connection is aborted rather than
