@@ -25,8 +25,9 @@ const (
 
 // Defaults for zero Options fields.
 const (
-	DefaultThreshold float32 = 0.92
-	DefaultQueueSize         = 1024
+	DefaultThreshold  float32 = 0.92
+	DefaultQueueSize          = 1024
+	DefaultQueueBytes         = 64 << 20
 )
 
 // searchLimit is how many candidates a semantic lookup considers: when the
@@ -68,6 +69,10 @@ type Options struct {
 	// QueueSize bounds the index writes waiting to be embedded and upserted;
 	// beyond it writes are dropped and counted. Zero means DefaultQueueSize.
 	QueueSize int
+	// QueueBytes bounds the bytes (prompts and answers) of those writes,
+	// dropped and counted beyond it like a full queue: a long prompt can be
+	// a few MiB. Zero means DefaultQueueBytes; negative, no limit.
+	QueueBytes int64
 	// Logger receives degraded-tier warnings; it never sees prompt text or
 	// headers. Nil discards.
 	Logger *slog.Logger
@@ -209,7 +214,11 @@ func New(opts Options) *Cache {
 	if size <= 0 {
 		size = DefaultQueueSize
 	}
-	c.q = newQueue(size, c.writeBatch)
+	qbytes := opts.QueueBytes
+	if qbytes == 0 {
+		qbytes = DefaultQueueBytes
+	}
+	c.q = newQueue(size, qbytes, c.writeBatch)
 	return c
 }
 

@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
@@ -146,6 +147,10 @@ type CacheConfig struct {
 	// a full queue drops (and counts) writes, never blocks a response.
 	// Default 1024. Must be >= 1.
 	WriteQueue int `toml:"write_queue"`
+	// WriteQueueBytes bounds the bytes (prompts and answers) waiting in that
+	// queue; beyond it writes are dropped and counted. Default 64 MiB
+	// (cache.DefaultQueueBytes). 0 means no limit.
+	WriteQueueBytes Size `toml:"write_queue_bytes"`
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
@@ -410,6 +415,7 @@ func defaults() *Config {
 			StaleIfError:       true,
 			StaleThreshold:     0.85,
 			WriteQueue:         1024,
+			WriteQueueBytes:    cache.DefaultQueueBytes,
 			DataDir:            "./data",
 		},
 		Vector: VectorConfig{
