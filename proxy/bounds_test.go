@@ -430,3 +430,46 @@ func TestErrorMessagesNameTheSetting(t *testing.T) {
 		t.Errorf("resumable: bounds must not be resumed, an idle cut must")
 	}
 }
+
+// A chunked body reserves max_body_bytes while it is read and gives back
+// what it did not use, so a small chunked request waiting on its upstream
+// does not starve the budget.
+func TestChunkedBodyGivesBackUnusedBudget(t *testing.T) {
+	e := newEnv(t, envOptions{proxy: func(o *Options) { o.MaxBodyBytes = 1 << 20; o.MaxBodyBytesInFlight = 1 << 20 }})
+	release := make(chan struct{})
+	e.model.HandleFunc = func(w http.ResponseWriter, r *http.Request, body map[string]any) bool {
+		if lastUser(body) == "hold" {
+			<-release
+		}
+		return false
+	}
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.front.URL+"/v1/chat/completions", io.MultiReader(strings.NewReader(chat("hold"))))
+		req.ContentLength = -1 // sent chunked
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.model.calls.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := e.post("/v1/chat/completions", chat("meanwhile"))
+	close(release)
+	if r.status != 200 {
+		t.Errorf("a request while a small chunked one waits on its upstream: %d %s", r.status, r.body)
+	}
+	if got := <-done; got != 200 {
+		t.Errorf("the chunked request: %d", got)
+	}
+	if !e.server.bodySem.TryAcquire(1 << 20) {
+		t.Fatal("the budget was not given back after the requests ended")
+	}
+	e.server.bodySem.Release(1 << 20)
+}

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -124,7 +125,8 @@ func (w *writeDeadline) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // bodyBudget admits a request to the cached endpoints only when its body
 // fits the bytes in flight (Options.MaxBodyBytesInFlight), and holds them
 // until the request ends: the body stays referenced until then. A body of
-// unknown length (chunked) reserves the whole MaxBodyBytes.
+// unknown length (chunked) reserves MaxBodyBytes while it is read and keeps
+// only its length afterwards.
 func (s *Server) bodyBudget(next echo.HandlerFunc) echo.HandlerFunc {
 	if s.bodySem == nil {
 		return next
@@ -145,8 +147,43 @@ func (s *Server) bodyBudget(next echo.HandlerFunc) echo.HandlerFunc {
 				"breakwater: too many request bytes in flight (server.max_body_bytes_in_flight = "+
 					strconv.FormatInt(s.opts.MaxBodyBytesInFlight, 10)+"); retry shortly", time.Second)
 		}
-		defer s.bodySem.Release(n)
+		req := c.Request()
+		held := &heldBody{ReadCloser: req.Body, sem: s.bodySem, held: n, chunked: req.ContentLength < 0}
+		req.Body = held
+		defer held.release()
 		return next(c)
+	}
+}
+
+// heldBody holds a request's share of the in-flight budget. A body of
+// unknown length gives back what it did not use once it has been read.
+type heldBody struct {
+	io.ReadCloser
+	sem     *semaphore.Weighted
+	mu      sync.Mutex
+	held    int64
+	read    int64
+	chunked bool
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.read += int64(n)
+	if errors.Is(err, io.EOF) && b.chunked && b.read < b.held {
+		b.sem.Release(b.held - b.read)
+		b.held = b.read
+	}
+	return n, err
+}
+
+func (b *heldBody) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held > 0 {
+		b.sem.Release(b.held)
+		b.held = 0
 	}
 }
 
