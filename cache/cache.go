@@ -29,14 +29,15 @@ const (
 	ComponentIndexWrites = "index_writes"
 )
 
-// DefaultThreshold is the cosine similarity a semantic hit needs when
-// Options.Threshold is zero (chosen on the dev set with the guard on:
-// docs/PRECISION.md).
-const DefaultThreshold float32 = 0.92
-
-// DefaultQueueSize bounds the index write-back queue when Options.QueueSize
-// is zero.
-const DefaultQueueSize = 1024
+// Defaults for zero Options fields. DefaultThreshold is the cosine
+// similarity a semantic hit needs (chosen on the dev set with the guard on:
+// docs/PRECISION.md); the queue bounds the index write-back in entries and
+// in bytes.
+const (
+	DefaultThreshold  float32 = 0.92
+	DefaultQueueSize          = 1024
+	DefaultQueueBytes         = 64 << 20
+)
 
 // searchLimit is how many candidates a semantic lookup considers: when the
 // best one is rejected (guard, long text, max-age), the next may still serve.
@@ -88,6 +89,10 @@ type Options struct {
 	// QueueSize bounds the index writes waiting to be embedded and upserted;
 	// beyond it writes are dropped and counted. Zero means DefaultQueueSize.
 	QueueSize int
+	// QueueBytes bounds the bytes (prompts and answers) of those writes,
+	// dropped and counted beyond it like a full queue: a long prompt can be
+	// a few MiB. Zero means DefaultQueueBytes; negative, no limit.
+	QueueBytes int64
 	// Logger receives degraded-tier warnings; it never sees prompt text or
 	// headers. Nil discards.
 	Logger *slog.Logger
@@ -257,7 +262,11 @@ func New(opts Options) *Cache {
 	if size <= 0 {
 		size = DefaultQueueSize
 	}
-	c.q = newQueue(size, c.writeBatch)
+	qbytes := opts.QueueBytes
+	if qbytes == 0 {
+		qbytes = DefaultQueueBytes
+	}
+	c.q = newQueue(size, qbytes, c.writeBatch)
 	return c
 }
 

@@ -32,14 +32,17 @@ type queue struct {
 	closed bool
 
 	drops  atomic.Uint64
+	bytes  atomic.Int64    // size of the queued entries
+	max    int64           // bound on bytes; negative: none
 	ctx    context.Context // cancelled when Close runs out of time
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-func newQueue(size int, write func(context.Context, []queueItem)) *queue {
+func newQueue(size int, maxBytes int64, write func(context.Context, []queueItem)) *queue {
 	ctx, cancel := context.WithCancel(context.Background())
 	q := &queue{
+		max:    maxBytes,
 		ch:     make(chan queueItem, size),
 		write:  write,
 		ctx:    ctx,
@@ -54,15 +57,37 @@ func newQueue(size int, write func(context.Context, []queueItem)) *queue {
 func (q *queue) push(it queueItem) bool {
 	q.mu.RLock()
 	defer q.mu.RUnlock()
-	if !q.closed {
+	n := it.size()
+	if !q.closed && (q.max < 0 || q.bytes.Add(n) <= q.max) {
 		select {
 		case q.ch <- it:
 			return true
 		default:
 		}
 	}
+	if q.max >= 0 && !q.closed {
+		q.bytes.Add(-n)
+	}
 	q.drops.Add(1)
 	return false
+}
+
+// size is what an item counts against the queue's byte bound.
+func (it queueItem) size() int64 {
+	e := &it.e
+	return int64(len(e.Key) + len(e.Partition) + len(e.Fingerprint) + len(e.Query) + len(e.Model) + len(e.Body))
+}
+
+// taken releases the bytes of items the worker has taken off the queue.
+func (q *queue) taken(batch []queueItem) {
+	if q.max < 0 {
+		return
+	}
+	var n int64
+	for _, it := range batch {
+		n += it.size()
+	}
+	q.bytes.Add(-n)
 }
 
 func (q *queue) depth() int { return len(q.ch) }
@@ -84,6 +109,7 @@ func (q *queue) run() {
 				break fill
 			}
 		}
+		q.taken(batch)
 		if q.ctx.Err() != nil {
 			// Close gave up waiting: drain without calling out.
 			q.drops.Add(uint64(len(batch)))

@@ -166,6 +166,10 @@ type CacheConfig struct {
 	// a full queue drops (and counts) writes, never blocks a response.
 	// Default 1024. Must be >= 1.
 	WriteQueue int `toml:"write_queue"`
+	// WriteQueueBytes bounds the bytes (prompts and answers) waiting in that
+	// queue; beyond it writes are dropped and counted. Default 64 MiB
+	// (cache.DefaultQueueBytes). 0 means no limit.
+	WriteQueueBytes Size `toml:"write_queue_bytes"`
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
@@ -491,6 +495,7 @@ func defaults() *Config {
 			StaleIfError:       true,
 			StaleThreshold:     0.85,
 			WriteQueue:         cache.DefaultQueueSize,
+			WriteQueueBytes:    cache.DefaultQueueBytes,
 			DataDir:            "./data",
 			Verify: VerifyConfig{
 				Judge:            JudgeNone,

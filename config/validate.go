@@ -134,6 +134,7 @@ func (c *Config) validateCache(v *validator) {
 	positive(v, "cache.ttl", s.TTL)
 	unitInterval(v, "cache.threshold", s.Threshold)
 	nonNegative(v, "cache.exact_max_bytes", s.ExactMaxBytes, "must be >= 0 (0 disables the exact tier)")
+	nonNegative(v, "cache.write_queue_bytes", s.WriteQueueBytes, "must be >= 0 (0: no limit)")
 	seen := map[string]bool{}
 	for i, item := range s.PartitionBy {
 		key := fmt.Sprintf("cache.partition_by[%d]", i)

@@ -15,6 +15,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -125,8 +128,9 @@ func chunkEvent(n int) []byte {
 // bound. Now the stream is cut at stream.max_bytes with an error event.
 func TestEndlessStreamIsCutAtMaxBytes(t *testing.T) {
 	const limit, safety = 4 << 20, 64 << 20
+	m := NewMetrics(prometheus.NewRegistry())
 	e := newEnv(t, envOptions{
-		proxy:  func(o *Options) { o.MaxStreamBytes = limit },
+		proxy:  func(o *Options) { o.MaxStreamBytes = limit; o.Metrics = m },
 		caller: func(o *upstream.Options) { o.Retry.Deadline = time.Minute }, // only the byte limit may end it
 	})
 	ev := chunkEvent(64 << 10)
@@ -160,6 +164,9 @@ func TestEndlessStreamIsCutAtMaxBytes(t *testing.T) {
 	check()
 	if status != 200 || !strings.Contains(tail, "stream_interrupted") || !strings.Contains(tail, "stream.max_bytes") {
 		t.Fatalf("status %d, stream ended with %q; want an error event naming stream.max_bytes", status, truncate(tail, 300))
+	}
+	if got := testutil.ToFloat64(m.limits.WithLabelValues("stream.max_bytes")); got != 1 {
+		t.Errorf("breakwater_limits_reached_total{limit=stream.max_bytes} = %v, want 1", got)
 	}
 	if got := sent.Load(); got > 3*limit {
 		t.Errorf("upstream sent %d MiB before the cut, want about %d MiB", got>>20, limit>>20)
@@ -422,4 +429,47 @@ func TestErrorMessagesNameTheSetting(t *testing.T) {
 	if resumable(errStreamTooLarge) || resumable(fmt.Errorf("x: %w", upstream.ErrDeadline)) || !resumable(errIdle) {
 		t.Errorf("resumable: bounds must not be resumed, an idle cut must")
 	}
+}
+
+// A chunked body reserves max_body_bytes while it is read and gives back
+// what it did not use, so a small chunked request waiting on its upstream
+// does not starve the budget.
+func TestChunkedBodyGivesBackUnusedBudget(t *testing.T) {
+	e := newEnv(t, envOptions{proxy: func(o *Options) { o.MaxBodyBytes = 1 << 20; o.MaxBodyBytesInFlight = 1 << 20 }})
+	release := make(chan struct{})
+	e.model.HandleFunc = func(w http.ResponseWriter, r *http.Request, body map[string]any) bool {
+		if lastUser(body) == "hold" {
+			<-release
+		}
+		return false
+	}
+	done := make(chan int, 1)
+	go func() {
+		req, _ := http.NewRequest(http.MethodPost, e.front.URL+"/v1/chat/completions", io.MultiReader(strings.NewReader(chat("hold"))))
+		req.ContentLength = -1 // sent chunked
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.model.calls.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	r := e.post("/v1/chat/completions", chat("meanwhile"))
+	close(release)
+	if r.status != 200 {
+		t.Errorf("a request while a small chunked one waits on its upstream: %d %s", r.status, r.body)
+	}
+	if got := <-done; got != 200 {
+		t.Errorf("the chunked request: %d", got)
+	}
+	if !e.server.bodySem.TryAcquire(1 << 20) {
+		t.Fatal("the budget was not given back after the requests ended")
+	}
+	e.server.bodySem.Release(1 << 20)
 }

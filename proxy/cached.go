@@ -211,6 +211,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	if resp.Rest != nil {
 		// Longer than server.max_answer_bytes: relayed, never cached.
 		defer resp.Rest.Close()
+		s.opts.Metrics.limitReached("server.max_answer_bytes")
 	} else if !shared && x.mayStore {
 		s.store(x, resp)
 	}

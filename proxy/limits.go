@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -61,7 +62,6 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       s.opts.ConnIdleTimeout,
-		MaxHeaderBytes:    64 << 10,
 	}
 }
 
@@ -87,7 +87,11 @@ func (s *Server) deadlines(next echo.HandlerFunc) echo.HandlerFunc {
 		rc := http.NewResponseController(res.Writer)
 		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
 		res.Writer = &writeDeadline{ResponseWriter: res.Writer, rc: rc, d: s.opts.WriteTimeout}
-		return next(c)
+		err := next(c)
+		// net/http writes the end of the response (the last chunk, buffered
+		// bytes) after the handler returns: give that its own window too.
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		return err
 	}
 }
 
@@ -121,7 +125,8 @@ func (w *writeDeadline) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // bodyBudget admits a request to the cached endpoints only when its body
 // fits the bytes in flight (Options.MaxBodyBytesInFlight), and holds them
 // until the request ends: the body stays referenced until then. A body of
-// unknown length (chunked) reserves the whole MaxBodyBytes.
+// unknown length (chunked) reserves MaxBodyBytes while it is read and keeps
+// only its length afterwards.
 func (s *Server) bodyBudget(next echo.HandlerFunc) echo.HandlerFunc {
 	if s.bodySem == nil {
 		return next
@@ -136,13 +141,49 @@ func (s *Server) bodyBudget(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if !s.bodySem.TryAcquire(n) {
+			s.opts.Metrics.limitReached("server.max_body_bytes_in_flight")
 			c.Response().Header().Set("Connection", "close")
 			return writeError(c, http.StatusServiceUnavailable, "server_busy",
 				"breakwater: too many request bytes in flight (server.max_body_bytes_in_flight = "+
 					strconv.FormatInt(s.opts.MaxBodyBytesInFlight, 10)+"); retry shortly", time.Second)
 		}
-		defer s.bodySem.Release(n)
+		req := c.Request()
+		held := &heldBody{ReadCloser: req.Body, sem: s.bodySem, held: n, chunked: req.ContentLength < 0}
+		req.Body = held
+		defer held.release()
 		return next(c)
+	}
+}
+
+// heldBody holds a request's share of the in-flight budget. A body of
+// unknown length gives back what it did not use once it has been read.
+type heldBody struct {
+	io.ReadCloser
+	sem     *semaphore.Weighted
+	mu      sync.Mutex
+	held    int64
+	read    int64
+	chunked bool
+}
+
+func (b *heldBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.read += int64(n)
+	if errors.Is(err, io.EOF) && b.chunked && b.read < b.held {
+		b.sem.Release(b.held - b.read)
+		b.held = b.read
+	}
+	return n, err
+}
+
+func (b *heldBody) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.held > 0 {
+		b.sem.Release(b.held)
+		b.held = 0
 	}
 }
 
@@ -153,11 +194,22 @@ func newBodySem(limit int64) *semaphore.Weighted {
 	return semaphore.NewWeighted(limit)
 }
 
+// limitOf names the setting whose bound cut a stream, "" when none did.
+func limitOf(cut error) string {
+	switch {
+	case errors.Is(cut, errStreamTooLarge):
+		return "stream.max_bytes"
+	case errors.Is(cut, errEventTooLarge):
+		return "stream.max_event_bytes"
+	case errors.Is(cut, upstream.ErrDeadline):
+		return "retry.deadline"
+	}
+	return ""
+}
+
 // resumable reports whether a cut stream may be continued on another target:
 // not when a bound cut it (the continuation would cross the same bound).
-func resumable(cut error) bool {
-	return !errors.Is(cut, errStreamTooLarge) && !errors.Is(cut, errEventTooLarge) && !errors.Is(cut, upstream.ErrDeadline)
-}
+func resumable(cut error) bool { return limitOf(cut) == "" }
 
 // relayLong writes an answer longer than the caller's MaxAnswerBytes as it
 // arrives. When its body breaks off, the connection is aborted rather than

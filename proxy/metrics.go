@@ -14,6 +14,7 @@ type Metrics struct {
 	overhead   prometheus.Histogram
 	similarity prometheus.Histogram
 	coalesced  prometheus.Counter
+	limits     *prometheus.CounterVec
 }
 
 // NewMetrics registers the proxy's metrics with reg.
@@ -42,9 +43,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_coalesced_total",
 			Help: "Requests answered by another identical request's upstream call (singleflight).",
 		}),
+		limits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_limits_reached_total",
+			Help: "Requests that reached a resource bound, by the setting that bounds it.",
+		}, []string{"limit"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced)
+	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits)
 	return m
+}
+
+// limitReached counts a request that reached the bound named by the setting
+// limit; nil-safe.
+func (m *Metrics) limitReached(limit string) {
+	if m != nil {
+		m.limits.WithLabelValues(limit).Inc()
+	}
 }
 
 func (m *Metrics) observe(endpoint, outcome string, total, upstream time.Duration, similarity float32) {

@@ -224,6 +224,9 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	if cut != nil {
 		// Never end a cut stream as if it had finished, never cache it.
 		job.log("stream cut", "target", sr.Target, "err", cut.Error())
+		if l := limitOf(cut); l != "" {
+			s.opts.Metrics.limitReached(l)
+		}
 		b.append(job.format.StreamError(cut))
 		b.finish(nil)
 		return

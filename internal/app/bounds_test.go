@@ -247,3 +247,47 @@ func TestLongStreamOutlivesServerTimeouts(t *testing.T) {
 		t.Fatalf("stream took %s; the test needs it to outlive the 1s timeouts", d)
 	}
 }
+
+// A client that stops reading a stream is cut by server.write_timeout, and
+// the upstream stream it was reading is cancelled with it.
+func TestClientThatStopsReadingIsCut(t *testing.T) {
+	const safety = 256 << 20
+	chunk := `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"` +
+		strings.Repeat("w", 64<<10) + `"},"finish_reason":null}]}` + "\n\n"
+	cancelled := make(chan int64, 1)
+	ordinary := &model{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if !strings.Contains(string(b), "never read") {
+			r.Body = io.NopCloser(strings.NewReader(string(b)))
+			ordinary.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		rc := http.NewResponseController(w)
+		var sent int64
+		for sent < safety {
+			if _, err := io.WriteString(w, chunk); err != nil || rc.Flush() != nil {
+				break
+			}
+			sent += int64(len(chunk))
+		}
+		cancelled <- sent
+	}))
+	t.Cleanup(up.Close)
+	r := start(t, boundsConfig("write_timeout = \"1s\"\n[stream]\nmax_bytes = 0\n[retry]\ndeadline = \"5m\""), up.URL)
+	c := dial(t, r)
+	body := `{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":"never read"}]}`
+	fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	// ... and read nothing.
+	select {
+	case sent := <-cancelled:
+		if sent >= safety {
+			t.Fatalf("the upstream streamed all %d MiB to a client that reads nothing", safety>>20)
+		}
+		t.Logf("upstream stopped after %d MiB", sent>>20)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the upstream stream was still running 60s after the client stopped reading")
+	}
+	answersMeanwhile(t, r)
+}

@@ -48,12 +48,13 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 		}
 	}
 	co := cache.Options{
-		Exact:     exact,
-		Threshold: float32(cfg.Cache.Threshold),
-		TTL:       cfg.Cache.TTL.D(),
-		QueueSize: cfg.Cache.WriteQueue,
-		Logger:    a.log,
-		Guard:     guard.New(guard.Options{}).Check,
+		Exact:      exact,
+		Threshold:  float32(cfg.Cache.Threshold),
+		TTL:        cfg.Cache.TTL.D(),
+		QueueSize:  cfg.Cache.WriteQueue,
+		QueueBytes: noLimit(int64(cfg.Cache.WriteQueueBytes)),
+		Logger:     a.log,
+		Guard:      guard.New(guard.Options{}).Check,
 	}
 	if index != nil {
 		m := newCacheMetrics(a.registry)

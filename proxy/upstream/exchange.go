@@ -35,8 +35,7 @@ type result struct {
 	retry    bool
 	reason   string
 	deadline bool         // the request deadline cut the attempt
-	finish   func(error)  // a live stream's (or an over-long body's) end
-	over     bool         // body holds the first MaxAnswerBytes; resp.Body the rest
+	finish   func(error)  // a live stream's (or an over-long body's) end; resp.Body is open
 	cause    func() error // why the live body's context ended, if it did
 	// congestion marks backpressure (see classifyAnswer); retryAfter,
 	// noRetry and why are the wire format's reading of the body.
@@ -100,7 +99,8 @@ func (k *call) send(x *exchange) result {
 		}
 		r.body, over, err = readCapped(r.resp.Body, limit, r.resp.ContentLength)
 		if over && k.stream {
-			over = false // a 4xx of a stream: its first MiB says enough
+			// A 4xx to a stream: its first MiB says enough.
+			r.body, over = r.body[:limit], false
 		}
 		if !over {
 			r.resp.Body.Close()
@@ -168,11 +168,14 @@ func (k *call) send(x *exchange) result {
 		timer.Stop()
 		timer = time.AfterFunc(k.remaining(), func() { cancel(errDeadline) })
 		r.cause = func() error { return context.Cause(actx) }
-		r.over = over
+		status := r.out // what the headers said (a long 4xx stays a client error)
 		var once sync.Once
 		r.finish = func(ferr error) {
 			once.Do(func() {
 				o := streamOutcome(k.ctx, ferr)
+				if o == outSuccess && over {
+					o = status
+				}
 				release(o.verdict())
 				r.resp.Body.Close()
 				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
