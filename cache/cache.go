@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,6 +48,17 @@ type truncator interface {
 	Truncated(text string) bool
 }
 
+// Verifier puts semantic candidates to a judge (cache/verify implements it).
+type Verifier interface {
+	// Floor is the lowest similarity a candidate needs to be considered.
+	Floor() float32
+	// Limit is how many guarded candidates one lookup may put to the judge.
+	Limit() int
+	// Verify returns one verdict per candidate (true: serve it), or ok =
+	// false when there is no verdict and the static threshold decides.
+	Verify(ctx context.Context, partition, query string, cands []Entry) (verdicts []bool, ok bool)
+}
+
 // Options configure a Cache. Every zero value is usable.
 type Options struct {
 	// Exact is the exact tier. If nil, New creates one of
@@ -78,6 +90,10 @@ type Options struct {
 	// (with a short reason, counted in Stats) when answer-determining tokens
 	// differ. Nil accepts every candidate.
 	Guard func(query, candidate string) (ok bool, reason string)
+	// Verifier, when set, is asked about the guarded candidates from its
+	// Floor upward, best first, and the first it accepts is served; without
+	// a verdict the static Threshold decides. Nil: the static threshold.
+	Verifier Verifier
 }
 
 // LookupOptions are the per-request cache controls.
@@ -109,6 +125,10 @@ type Result struct {
 	Similarity float32
 	// Age is how long ago the upstream produced the answer.
 	Age time.Duration
+	// Near is set on a miss when a guarded candidate at or above the
+	// Verifier's Floor was not served (judged wrong, or below the static
+	// threshold): the best such candidate.
+	Near *Match
 }
 
 // Stats are the cache's counters.
@@ -146,6 +166,7 @@ type Cache struct {
 	log       *slog.Logger
 	now       func() time.Time
 	guard     func(query, candidate string) (bool, string)
+	verifier  Verifier
 	q         *queue
 
 	// gen counts flushes. Writes remember the gen they started at; a write
@@ -179,6 +200,7 @@ func New(opts Options) *Cache {
 		log:          opts.Logger,
 		now:          opts.Now,
 		guard:        opts.Guard,
+		verifier:     opts.Verifier,
 		marks:        flushMarks{parts: map[string]uint64{}},
 		health:       map[string]error{},
 		guardRejects: map[string]uint64{},
@@ -271,12 +293,19 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	if opt.StaleThreshold > 0 {
 		threshold = min(opt.StaleThreshold, 1)
 	}
+	// With a verifier the search reaches down to its floor (a client's
+	// X-Breakwater-Threshold still raises it); stale lookups stay static.
+	floor, limit, verifying := threshold, searchLimit, c.verifier != nil && opt.StaleThreshold == 0
+	if verifying {
+		floor = min(threshold, max(c.verifier.Floor(), opt.Threshold))
+		limit = max(limit, c.verifier.Limit())
+	}
 	matches, err := c.index.Search(ctx, SearchQuery{
 		Partition:   key.Partition,
 		Fingerprint: key.Fingerprint,
 		Vector:      vecs[0],
-		Threshold:   threshold,
-		Limit:       searchLimit,
+		Threshold:   floor,
+		Limit:       limit,
 		Now:         now,
 	})
 	if err != nil {
@@ -288,12 +317,54 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	}
 	c.ok(ComponentIndex)
 
+	want := 1
+	if verifying {
+		want = c.verifier.Limit()
+	}
+	passed := c.vet(key, matches, floor, want, now, fresh)
+	if len(passed) == 0 {
+		return Result{}, false
+	}
+	serve := -1
+	if verifying {
+		cands := make([]Entry, len(passed))
+		for i := range passed {
+			cands[i] = passed[i].Entry
+		}
+		if verdicts, ok := c.verifier.Verify(ctx, key.Partition, key.Query, cands); ok {
+			serve = slices.Index(verdicts, true)
+		} else if passed[0].Score >= threshold {
+			serve = 0 // no verdict: the static threshold decides
+		}
+	} else if passed[0].Score >= threshold {
+		serve = 0
+	}
+	if serve < 0 {
+		return Result{Near: &passed[0]}, false
+	}
+	m := passed[serve]
+	if opt.StaleThreshold == 0 {
+		// A stale answer is a stopgap below the threshold: never make it
+		// the exact answer for this question.
+		c.promote(key, m.Entry, startGen)
+	}
+	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created)}, true
+}
+
+// vet keeps the candidates that may be served, in order: right partition
+// and fingerprint, score at least floor, unexpired, fresh enough, not
+// refused by the long-text rule or the guard; at most want of them.
+func (c *Cache) vet(key Key, matches []Match, floor float32, want int, now time.Time, fresh func(*Entry) bool) []Match {
+	var passed []Match
 	for _, m := range matches {
+		if len(passed) >= want {
+			break
+		}
 		e := m.Entry
 		// The index filters on partition and fingerprint; checking again here
 		// means a faulty backend can cost a hit but never leak across tenants.
 		if e.Partition != key.Partition || e.Fingerprint != key.Fingerprint ||
-			m.Score < threshold || e.Expired(now) || !fresh(&e) {
+			m.Score < floor || e.Expired(now) || !fresh(&e) {
 			continue
 		}
 		if c.trunc != nil && e.Query != key.Query && (c.trunc.Truncated(key.Query) || c.trunc.Truncated(e.Query)) {
@@ -310,14 +381,9 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 				continue
 			}
 		}
-		if opt.StaleThreshold == 0 {
-			// A stale answer is a stopgap below the threshold: never make it
-			// the exact answer for this question.
-			c.promote(key, e, startGen)
-		}
-		return Result{Entry: e, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(e.Created)}, true
+		passed = append(passed, m)
 	}
-	return Result{}, false
+	return passed
 }
 
 // promote copies a semantic hit into the exact tier under the new request's

@@ -29,6 +29,11 @@ type Entry struct {
 	// being served. A zero Expires never expires.
 	Created time.Time
 	Expires time.Time
+	// Wire, when set, is a ready-to-write form of Body prepared by whoever
+	// stored the entry (the proxy keeps where the fields it rewrites per
+	// answer are). The exact tier keeps it with the entry, promotion copies
+	// it, and nothing in this package reads it; indexes do not store it.
+	Wire any
 }
 
 // Expired reports whether e must no longer be served at now.

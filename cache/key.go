@@ -9,11 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"hash"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 )
 
 // ErrBadRequest is returned (wrapped) for a request body the upstream API
@@ -68,6 +66,9 @@ type Key struct {
 	// Stream reports whether the client asked for a streamed answer. It is not
 	// part of Exact: streamed and non-streamed requests share entries.
 	Stream bool
+	// IncludeUsage is stream_options.include_usage: a streamed answer ends
+	// with a usage chunk. Not part of Exact, like Stream.
+	IncludeUsage bool
 }
 
 // SemanticEligible reports whether the request may be answered from, and
@@ -187,6 +188,9 @@ func commonKey(partition, endpoint string, obj map[string]any) (Key, error) {
 	default:
 		return Key{}, badRequest(`field "stream" must be true or false`)
 	}
+	if so, ok := obj["stream_options"].(map[string]any); ok {
+		k.IncludeUsage, _ = so["include_usage"].(bool)
+	}
 	canon, err := canonicalBytes(withoutIgnored(obj))
 	if err != nil {
 		return Key{}, err
@@ -248,28 +252,10 @@ func writePart(h hash.Hash, p []byte) {
 	h.Write(p)
 }
 
-// parseObject decodes body into a generic JSON object, keeping numbers as
-// their literal text.
+// parseObject decodes body with DecodeObject, the one decoding keys,
+// routing and forwarding share.
 func parseObject(body []byte) (map[string]any, error) {
-	// encoding/json replaces invalid UTF-8 with U+FFFD, which would make two
-	// different bodies one key; JSON text must be UTF-8 anyway (RFC 8259).
-	if !utf8.Valid(body) {
-		return nil, badRequest("body is not valid UTF-8")
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, badRequest(fmt.Sprintf("body is not valid JSON: %v", err))
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badRequest("body is not valid JSON: data after the top-level value")
-	}
-	obj, ok := v.(map[string]any)
-	if !ok {
-		return nil, badRequest("body must be a JSON object")
-	}
-	return obj, nil
+	return DecodeObject(body)
 }
 
 // withoutIgnored returns a shallow copy of obj without the ignored fields.

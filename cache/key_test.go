@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -108,7 +110,9 @@ func TestCanonical(t *testing.T) {
 		{"negative zero", `{"t":0}`, `{"t":-0.0}`, true},
 		{"unicode escape", `{"s":"é/"}`, `{"s":"\u00e9\/"}`, true},
 		{"ignored fields", `{"model":"m"}`, `{"model":"m","stream":true,"stream_options":{"include_usage":true},"user":"u","metadata":{"k":"v"},"store":true,"service_tier":"flex","request_id":"r1"}`, true},
-		{"duplicate key last wins", `{"a":2}`, `{"a":1,"a":2}`, true},
+		{"field name case", `{"model":"m"}`, `{"model":"m","MODEL":"n"}`, false},
+		{"escaped U+FFFD is a character", `{"s":"zz\ufffdzz"}`, `{"s":"zz�zz"}`, true},
+		{"surrogate pair", `{"s":"\ud83d\ude00"}`, `{"s":"😀"}`, true},
 		{"big integers stay exact", `{"seed":12345678901234567890}`, `{"seed":12345678901234567891}`, false},
 		{"close decimals stay exact", `{"t":0.30000000000000001}`, `{"t":0.3}`, false},
 		{"string case", `{"s":"a"}`, `{"s":"A"}`, false},
@@ -205,6 +209,13 @@ func TestKeyErrors(t *testing.T) {
 		{"temperature a string", `{"model":"m","temperature":"hot","messages":[{"role":"user","content":"x"}]}`, `"temperature"`},
 		{"stream a string", `{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}`, `"stream"`},
 		{"number out of range", `{"model":"m","top_p":1e9999999,"messages":[{"role":"user","content":"x"}]}`, "out of range"},
+		{"duplicate field", `{"model":"m","model":"n","messages":[{"role":"user","content":"x"}]}`, `duplicate field "model"`},
+		{"nested duplicate field", `{"model":"m","messages":[{"role":"user","content":"x","role":"system"}]}`, `duplicate field "role"`},
+		{"lone high surrogate", `{"model":"m","messages":[{"role":"user","content":"zz\ud800zz"}]}`, `lone surrogate escape \ud800`},
+		{"lone low surrogate", `{"model":"m","messages":[{"role":"user","content":"zz\udc00zz"}]}`, `lone surrogate escape \udc00`},
+		{"reversed pair", `{"model":"m","messages":[{"role":"user","content":"\udc00\ud800"}]}`, `lone surrogate escape`},
+		{"high then non-low", `{"model":"m","messages":[{"role":"user","content":"\ud800\u0041"}]}`, `lone surrogate escape \ud800`},
+		{"surrogate in a name", `{"model":"m","\ud800":1,"messages":[{"role":"user","content":"x"}]}`, `lone surrogate escape`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -451,6 +462,89 @@ func FuzzChatKey(f *testing.F) {
 			nl["content"] = s + " please"
 			nm := append(slices.Clone(msgs[:len(msgs)-1]), nl)
 			check("final user text", with("messages", nm), false, true)
+		}
+	})
+}
+
+// TestKeySurrogatesDistinct is finding 6 of the hardening audit: encoding/json
+// decodes a lone surrogate escape to U+FFFD, so these three bodies shared one
+// exact key. Now the two lone surrogates are refused and U+FFFD keeps its key.
+func TestKeySurrogatesDistinct(t *testing.T) {
+	body := func(s string) []byte {
+		return []byte(`{"model":"m","messages":[{"role":"user","content":"` + s + `"}]}`)
+	}
+	k, err := ChatKey("p", body(`zz\ufffdzz`), nil)
+	if err != nil {
+		t.Fatalf("escaped U+FFFD refused: %v", err)
+	}
+	if k.Query != "zz\ufffdzz" {
+		t.Errorf("Query = %q", k.Query)
+	}
+	for _, s := range []string{`zz\ud800zz`, `zz\udc00zz`, `zz\ud800`, `\udfff`} {
+		k2, err := ChatKey("p", body(s), nil)
+		if !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: error = %v (exact same as U+FFFD: %v), want ErrBadRequest", s, err, k2.Exact == k.Exact)
+		}
+	}
+}
+
+// TestKeyExactFieldNames is finding 7: the key reads "model" only, never
+// "MODEL" or "Model", and a second "model" is refused rather than picked.
+func TestKeyExactFieldNames(t *testing.T) {
+	k, err := ChatKey("p", []byte(`{"model":"gpt","MODEL":"cheap","Stream":true,"Temperature":2,"messages":[{"role":"user","content":"x"}]}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if k.Model != "gpt" || k.Stream || k.Temperature != nil {
+		t.Errorf("key = model %q stream %v temperature %v, want gpt false nil", k.Model, k.Stream, k.Temperature)
+	}
+	k, err = ChatKey("p", []byte(`{"model":"gpt","stream":true,"stream_options":{"Include_Usage":true},"messages":[{"role":"user","content":"x"}]}`), nil)
+	if err != nil || k.IncludeUsage {
+		t.Errorf("IncludeUsage = %v (%v), want false for Include_Usage", k.IncludeUsage, err)
+	}
+	k, err = ChatKey("p", []byte(`{"model":"gpt","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"x"}]}`), nil)
+	if err != nil || !k.IncludeUsage {
+		t.Errorf("IncludeUsage = %v (%v), want true", k.IncludeUsage, err)
+	}
+}
+
+// FuzzDecodeObject checks the strict decoder against encoding/json: whatever
+// it accepts, encoding/json decodes to the same value; whatever it refuses
+// that encoding/json accepts is refused for one of its documented reasons.
+func FuzzDecodeObject(f *testing.F) {
+	addSeeds(f)
+	f.Add([]byte(`{"model":"gpt","MODEL":"cheap","s":"zz\ud800zz"}`))
+	f.Add([]byte(`{"s":"\ud83d\ude00\u00e9\/\b\f\n\r\t\"\\"}`))
+	f.Add([]byte(`{"n":[-0,0.5e+3,1E-2,12345678901234567890]}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := DecodeObject(body)
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var want any
+		werr := dec.Decode(&want)
+		if werr == nil {
+			if _, terr := dec.Token(); terr != io.EOF {
+				werr = errors.New("trailing data")
+			}
+		}
+		if err != nil {
+			if !errors.Is(err, ErrBadRequest) {
+				t.Fatalf("error %v is not ErrBadRequest", err)
+			}
+			if werr == nil {
+				msg := err.Error()
+				if !strings.Contains(msg, "duplicate field") && !strings.Contains(msg, "lone surrogate") &&
+					!strings.Contains(msg, "must be a JSON object") && !strings.Contains(msg, "UTF-8") {
+					t.Fatalf("refused what encoding/json accepts, for no documented reason: %v", err)
+				}
+			}
+			return
+		}
+		if werr != nil {
+			t.Fatalf("accepted what encoding/json refuses (%v): %q", werr, body)
+		}
+		if !reflect.DeepEqual(any(got), want) {
+			t.Fatalf("decoded %#v, encoding/json %#v", got, want)
 		}
 	})
 }

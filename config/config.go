@@ -16,6 +16,11 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/proxy"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // Config is the whole configuration file. The zero value is not usable; start
@@ -66,16 +71,41 @@ type ServerConfig struct {
 	// MaxBodyBytes caps a request body; larger bodies get 413. Default 4 MiB.
 	// 0 means no limit.
 	MaxBodyBytes Size `toml:"max_body_bytes"`
+	// MaxBodyBytesInFlight caps the request bodies the cached endpoints hold
+	// at once; a request that does not fit gets 503 + Retry-After. Default
+	// 64 MiB (proxy.DefaultMaxBodyBytesInFlight). 0 means no limit.
+	MaxBodyBytesInFlight Size `toml:"max_body_bytes_in_flight"`
+	// MaxAnswerBytes is the largest non-stream upstream answer buffered (and
+	// so cacheable and shared by coalesced requests); a larger one is relayed
+	// to its client as it arrives and never cached. Default 4 MiB
+	// (upstream.DefaultMaxAnswerBytes). 0 means no limit.
+	MaxAnswerBytes Size `toml:"max_answer_bytes"`
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// for /admin/*. Default "BREAKWATER_ADMIN_TOKEN". When the variable (or
-	// this key) is empty, /admin/* answers loopback clients only.
+	// this key) is empty, /admin/* refuses every request unless
+	// AdminAllowNoToken.
 	AdminTokenEnv string `toml:"admin_token_env"`
+	// AdminAllowNoToken lets loopback clients use /admin/* when no admin
+	// token is set. Default false.
+	AdminAllowNoToken bool `toml:"admin_allow_no_token"`
 	// ShutdownTimeout bounds graceful shutdown (drain requests, flush index
 	// writes). Default 15s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
 	// Default 10s.
 	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	// ReadTimeout bounds reading a whole request, body included. Default 30s
+	// (proxy.DefaultReadTimeout). 0 means none.
+	ReadTimeout Duration `toml:"read_timeout"`
+	// WriteTimeout bounds each write to a client (each chunk of a stream has
+	// its own). Default 30s (proxy.DefaultWriteTimeout). 0 means none.
+	WriteTimeout Duration `toml:"write_timeout"`
+	// IdleTimeout closes keep-alive connections idle this long. Default 60s
+	// (proxy.DefaultIdleTimeout). 0 means none.
+	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxConnections caps the connections served at once; more wait to be
+	// accepted. Default 1024 (proxy.DefaultMaxConnections). 0 means no limit.
+	MaxConnections int `toml:"max_connections"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string `toml:"log_level"`
 	// LogFormat is "json" (default) or "text".
@@ -130,6 +160,53 @@ type CacheConfig struct {
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
+	// Verify is the judge of semantic candidates and the live false-hit
+	// estimate ([cache.verify]).
+	Verify VerifyConfig `toml:"verify"`
+}
+
+// Judges for [cache.verify] judge.
+const (
+	JudgeNone   = verify.JudgeNone
+	JudgeRerank = verify.JudgeRerank
+	JudgeLLM    = verify.JudgeLLM
+)
+
+// VerifyConfig is [cache.verify].
+type VerifyConfig struct {
+	// Judge checks semantic candidates at or above MinSimilarity: "none"
+	// (default: the static threshold alone), "rerank" (a Cohere-compatible
+	// POST {URL}/rerank) or "llm" (a small chat model through the caller).
+	Judge string `toml:"judge"`
+	// URL is the reranker's API root. Empty: the default upstream's base_url
+	// (vLLM and Infinity serve /rerank beside /chat/completions).
+	URL string `toml:"url"`
+	// Model is the reranker's or the chat model's name. Empty: a rerank
+	// default (verify.DefaultRerankModel); required for "llm".
+	Model string `toml:"model"`
+	// APIKeyEnv names the environment variable holding the reranker's key.
+	// Empty: with URL empty, the default upstream's key; otherwise none.
+	APIKeyEnv string `toml:"api_key_env"`
+	// MinSimilarity is the lowest cosine similarity a candidate needs to be
+	// judged, in (0, 1]. Default 0.80.
+	MinSimilarity float64 `toml:"min_similarity"`
+	// MinScore accepts a reranker relevance_score at or above it. Default 0.5.
+	MinScore float64 `toml:"min_score"`
+	// Candidates is how many guarded candidates one lookup may judge. Default 3.
+	Candidates int `toml:"candidates"`
+	// Timeout bounds one judge call; past it the static threshold decides.
+	// Default 1s.
+	Timeout Duration `toml:"timeout"`
+	// Concurrency bounds judge calls in flight; beyond it lookups fall back
+	// at once. Default 8.
+	Concurrency int `toml:"concurrency"`
+	// SampleRate is the share of would-be semantic hits answered fresh to
+	// estimate the false-hit rate, in [0, 1]. Default 0.05; 0 turns sampling off.
+	SampleRate float64 `toml:"sample_rate"`
+	// AnswerSimilarity is the encoder similarity at or above which two
+	// unequal answers count as the same, in (0, 1]; 1 means text equality
+	// only. Default 0.95.
+	AnswerSimilarity float64 `toml:"answer_similarity"`
 }
 
 // VectorConfig is [vector].
@@ -142,6 +219,14 @@ type VectorConfig struct {
 	// MaxEntries bounds the embedded index; the oldest entries are evicted
 	// first. Default 100000. Must be > 0.
 	MaxEntries int `toml:"max_entries"`
+	// MaxBytes bounds the embedded index's memory (vectors and payloads);
+	// the oldest entries are evicted first. Default 256 MiB
+	// (embedded.DefaultMaxBytes). Must be > 0.
+	MaxBytes Size `toml:"max_bytes"`
+	// MaxEntryBytes is the largest entry the embedded index keeps; larger
+	// ones are not stored. Default 1 MiB (embedded.DefaultMaxEntryBytes).
+	// Must be > 0.
+	MaxEntryBytes Size `toml:"max_entry_bytes"`
 	// Qdrant is used only when Backend is "qdrant" ([vector.qdrant]).
 	Qdrant QdrantConfig `toml:"qdrant"`
 }
@@ -203,9 +288,13 @@ type RetryConfig struct {
 	BaseDelay Duration `toml:"base_delay"`
 	// MaxDelay caps one backoff wait; must be >= BaseDelay. Default 5s.
 	MaxDelay Duration `toml:"max_delay"`
-	// Deadline bounds a whole request: every attempt, wait and fallback.
-	// Default 60s.
+	// Deadline bounds a whole request: every attempt, wait and fallback,
+	// the wait in the queue included. Default 60s.
 	Deadline Duration `toml:"deadline"`
+	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
+	// reset holds a target (or a forwarded key) back. Default 5m. Must be
+	// >= 1s.
+	RetryAfterCap Duration `toml:"retry_after_cap"`
 	// RetryOn are the upstream statuses that are retried (connection errors
 	// and timeouts always are). Default [429, 500, 502, 503, 504, 529]. Only
 	// 4xx/5xx; 400, 401, 403, 404, 409, 413 and 422 are refused because the
@@ -245,6 +334,13 @@ type StreamConfig struct {
 	// before it counts as cut. Default 30s. 0 disables it (Retry.Deadline
 	// still applies).
 	IdleTimeout Duration `toml:"idle_timeout"`
+	// MaxBytes caps one upstream stream (resumed parts included); beyond it
+	// the client gets an SSE error event and nothing is cached. Default
+	// 16 MiB (proxy.DefaultMaxStreamBytes). 0 means no limit.
+	MaxBytes Size `toml:"max_bytes"`
+	// MaxEventBytes caps one SSE event of an upstream stream. Default 1 MiB
+	// (proxy.DefaultMaxEventBytes). 0 means no limit.
+	MaxEventBytes Size `toml:"max_event_bytes"`
 }
 
 // Upstream is one [[upstreams]] entry: an OpenAI-compatible endpoint.
@@ -270,12 +366,15 @@ type Upstream struct {
 	// Timeout bounds one attempt (until the response headers for streams).
 	// Default 60s (when the key is absent). Must be > 0.
 	Timeout Duration `toml:"timeout"`
-	// MaxConcurrency is the number of requests in flight to this upstream
-	// (default pool). Default 64 (when the key is absent). Must be >= 1.
+	// MaxConcurrency is a ceiling, not the operating point: each target of
+	// this upstream (and each forwarded key) finds its concurrency limit at
+	// run time, and never goes above it; it also bounds the default pool.
+	// Default 256 (when the key is absent). Must be >= 1.
 	MaxConcurrency int `toml:"max_concurrency"`
-	// MaxQueue is how many requests may wait for a slot; beyond it requests
-	// get 429 + Retry-After at once. Default 256 (when the key is absent).
-	// 0: no waiting.
+	// MaxQueue is how many requests may wait for a slot of a target (and of
+	// the default pool); beyond it requests get 429 + Retry-After at once.
+	// A request whose expected wait exceeds its deadline gets that 429
+	// earlier. Default 1024 (when the key is absent). 0: no waiting.
 	MaxQueue int `toml:"max_queue"`
 	// Pools are per-class limits ([upstreams.pools.<class>]), chosen by a
 	// request's X-Breakwater-Class. Each pool has its own slots and queue; a
@@ -335,8 +434,8 @@ const (
 
 	defaultUpstreamName     = "default"
 	defaultUpstreamTimeout  = Duration(60 * time.Second)
-	defaultMaxConcurrency   = 64
-	defaultMaxQueue         = 256
+	defaultMaxConcurrency   = upstream.DefaultMaxConcurrency
+	defaultMaxQueue         = upstream.DefaultMaxQueue
 	defaultTargetWeight     = 1.0
 	defaultVectorsDirectory = "vectors"
 )
@@ -356,13 +455,19 @@ func Default() *Config {
 func defaults() *Config {
 	return &Config{
 		Server: ServerConfig{
-			Listen:            "127.0.0.1:8080",
-			MaxBodyBytes:      4 * MiB,
-			AdminTokenEnv:     "BREAKWATER_ADMIN_TOKEN",
-			ShutdownTimeout:   Duration(15 * time.Second),
-			ReadHeaderTimeout: Duration(10 * time.Second),
-			LogLevel:          "info",
-			LogFormat:         "json",
+			Listen:               "127.0.0.1:8080",
+			MaxBodyBytes:         4 * MiB,
+			AdminTokenEnv:        "BREAKWATER_ADMIN_TOKEN",
+			ShutdownTimeout:      Duration(15 * time.Second),
+			ReadHeaderTimeout:    Duration(10 * time.Second),
+			ReadTimeout:          Duration(proxy.DefaultReadTimeout),
+			WriteTimeout:         Duration(proxy.DefaultWriteTimeout),
+			IdleTimeout:          Duration(proxy.DefaultIdleTimeout),
+			MaxConnections:       proxy.DefaultMaxConnections,
+			MaxBodyBytesInFlight: proxy.DefaultMaxBodyBytesInFlight,
+			MaxAnswerBytes:       upstream.DefaultMaxAnswerBytes,
+			LogLevel:             "info",
+			LogFormat:            "json",
 		},
 		Cache: CacheConfig{
 			Enabled:            true,
@@ -376,10 +481,22 @@ func defaults() *Config {
 			StaleThreshold:     0.85,
 			WriteQueue:         1024,
 			DataDir:            "./data",
+			Verify: VerifyConfig{
+				Judge:            JudgeNone,
+				MinSimilarity:    verify.DefaultMinSimilarity,
+				MinScore:         verify.DefaultMinScore,
+				Candidates:       verify.DefaultCandidates,
+				Timeout:          Duration(verify.DefaultTimeout),
+				Concurrency:      verify.DefaultConcurrency,
+				SampleRate:       verify.DefaultSampleRate,
+				AnswerSimilarity: verify.DefaultAnswerSimilarity,
+			},
 		},
 		Vector: VectorConfig{
-			Backend:    BackendEmbedded,
-			MaxEntries: 100000,
+			Backend:       BackendEmbedded,
+			MaxEntries:    100000,
+			MaxBytes:      embedded.DefaultMaxBytes,
+			MaxEntryBytes: embedded.DefaultMaxEntryBytes,
 			Qdrant: QdrantConfig{
 				URL:        "localhost:6334",
 				Collection: "breakwater",
@@ -394,11 +511,12 @@ func defaults() *Config {
 			},
 		},
 		Retry: RetryConfig{
-			MaxAttempts: 3,
-			BaseDelay:   Duration(200 * time.Millisecond),
-			MaxDelay:    Duration(5 * time.Second),
-			Deadline:    Duration(60 * time.Second),
-			RetryOn:     []int{429, 500, 502, 503, 504, 529},
+			MaxAttempts:   3,
+			BaseDelay:     Duration(200 * time.Millisecond),
+			MaxDelay:      Duration(5 * time.Second),
+			Deadline:      Duration(60 * time.Second),
+			RetryAfterCap: Duration(upstream.DefaultRetryAfterCap),
+			RetryOn:       []int{429, 500, 502, 503, 504, 529},
 		},
 		Breaker: BreakerConfig{
 			Window:              Duration(30 * time.Second),
@@ -409,8 +527,10 @@ func defaults() *Config {
 			HalfOpenProbes:      1,
 		},
 		Stream: StreamConfig{
-			Resume:      true,
-			IdleTimeout: Duration(30 * time.Second),
+			Resume:        true,
+			IdleTimeout:   Duration(30 * time.Second),
+			MaxBytes:      proxy.DefaultMaxStreamBytes,
+			MaxEventBytes: proxy.DefaultMaxEventBytes,
 		},
 	}
 }

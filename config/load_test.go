@@ -164,11 +164,11 @@ targets = [{ upstream = "openai" }, { upstream = "openai", model = "gpt-4o-mini"
 		Name:           "openai",
 		BaseURL:        "https://api.openai.com/v1",
 		Timeout:        Duration(60 * time.Second),
-		MaxConcurrency: 64,
-		MaxQueue:       0, // set explicitly: not the 256 default
+		MaxConcurrency: defaultMaxConcurrency,
+		MaxQueue:       0, // set explicitly: not the default
 		Pools: map[string]Pool{
 			"realtime": {MaxConcurrency: 4, MaxQueue: 0}, // queue inherited
-			"batch":    {MaxConcurrency: 64, MaxQueue: 0},
+			"batch":    {MaxConcurrency: defaultMaxConcurrency, MaxQueue: 0},
 		},
 	}}
 	want.Models = []Model{{
@@ -278,7 +278,7 @@ func TestLoadGoodSharedCache(t *testing.T) {
 	if got, want := c.Upstreams[0].Pools["batch"], (Pool{MaxConcurrency: 2, MaxQueue: 0}); got != want {
 		t.Errorf("pools.batch = %+v, want %+v", got, want)
 	}
-	if got, want := c.Upstreams[1].MaxQueue, 256; got != want {
+	if got, want := c.Upstreams[1].MaxQueue, defaultMaxQueue; got != want {
 		t.Errorf("upstreams[1].max_queue = %d, want %d", got, want)
 	}
 }

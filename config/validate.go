@@ -55,6 +55,8 @@ func (c *Config) Validate() error {
 	if c.Stream.IdleTimeout < 0 {
 		v.add("stream.idle_timeout", c.Stream.IdleTimeout, "must be >= 0 (0 disables it)")
 	}
+	nonNegative(&v, "stream.max_bytes", c.Stream.MaxBytes, "must be >= 0 (0: no limit)")
+	nonNegative(&v, "stream.max_event_bytes", c.Stream.MaxEventBytes, "must be >= 0 (0: no limit)")
 	upstreams := c.validateUpstreams(&v)
 	c.validateModels(&v, upstreams)
 	switch {
@@ -104,6 +106,19 @@ func (c *Config) validateServer(v *validator) {
 	envName(v, "server.admin_token_env", s.AdminTokenEnv)
 	positive(v, "server.shutdown_timeout", s.ShutdownTimeout)
 	positive(v, "server.read_header_timeout", s.ReadHeaderTimeout)
+	nonNegative(v, "server.max_body_bytes_in_flight", s.MaxBodyBytesInFlight, "must be >= 0 (0: no limit)")
+	nonNegative(v, "server.max_answer_bytes", s.MaxAnswerBytes, "must be >= 0 (0: no limit)")
+	for _, d := range []struct {
+		key string
+		d   Duration
+	}{{"server.read_timeout", s.ReadTimeout}, {"server.write_timeout", s.WriteTimeout}, {"server.idle_timeout", s.IdleTimeout}} {
+		if d.d < 0 {
+			v.add(d.key, d.d, "must be >= 0 (0: none)")
+		}
+	}
+	if s.MaxConnections < 0 {
+		v.add("server.max_connections", s.MaxConnections, "must be >= 0 (0: no limit)")
+	}
 	oneOf(v, "server.log_level", s.LogLevel, "debug", "info", "warn", "error")
 	oneOf(v, "server.log_format", s.LogFormat, "json", "text")
 }
@@ -149,6 +164,36 @@ func (c *Config) validateCache(v *validator) {
 	if s.DataDir == "" {
 		v.add("cache.data_dir", s.DataDir, `set a writable directory for the partition secret and the vector index, e.g. "./data"`)
 	}
+	c.validateVerify(v)
+}
+
+func (c *Config) validateVerify(v *validator) {
+	s := &c.Cache.Verify
+	oneOf(v, "cache.verify.judge", s.Judge, JudgeNone, JudgeRerank, JudgeLLM)
+	if s.Judge == JudgeLLM && s.Model == "" {
+		v.add("cache.verify.model", s.Model, `set the chat model the "llm" judge asks, e.g. "gpt-4o-mini"`)
+	}
+	if s.URL != "" {
+		if u, err := url.Parse(s.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("cache.verify.url", s.URL, "must be an http(s) URL such as http://reranker:8000/v1 (the judge posts to URL/rerank)")
+		}
+	}
+	envName(v, "cache.verify.api_key_env", s.APIKeyEnv)
+	unitInterval(v, "cache.verify.min_similarity", s.MinSimilarity)
+	if s.MinScore < 0 || s.MinScore > 1 {
+		v.add("cache.verify.min_score", s.MinScore, "must be in [0, 1] (a reranker's relevance_score)")
+	}
+	if s.Candidates < 1 {
+		v.add("cache.verify.candidates", s.Candidates, "must be >= 1")
+	}
+	positive(v, "cache.verify.timeout", s.Timeout)
+	if s.Concurrency < 1 {
+		v.add("cache.verify.concurrency", s.Concurrency, "must be >= 1")
+	}
+	if s.SampleRate < 0 || s.SampleRate > 1 {
+		v.add("cache.verify.sample_rate", s.SampleRate, "must be in [0, 1] (0 turns sampling off)")
+	}
+	unitInterval(v, "cache.verify.answer_similarity", s.AnswerSimilarity)
 }
 
 func (c *Config) validateVector(v *validator) {
@@ -169,6 +214,12 @@ func (c *Config) validateVector(v *validator) {
 	}
 	if s.MaxEntries <= 0 {
 		v.add("vector.max_entries", s.MaxEntries, "must be > 0")
+	}
+	if s.MaxBytes <= 0 {
+		v.add("vector.max_bytes", int64(s.MaxBytes), "must be > 0")
+	}
+	if s.MaxEntryBytes <= 0 {
+		v.add("vector.max_entry_bytes", int64(s.MaxEntryBytes), "must be > 0")
 	}
 	envName(v, "vector.qdrant.api_key_env", s.Qdrant.APIKeyEnv)
 	positive(v, "vector.qdrant.timeout", s.Qdrant.Timeout)
@@ -214,6 +265,9 @@ func (c *Config) validateRetry(v *validator) {
 		v.add("retry.max_delay", s.MaxDelay, "must be >= retry.base_delay (%v)", s.BaseDelay)
 	}
 	positive(v, "retry.deadline", s.Deadline)
+	if s.RetryAfterCap.D() < 1e9 { // 1s
+		v.add("retry.retry_after_cap", s.RetryAfterCap, "must be >= 1s")
+	}
 	for i, code := range s.RetryOn {
 		key := fmt.Sprintf("retry.retry_on[%d]", i)
 		switch {

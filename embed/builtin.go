@@ -4,12 +4,9 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
-	"runtime"
 	"strings"
 	"sync"
 	"unicode/utf8"
-
-	"golang.org/x/sync/errgroup"
 )
 
 //go:generate go run ./internal/genweights -out model
@@ -48,12 +45,13 @@ type Builtin struct {
 	tok     *tokenizer
 	model   *useModel
 	scratch sync.Pool // *scratch
+	batch   batcher
 }
 
 // NewBuiltin loads the embedded model: it unpacks and repacks the weights
 // (tens of milliseconds, about 15 MB resident with half-float weights, see
 // ModelBytes) and builds the tokenizer. Create one Builtin and share it; each
-// concurrent Embed worker also holds about 3 MB of scratch buffers, pooled.
+// concurrent encoder pass also holds about 6 MB of scratch buffers, pooled.
 func NewBuiltin() (*Builtin, error) {
 	return newBuiltin(useLiteEN)
 }
@@ -72,6 +70,7 @@ func newBuiltin(data []byte) (*Builtin, error) {
 	}
 	b := &Builtin{tok: newTokenizer(f.pieces, f.scores), model: m}
 	b.scratch.New = func() any { return newScratch() }
+	b.batch = batcher{model: m, scratch: &b.scratch}
 	return b, nil
 }
 
@@ -110,70 +109,58 @@ func (b *Builtin) Truncated(text string) bool {
 	return len(b.tok.encode(text, &s.tok)) > maxTokens
 }
 
-// Embed returns one L2-normalised 512-float vector per text. Texts are spread
-// over GOMAXPROCS workers; ctx is checked before each text. An invalid text
-// (invalid UTF-8, or "" which has no tokens) fails the whole call with an
-// error wrapping ErrInvalidText that names the text's index.
+// Embed returns one L2-normalised 512-float vector per text. ctx is checked
+// once, before any work. An invalid text (invalid UTF-8, or "" which has no
+// tokens) fails the whole call with an error wrapping ErrInvalidText that
+// names the text's index.
+//
+// Concurrent calls share encoder passes (see batcher): texts queued while a
+// pass runs go together into the next one, up to maxBatchRows tokens, and
+// passes run on at most GOMAXPROCS goroutines. A text gets the same vector
+// alone or batched.
 func (b *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	out := make([][]float32, len(texts))
 	if len(texts) == 0 {
 		return out, nil
 	}
-	// One backing array for all vectors: a single allocation per call.
-	backing := make([]float32, len(texts)*hidden)
-	for i := range out {
-		out[i] = backing[i*hidden : (i+1)*hidden : (i+1)*hidden]
-	}
-	workers := min(runtime.GOMAXPROCS(0), len(texts))
-	if workers == 1 {
-		for i, text := range texts {
-			if err := b.embedOne(ctx, i, text, out[i]); err != nil {
-				return nil, err
-			}
-		}
-		return out, nil
-	}
-	g, ctx := errgroup.WithContext(ctx)
-	var mu sync.Mutex
-	next := 0
-	for range workers {
-		g.Go(func() error {
-			for {
-				mu.Lock()
-				i := next
-				next++
-				mu.Unlock()
-				if i >= len(texts) {
-					return nil
-				}
-				if err := b.embedOne(ctx, i, texts[i], out[i]); err != nil {
-					return err
-				}
-			}
-		})
-	}
-	if err := g.Wait(); err != nil {
+	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return out, nil
-}
-
-func (b *Builtin) embedOne(ctx context.Context, i int, text string, dst []float32) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if !utf8.ValidString(text) {
-		return fmt.Errorf("embed text %d: %w: not valid UTF-8", i, ErrInvalidText)
-	}
+	// One backing array for all vectors, one for all token ids and one for
+	// the jobs: three allocations per call besides the slices of slices.
+	backing := make([]float32, len(texts)*hidden)
+	jobs := make([]batchJob, len(texts))
+	ptrs := make([]*batchJob, len(texts))
 	s := b.scratch.Get().(*scratch)
-	defer b.scratch.Put(s)
-	ids := b.tok.encode(text, &s.tok)
-	if len(ids) == 0 {
-		return fmt.Errorf("embed text %d: %w: no tokens (empty text)", i, ErrInvalidText)
+	var ids []int32
+	for i, text := range texts {
+		out[i] = backing[i*hidden : (i+1)*hidden : (i+1)*hidden]
+		if !utf8.ValidString(text) {
+			b.scratch.Put(s)
+			return nil, fmt.Errorf("embed text %d: %w: not valid UTF-8", i, ErrInvalidText)
+		}
+		t := b.tok.encode(text, &s.tok)
+		if len(t) == 0 {
+			b.scratch.Put(s)
+			return nil, fmt.Errorf("embed text %d: %w: no tokens (empty text)", i, ErrInvalidText)
+		}
+		t = t[:min(len(t), maxTokens)]
+		if ids == nil {
+			ids = make([]int32, 0, len(texts)*len(t))
+		}
+		at := len(ids)
+		ids = append(ids, t...)
+		jobs[i] = batchJob{ids: ids[at:len(ids):len(ids)], dst: out[i]}
+		ptrs[i] = &jobs[i]
 	}
-	if len(ids) > maxTokens {
-		ids = ids[:maxTokens]
+	b.scratch.Put(s)
+	// append may have moved ids: point the jobs at the final array.
+	at := 0
+	for i := range jobs {
+		n := len(jobs[i].ids)
+		jobs[i].ids = ids[at : at+n : at+n]
+		at += n
 	}
-	b.model.forward(ids, s, dst)
-	return nil
+	b.batch.run(ptrs)
+	return out, nil
 }

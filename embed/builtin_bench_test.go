@@ -3,7 +3,9 @@ package embed
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -96,5 +98,28 @@ func BenchmarkBuiltinLoad(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+	reportCPU(b, cpu0)
+}
+
+// BenchmarkBuiltinConcurrent16 is the semantic-miss load: 16 callers at
+// once, each embedding its own 16-token question (run with -cpu 1 for one
+// core). Concurrent calls share encoder passes; cpu-ns/op is per question.
+func BenchmarkBuiltinConcurrent16(b *testing.B) {
+	e := testBuiltin(b)
+	base := benchText(b, e, 14)
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+	cpu0 := processCPU()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			text := fmt.Sprintf("%s %d", base, seq.Add(1))
+			if _, err := e.Embed(ctx, []string{text}); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
 	reportCPU(b, cpu0)
 }

@@ -256,7 +256,13 @@ func TestBuiltinHalfFloat(t *testing.T) {
 // (half-float and float32 panels, portable) against float64 arithmetic, for
 // row counts that cover full and partial tiles.
 func TestBuiltinLinearKernels(t *testing.T) {
-	const in, out = 40, 48
+	// 48 columns: AVX2 panels only; 64: AVX-512 pairs of panels too.
+	for _, out := range []int{48, 64} {
+		testLinearKernels(t, 40, out)
+	}
+}
+
+func testLinearKernels(t *testing.T, in, out int) {
 	w := make([]float32, in*out)
 	wh := make([]uint16, in*out)
 	bias := make([]float32, out)
@@ -277,7 +283,7 @@ func TestBuiltinLinearKernels(t *testing.T) {
 		"portable":     {in: in, out: out, wt: transpose(w, in, out), b: bias},
 	}
 	for name, l := range kernels {
-		for n := 1; n <= 13; n++ {
+		for n := 1; n <= 21; n++ {
 			x := make([]float32, (n+tileRows-1)*in)
 			res := make([]float32, n*out)
 			for i := range x[:n*in] {

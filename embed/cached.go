@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/dgraph-io/ristretto/v2"
@@ -29,6 +30,21 @@ type Cached struct {
 	cache  *ristretto.Cache[string, cachedVector]
 	hits   atomic.Uint64
 	misses atomic.Uint64
+
+	// inflight holds the texts being embedded right now, so that callers
+	// asking for one of them at the same time wait for that computation
+	// instead of starting their own.
+	mu       sync.Mutex
+	inflight map[string]*embedFlight
+	waiting  atomic.Int64 // callers waiting on another's flight (for tests)
+}
+
+// embedFlight is one text being embedded; vec and err are set before done
+// is closed.
+type embedFlight struct {
+	done chan struct{}
+	vec  []float32
+	err  error
 }
 
 // cachedVector keeps the full text next to its vector, so a hash collision
@@ -76,7 +92,7 @@ func newCached(e Embedder, maxBytes int64, keyHash func(text string) (uint64, ui
 	if err != nil {
 		return nil, fmt.Errorf("new embedding cache: %w", err)
 	}
-	return &Cached{inner: e, cache: cache}, nil
+	return &Cached{inner: e, cache: cache, inflight: map[string]*embedFlight{}}, nil
 }
 
 // nameTextHash returns ristretto's key and conflict hashes for a text under
@@ -106,7 +122,9 @@ func cachedEntryCost(dim, textLen int) int64 {
 
 // Embed returns one vector per text, from the cache where it can and from
 // one call to the inner embedder for the rest (each distinct text once).
-// A cancelled ctx is an error even when every text is cached.
+// A text another call is embedding at the same moment is not sent again:
+// this call waits for that result (and embeds the text itself only if that
+// call failed). A cancelled ctx is an error even when every text is cached.
 func (c *Cached) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	if len(texts) == 0 {
 		return [][]float32{}, nil
@@ -125,9 +143,8 @@ func (c *Cached) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		miss = append(miss, i)
 	}
 	c.hits.Add(uint64(len(texts) - len(miss)))
-	c.misses.Add(uint64(len(miss)))
 	if len(miss) > 0 {
-		if err := c.fill(ctx, texts, miss, out); err != nil {
+		if err := c.fillShared(ctx, texts, miss, out); err != nil {
 			return nil, err
 		}
 	}
@@ -143,6 +160,84 @@ func (c *Cached) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		out[i], buf = buf[:n:n], buf[n:]
 	}
 	return out, nil
+}
+
+// fillShared embeds the texts at positions miss that no other call is
+// embedding, and waits for the others' results.
+func (c *Cached) fillShared(ctx context.Context, texts []string, miss []int, out [][]float32) error {
+	var (
+		owned   []int
+		flights []*embedFlight
+		waits   []int
+		waitFor []*embedFlight
+	)
+	var mine map[string]bool // texts this call embeds (a repeat is its own miss)
+	if len(miss) > 1 {
+		mine = make(map[string]bool, len(miss))
+	}
+	c.mu.Lock()
+	for _, i := range miss {
+		if mine[texts[i]] {
+			owned, flights = append(owned, i), append(flights, nil)
+			continue
+		}
+		if f, ok := c.inflight[texts[i]]; ok {
+			waits, waitFor = append(waits, i), append(waitFor, f)
+			continue
+		}
+		if mine != nil {
+			mine[texts[i]] = true
+		}
+		f := &embedFlight{done: make(chan struct{})}
+		c.inflight[texts[i]] = f
+		owned, flights = append(owned, i), append(flights, f)
+	}
+	c.mu.Unlock()
+	if len(owned) > 0 {
+		c.misses.Add(uint64(len(owned)))
+		err := c.fill(ctx, texts, owned, out)
+		// The vectors are in the cache (fill waited for ristretto) before
+		// the flights leave the map, so a later caller finds one or the other.
+		c.mu.Lock()
+		for k, i := range owned {
+			if f := flights[k]; f != nil {
+				f.vec, f.err = out[i], err
+				delete(c.inflight, texts[i])
+			}
+		}
+		c.mu.Unlock()
+		for _, f := range flights {
+			if f != nil {
+				close(f.done)
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var retry []int
+	for k, i := range waits {
+		f := waitFor[k]
+		c.waiting.Add(1)
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			c.waiting.Add(-1)
+			return fmt.Errorf("embed texts: %w", ctx.Err())
+		}
+		c.waiting.Add(-1)
+		if f.err != nil {
+			retry = append(retry, i)
+			continue
+		}
+		out[i] = f.vec
+	}
+	c.hits.Add(uint64(len(waits) - len(retry)))
+	if len(retry) > 0 {
+		c.misses.Add(uint64(len(retry)))
+		return c.fill(ctx, texts, retry, out)
+	}
+	return nil
 }
 
 // fill embeds the texts at positions miss through the inner embedder, caches

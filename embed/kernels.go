@@ -170,45 +170,92 @@ func axpyUnitary(a float32, x, y []float32) {
 // a panel (in×16 floats, 32–96 KB) stays in L1/L2 for all token tiles.
 func (l *linear) applyPacked(dst, x []float32, n int, res []float32, relu bool) {
 	in, out := l.in, l.out
-	if x = x[:cap(x)]; len(x) < (n+tileRows-1)/tileRows*tileRows*in {
-		panic("embed: activation buffer not padded to tileRows")
+	if x = x[:cap(x)]; len(x) < (n+tileRows-1)*in {
+		panic("embed: activation buffer not padded with tileRows-1 rows")
 	}
 	dst = dst[:n*out]
 	if res != nil {
 		res = res[:n*out]
 	}
-	b := l.b[:out]
+	if haveAVX512 && l.wh != nil && out%32 == 0 {
+		l.applyPacked512(dst, x, n, res, relu)
+		return
+	}
 	var acc [tileRows * 16]float32
 	for p := range out / 16 {
-		bias := b[p*16 : p*16+16]
 		for t := 0; t < n; t += tileRows {
-			if l.wh != nil {
-				if n-t <= 4 {
-					gemm4x16h(in, &x[t*in], in, &l.wh[p*in*16], &acc)
-				} else {
-					gemm6x16h(in, &x[t*in], in, &l.wh[p*in*16], &acc)
-				}
-			} else {
-				gemm6x16(in, &x[t*in], in, &l.wp[p*in*16], &acc)
-			}
+			l.tile16(p, t, x, n, &acc)
 			for r := range min(tileRows, n-t) {
 				o := (t+r)*out + p*16
-				d := dst[o : o+16]
-				a := acc[r*16 : r*16+16]
-				if res != nil {
-					rr := res[o : o+16]
-					for c := range d {
-						d[c] = a[c] + bias[c] + rr[c]
-					}
-				} else {
-					for c := range d {
-						d[c] = a[c] + bias[c]
-					}
-				}
-				if relu {
-					for c, v := range d {
-						d[c] = max(v, 0)
-					}
+				l.store16(dst, res, o, acc[r*16:r*16+16], p*16, relu)
+			}
+		}
+	}
+}
+
+// tile16 computes rows t.. (up to tileRows of them) of panel p into acc
+// with the AVX2 kernels.
+func (l *linear) tile16(p, t int, x []float32, n int, acc *[tileRows * 16]float32) {
+	in := l.in
+	switch {
+	case l.wh != nil && n-t <= 4:
+		gemm4x16h(in, &x[t*in], in, &l.wh[p*in*16], acc)
+	case l.wh != nil:
+		gemm6x16h(in, &x[t*in], in, &l.wh[p*in*16], acc)
+	default:
+		gemm6x16(in, &x[t*in], in, &l.wp[p*in*16], acc)
+	}
+}
+
+// store16 writes one row's 16 columns from col: acc + bias (+ res), ReLU'd
+// if relu.
+func (l *linear) store16(dst, res []float32, o int, a []float32, col int, relu bool) {
+	d := dst[o : o+16]
+	a = a[:16]
+	bias := l.b[col : col+16]
+	if res != nil {
+		rr := res[o : o+16]
+		for c := range d {
+			d[c] = a[c] + bias[c] + rr[c]
+		}
+	} else {
+		for c := range d {
+			d[c] = a[c] + bias[c]
+		}
+	}
+	if relu {
+		for c, v := range d {
+			d[c] = max(v, 0)
+		}
+	}
+}
+
+// applyPacked512 runs 8-row tiles of two panels through the AVX-512 kernel
+// and the last n%8 rows through the AVX2 ones. Every element is the same
+// chain of fused multiply-adds either way, so results do not depend on how
+// rows fall into tiles (a text embedded alone or in a batch gets the same
+// vector). The tail tiles start at a multiple of 8 and read at most 3 rows
+// past n, within the tileRows-1 spare rows.
+func (l *linear) applyPacked512(dst, x []float32, n int, res []float32, relu bool) {
+	in, out := l.in, l.out
+	full := n &^ 7
+	var acc [8 * 32]float32
+	var acc6 [tileRows * 16]float32
+	for p := 0; p < out/16; p += 2 {
+		w0, w1 := &l.wh[p*in*16], &l.wh[(p+1)*in*16]
+		for t := 0; t < full; t += 8 {
+			gemm8x32h(in, &x[t*in], in, w0, w1, &acc)
+			for r := range 8 {
+				o := (t+r)*out + p*16
+				l.store16(dst, res, o, acc[r*32:r*32+16], p*16, relu)
+				l.store16(dst, res, o+16, acc[r*32+16:r*32+32], p*16+16, relu)
+			}
+		}
+		for q := p; q < p+2; q++ {
+			for t := full; t < n; t += tileRows {
+				l.tile16(q, t, x, n, &acc6)
+				for r := range min(tileRows, n-t) {
+					l.store16(dst, res, (t+r)*out+q*16, acc6[r*16:r*16+16], q*16, relu)
 				}
 			}
 		}

@@ -10,6 +10,9 @@ import "golang.org/x/sys/cpu"
 var (
 	haveFMA  = cpu.X86.HasAVX2 && cpu.X86.HasFMA
 	haveF16C = haveFMA && cpuidECX1()&(1<<29) != 0
+	// haveAVX512 selects gemm8x32h for half-float weights; x/sys/cpu
+	// reports AVX-512 only when the OS saves the ZMM state.
+	haveAVX512 = haveF16C && cpu.X86.HasAVX512F
 )
 
 // gemm6x16 computes a 6-row × 16-column tile; see kernels_amd64.s.
@@ -26,5 +29,10 @@ func gemm6x16h(k int, x *float32, xstride int, w *uint16, acc *[96]float32)
 //
 //go:noescape
 func gemm4x16h(k int, x *float32, xstride int, w *uint16, acc *[96]float32)
+
+// gemm8x32h is the AVX-512 kernel: 8 rows × 32 columns over two panels.
+//
+//go:noescape
+func gemm8x32h(k int, x *float32, xstride int, w0, w1 *uint16, acc *[256]float32)
 
 func cpuidECX1() uint32

@@ -129,73 +129,105 @@ func (m *useModel) bytes() int64 {
 	return n + m.head.bytes()
 }
 
-// scratch is one worker's activations, sized for maxTokens.
+// maxBatchRows bounds the tokens of one batched encoder pass (the texts of
+// a batch are stacked row after row); a text has at most maxTokens.
+const maxBatchRows = 256
+
+// scratch is one worker's activations, sized for maxBatchRows token rows.
 type scratch struct {
 	tok   tokScratch
-	x0    []float32 // n × embDim
-	hn    []float32 // n × hidden
-	qkv   []float32 // n × 3·hidden
-	att   []float32 // n × hidden
-	y     []float32 // n × hidden
-	y2    []float32 // n × hidden
-	ffn   []float32 // n × ffnDim
+	x0    []float32 // rows × embDim
+	hn    []float32 // rows × hidden
+	qkv   []float32 // rows × 3·hidden
+	att   []float32 // rows × hidden
+	y     []float32 // rows × hidden
+	y2    []float32 // rows × hidden
+	ffn   []float32 // rows × ffnDim
 	p     []float32 // maxTokens attention weights (portable path)
 	kp    []float32 // one head's packed K (FMA path)
 	vp    []float32 // one head's packed V (FMA path)
 	probs []float32 // one head's attention weights, (n+spare) × n rounded to 16
-	pool  []float32 // hidden
+	pool  []float32 // one mean-pooled row per text of the batch
+	head  []float32 // the head's output per text
 }
 
 func newScratch() *scratch {
 	// Inputs of linear.apply get tileRows-1 spare rows (see tileRows).
-	const rows = maxTokens + tileRows - 1
+	const rows = maxBatchRows + tileRows - 1
+	const one = maxTokens + tileRows - 1
 	return &scratch{
 		x0:    make([]float32, rows*embDim),
 		hn:    make([]float32, rows*hidden),
 		qkv:   make([]float32, rows*3*hidden),
 		att:   make([]float32, rows*hidden),
-		y:     make([]float32, maxTokens*hidden),
+		y:     make([]float32, maxBatchRows*hidden),
 		y2:    make([]float32, rows*hidden),
 		ffn:   make([]float32, rows*ffnDim),
 		p:     make([]float32, maxTokens),
 		kp:    make([]float32, maxTokens*hidden/numHeads),
 		vp:    make([]float32, maxTokens*hidden/numHeads),
-		probs: make([]float32, rows*maxTokens),
-		pool:  make([]float32, tileRows*hidden),
+		probs: make([]float32, one*maxTokens),
+		pool:  make([]float32, rows*hidden),
+		head:  make([]float32, maxBatchRows*hidden),
 	}
 }
 
 // forward writes the L2-normalised sentence vector of ids (1..maxTokens
 // ids) to dst (length hidden).
 func (m *useModel) forward(ids []int32, s *scratch, dst []float32) {
-	n := len(ids)
+	m.forwardBatch([][]int32{ids}, s, [][]float32{dst})
+}
+
+// forwardBatch encodes several texts in one pass: their token rows are
+// stacked, so every matrix product streams each weight panel once for the
+// whole batch (a matrix-matrix product instead of one per text); only
+// attention and pooling run per text. Σ len(texts[i]) ≤ maxBatchRows. Each
+// vector is bit-for-bit the one forward gives for the text alone.
+func (m *useModel) forwardBatch(texts [][]int32, s *scratch, dst [][]float32) {
+	n := 0
+	for _, ids := range texts {
+		n += len(ids)
+	}
 	// Input: the graph adds emb + (emb + timing) — keep that order.
 	x0 := s.x0[:n*embDim]
 	var row16 [embDim]float32
-	for t, id := range ids {
-		var e []float32
-		if m.embHalf != nil {
-			for j, h := range m.embHalf[int(id)*embDim : int(id)*embDim+embDim] {
-				row16[j] = f16ToF32(h)
+	t := 0
+	for _, ids := range texts {
+		for pos, id := range ids {
+			var e []float32
+			if m.embHalf != nil {
+				for j, h := range m.embHalf[int(id)*embDim : int(id)*embDim+embDim] {
+					row16[j] = f16ToF32(h)
+				}
+				e = row16[:]
+			} else {
+				e = m.emb[int(id)*embDim : int(id)*embDim+embDim]
 			}
-			e = row16[:]
-		} else {
-			e = m.emb[int(id)*embDim : int(id)*embDim+embDim]
+			row := x0[t*embDim : t*embDim+embDim]
+			tim := m.timing[pos*embDim : pos*embDim+embDim]
+			for j, v := range e {
+				row[j] = v + (v + tim[j])
+			}
+			t++
 		}
-		row := x0[t*embDim : t*embDim+embDim]
-		tim := m.timing[t*embDim : t*embDim+embDim]
-		for j, v := range e {
-			row[j] = v + (v + tim[j])
+	}
+	// attend runs attention text by text over the stacked rows.
+	attend := func(att, qkv []float32, w int, scale float32) {
+		off := 0
+		for _, ids := range texts {
+			k := len(ids)
+			attention(att[off*w:], qkv[off*3*w:], k, w, scale, s)
+			off += k
 		}
 	}
 
 	// Layer 0.
 	l := &m.layers[0]
 	hn, qkv, att := s.hn[:n*embDim], s.qkv[:n*3*embDim], s.att[:n*embDim]
-	y, y2, ffn := s.y[:n*hidden], s.y2[:n*hidden], s.ffn[:n*ffnDim]
+	y, y2 := s.y[:n*hidden], s.y2[:n*hidden]
 	layerNorm(hn, x0, n, embDim, l.ln1g, l.ln1b, m.lnEps)
 	l.qkv.apply(qkv, hn, n, nil, false)
-	attention(att, qkv, n, embDim, l.scale, s)
+	attend(att, qkv, embDim, l.scale)
 	l.res.apply(y2, x0, n, nil, false)
 	l.out.apply(y, att, n, y2, false) // attention + projected residual
 	m.ffn(l, y, y2, n, s)             // y2 = FFN(y) + y
@@ -205,31 +237,40 @@ func (m *useModel) forward(ids []int32, s *scratch, dst []float32) {
 	hn, qkv, att = s.hn[:n*hidden], s.qkv[:n*3*hidden], s.att[:n*hidden]
 	layerNorm(hn, y2, n, hidden, l.ln1g, l.ln1b, m.lnEps)
 	l.qkv.apply(qkv, hn, n, nil, false)
-	attention(att, qkv, n, hidden, l.scale, s)
+	attend(att, qkv, hidden, l.scale)
 	l.out.apply(y, att, n, y2, false)
 	m.ffn(l, y, y2, n, s)
-	_ = ffn
 
-	// Mean pool, tanh layer, L2 normalisation.
-	pool := s.pool[:hidden]
+	// Mean pool per text, one tanh layer for the batch, L2 normalisation.
+	nt := len(texts)
+	pool := s.pool[:nt*hidden]
 	clear(pool)
-	for t := range n {
-		axpyUnitary(1, y2[t*hidden:t*hidden+hidden], pool)
+	t = 0
+	for i, ids := range texts {
+		p := pool[i*hidden : i*hidden+hidden]
+		for range ids {
+			axpyUnitary(1, y2[t*hidden:t*hidden+hidden], p)
+			t++
+		}
+		inv := float32(len(ids))
+		for j := range p {
+			p[j] /= inv
+		}
 	}
-	inv := float32(n)
-	for j := range pool {
-		pool[j] /= inv
-	}
-	m.head.apply(dst, pool, 1, nil, false)
-	var ss float32
-	for j, v := range dst {
-		v = float32(math.Tanh(float64(v)))
-		dst[j] = v
-		ss += v * v
-	}
-	scale := float32(1 / math.Sqrt(float64(max(ss, m.l2Eps))))
-	for j := range dst {
-		dst[j] *= scale
+	head := s.head[:nt*hidden]
+	m.head.apply(head, pool, nt, nil, false)
+	for i, d := range dst {
+		d = d[:hidden]
+		var ss float32
+		for j, v := range head[i*hidden : i*hidden+hidden] {
+			v = float32(math.Tanh(float64(v)))
+			d[j] = v
+			ss += v * v
+		}
+		scale := float32(1 / math.Sqrt(float64(max(ss, m.l2Eps))))
+		for j := range d {
+			d[j] *= scale
+		}
 	}
 }
 

@@ -18,6 +18,7 @@ type broadcast struct {
 	target   string
 	attempts int
 	events   [][]byte // raw SSE bytes, or the whole body of a non-200
+	size     int64    // bytes in events (bounded by the pump: MaxStreamBytes)
 	finished bool
 	err      error // set before start: the stream could not be opened
 	waiters  int
@@ -45,7 +46,15 @@ func (b *broadcast) append(ev []byte) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.events = append(b.events, cp)
+	b.size += int64(len(cp))
 	b.notifyLocked()
+}
+
+// bytes is the size of every event appended so far.
+func (b *broadcast) bytes() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.size
 }
 
 func (b *broadcast) finish(err error) {

@@ -31,6 +31,7 @@ type exchange struct {
 	coalesced bool          // answered by another request's upstream call
 	called    bool          // this request led an upstream call
 	attempts  int           // upstream attempts of the call that answered
+	probe     *probe        // live false-hit estimate (verify.go)
 }
 
 // serveCached is the cached flow: parse, exact tier, singleflight,
@@ -48,25 +49,42 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	x.body = body
-	if !json.Valid(body) {
-		var probe any
-		err := json.Unmarshal(body, &probe)
-		return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
-	}
 	x.ctl, err = parseControls(req.Header)
 	if err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
+	}
+	if s.opts.Cache == nil {
+		// No cache, no key: one typed decode for what routing and
+		// streaming need (model, stream, stream_options); the upstream
+		// validates the rest of its own API.
+		if err := json.Unmarshal(body, &x.shape); err != nil {
+			return badBody(c, endpoint, body, err)
+		}
+		if sh, ok := f.(requestShaper); ok {
+			sh.pathShape(&x.shape)
+		}
+		if x.shape.Model == "" {
+			return writeError(c, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
+		}
+		if x.shape.Stream {
+			return s.streamMiss(x, OutcomeBypass)
+		}
+		return s.forward(x, OutcomeBypass)
 	}
 	partition := cache.SharedPartition
 	if s.opts.Partitioner != nil {
 		partition = s.opts.Partitioner.Partition(req.Header)
 	}
-	x.key, err = f.Key(partition, req.Header, body, s.opts.Group)
+	x.key, err = s.requestKey(f, partition, req.Header, body)
 	if err != nil {
+		if errors.Is(err, cache.ErrBadRequest) && !json.Valid(body) {
+			return badBody(c, endpoint, body, err)
+		}
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
-	// The key parsed the body already.
-	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature}
+	// The key parsed the body already, with exact field names: routing and
+	// forwarding read what the key read.
+	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature, IncludeUsage: x.key.IncludeUsage}
 	// JSON and streams take the same decisions; only the writers differ: a
 	// stream hit is replayed as SSE, a stream miss is relayed as it arrives
 	// (stream.go).
@@ -83,12 +101,22 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 			return hit(x, res, outcome)
 		}
 	}
-	outcome := OutcomeMiss
+	outcome := s.missOutcome(x)
 	if x.ctl.noCache {
 		// The client refused cached answers: not eligible for the hit rate.
 		outcome = OutcomeBypass
 	}
 	return miss(x, outcome)
+}
+
+// badBody answers a body that is not JSON (or not JSON of the right types)
+// with 400 invalid_json, naming the decoder's complaint.
+func badBody(c echo.Context, endpoint string, body []byte, err error) error {
+	if !json.Valid(body) {
+		var probe any
+		err = json.Unmarshal(body, &probe)
+	}
+	return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
 }
 
 // bypass reports whether the request must not touch the cache at all.
@@ -119,8 +147,11 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h.Set(HeaderUpstream, "cache")
-	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
+	if w, ok := x.format.(freshWriter); ok {
+		return w.writeFresh(x.c, &res.Entry, s.opts.Now())
+	}
+	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
 }
 
@@ -155,6 +186,9 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	} else {
 		// Coalesce on the exact key: identical requests of one tenant.
 		resp, shared, err = s.flights.do(req.Context(), x.key.Exact, call)
+		if errors.Is(err, errNotShared) {
+			resp, err = call(req.Context())
+		}
 	}
 	// Time spent waiting for the upstream (or for the flight it joined), so
 	// breakwater_overhead_seconds is what Breakwater itself added.
@@ -167,9 +201,13 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	if err != nil {
 		return s.upstreamFailed(x, outcome, err, s.writeCached)
 	}
-	if !shared && x.mayStore {
+	if resp.Rest != nil {
+		// Longer than server.max_answer_bytes: relayed, never cached.
+		defer resp.Rest.Close()
+	} else if !shared && x.mayStore {
 		s.store(x, resp)
 	}
+	s.checkFresh(x, resp)
 	h := x.c.Response().Header()
 	h.Set(HeaderCache, outcome)
 	h.Set(HeaderUpstream, resp.Target)
@@ -183,6 +221,9 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		ct = echo.MIMEApplicationJSON
 	}
 	s.finish(x, outcome, resp.Status, 0, resp.Target)
+	if resp.Rest != nil {
+		return relayLong(x.c, resp, ct)
+	}
 	return x.c.Blob(resp.Status, ct, resp.Body)
 }
 
@@ -212,9 +253,13 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 		SkipSemantic: !x.format.Semantic(),
 	})
 	if !ok {
+		s.noteNear(x, res)
 		return res, "", false
 	}
 	if res.Tier == cache.TierSemantic {
+		if s.sampleHit(x, res) {
+			return res, "", false
+		}
 		return res, OutcomeHitSemantic, true
 	}
 	return res, OutcomeHitExact, true
@@ -242,6 +287,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		Query:       key.Query,
 		Model:       model,
 		Body:        body,
+		Wire:        prepareWire(body), // a hit writes it without a scan
 		Created:     now,
 		Expires:     now.Add(s.opts.TTL),
 	})

@@ -61,6 +61,15 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
+	if r.ContentLength >= 0 {
+		// Known length (net/http enforces it): one exact allocation, not
+		// io.ReadAll's doubling, which holds up to twice the body.
+		b := make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, b); err != nil {
+			return nil, fmt.Errorf("read request body: %w", err)
+		}
+		return b, nil
+	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
@@ -73,9 +82,13 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 
 var errTooLarge = errors.New("request body too large")
 
-// requestShape is the part of a request body the proxy itself needs.
+// requestShape is the part of a request body the proxy itself needs. It is
+// filled from the cache key, never by decoding the body into a struct again:
+// encoding/json matches struct fields case-insensitively, so a second decode
+// would read "MODEL" where the key read "model" (cache.DecodeObject).
 type requestShape struct {
-	Model       string   `json:"model"`
-	Stream      bool     `json:"stream"`
-	Temperature *float64 `json:"temperature"`
+	Model        string
+	Stream       bool
+	Temperature  *float64
+	IncludeUsage bool
 }

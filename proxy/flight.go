@@ -2,6 +2,8 @@ package proxy
 
 import (
 	"context"
+	"errors"
+	"io"
 	"sync"
 
 	"golang.org/x/sync/singleflight"
@@ -31,9 +33,19 @@ func newFlights() *flights { return &flights{live: map[string]*flight{}} }
 
 // do runs fn once for all concurrent callers with the same key. shared is
 // true for callers that received another caller's result.
+//
+// An answer longer than the caller's MaxAnswerBytes (Response.Rest set) is
+// read as it arrives, so it cannot be shared: the caller whose function ran
+// gets it, and the flight's context lives until its Rest is closed; the
+// others get errNotShared and must call on their own.
 func (f *flights) do(ctx context.Context, key string, fn func(ctx context.Context) (*upstream.Response, error)) (resp *upstream.Response, shared bool, err error) {
 	fl := f.join(ctx, key)
-	defer f.leave(key, fl)
+	leave := true
+	defer func() {
+		if leave {
+			f.leave(key, fl)
+		}
+	}()
 	// singleflight's Shared is true for the leader as well once anybody
 	// joined; what matters here is whether this caller's function ran.
 	ran := false
@@ -46,10 +58,37 @@ func (f *flights) do(ctx context.Context, key string, fn func(ctx context.Contex
 		if r.Err != nil {
 			return nil, !ran, r.Err
 		}
-		return r.Val.(*upstream.Response), !ran, nil
+		resp := r.Val.(*upstream.Response)
+		if resp.Rest != nil {
+			if !ran {
+				return nil, false, errNotShared
+			}
+			leave = false
+			cp := *resp
+			cp.Rest = &leaveOnClose{ReadCloser: resp.Rest, leave: func() { f.leave(key, fl) }}
+			return &cp, false, nil
+		}
+		return resp, !ran, nil
 	case <-ctx.Done():
 		return nil, false, ctx.Err()
 	}
+}
+
+// errNotShared tells a coalesced caller that the answer it waited for cannot
+// be shared (it is relayed as it arrives) and that it must call on its own.
+var errNotShared = errors.New("the answer is too long to share")
+
+// leaveOnClose ends a flight's hold when the relayed answer is closed.
+type leaveOnClose struct {
+	io.ReadCloser
+	once  sync.Once
+	leave func()
+}
+
+func (l *leaveOnClose) Close() error {
+	err := l.ReadCloser.Close()
+	l.once.Do(l.leave)
+	return err
 }
 
 func (f *flights) join(ctx context.Context, key string) *flight {

@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/breakwater-dev/breakwater/cache"
 )
 
@@ -53,17 +55,17 @@ func (f openAIFormat) Finished(body []byte) bool {
 func (f openAIFormat) Fresh(body []byte, now time.Time) []byte { return rewriteIdentity(body, now) }
 
 func (f openAIFormat) Replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error {
-	var shape struct {
-		StreamOptions *struct {
-			IncludeUsage bool `json:"include_usage"`
-		} `json:"stream_options"`
+	// Exact field names, as the key read them (encoding/json would also
+	// accept "Stream_Options").
+	includeUsage := false
+	if obj, err := cache.DecodeObject(req); err == nil {
+		so, _ := obj["stream_options"].(map[string]any)
+		includeUsage, _ = so["include_usage"].(bool)
 	}
-	_ = json.Unmarshal(req, &shape)
 	prefix := "chatcmpl-bw"
 	if !f.chat {
 		prefix = "cmpl-bw"
 	}
-	includeUsage := shape.StreamOptions != nil && shape.StreamOptions.IncludeUsage
 	return replay(w, flush, stored, prefix+newID()[:24], now.Unix(), includeUsage)
 }
 
@@ -180,4 +182,12 @@ func finishedChoices(body []byte) bool {
 		}
 	}
 	return true
+}
+
+func (openAIFormat) bodyKeyed() {}
+
+// writeFresh writes the stored completion around a fresh id and created,
+// from the bytes prepared when it was stored.
+func (openAIFormat) writeFresh(c echo.Context, e *cache.Entry, now time.Time) error {
+	return wireOf(e).write(c, now)
 }

@@ -192,6 +192,7 @@ type envOptions struct {
 	proxy       func(*Options)
 	caller      func(*upstream.Options)
 	threshold   float32
+	cacheOpts   func(*cache.Options)
 }
 
 // closeEnv tears an env down for benchmarks, which build it with a bare
@@ -239,7 +240,11 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	if th == 0 {
 		th = 0.9
 	}
-	e.cache = cache.New(cache.Options{Exact: exact, Index: e.index, Embedder: emb, Threshold: th, TTL: time.Hour})
+	co := cache.Options{Exact: exact, Index: e.index, Embedder: emb, Threshold: th, TTL: time.Hour}
+	if eo.cacheOpts != nil {
+		eo.cacheOpts(&co)
+	}
+	e.cache = cache.New(co)
 	t.Cleanup(func() {
 		_ = e.cache.Close(context.Background())
 		exact.Close()

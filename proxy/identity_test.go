@@ -2,9 +2,16 @@ package proxy
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/cache"
 )
 
 func TestRewriteIdentity(t *testing.T) {
@@ -58,4 +65,37 @@ func FuzzRewriteIdentity(f *testing.F) {
 			t.Errorf("valid input %q became invalid %q", body, out)
 		}
 	})
+}
+
+// TestWireBodyWrite: a prepared body is written with a Content-Length that
+// matches what is written, fresh identity values, and the stored bytes
+// untouched (they are shared by every hit).
+func TestWireBodyWrite(t *testing.T) {
+	now := time.Unix(1800000000, 0)
+	for _, body := range []string{
+		`{"id":"chatcmpl-1","object":"chat.completion","created":1700000000,"choices":[]}`,
+		`{"created":7,"id":"cmpl-9"}`,
+		`{"object":"list","data":[]}`,
+		`not json`,
+	} {
+		stored := []byte(body)
+		e := cache.Entry{Body: stored, Wire: prepareWire(stored)}
+		rec := httptest.NewRecorder()
+		c := echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/", nil), rec)
+		if err := wireOf(&e).write(c, now); err != nil {
+			t.Fatal(err)
+		}
+		if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
+			t.Errorf("%s: Content-Length %s, %s bytes written", body, got, want)
+		}
+		if want := string(rewriteIdentity(stored, now)); len(want) != rec.Body.Len() {
+			t.Errorf("%s: wrote %q, rewriteIdentity gives %q", body, rec.Body.String(), want)
+		}
+		if strings.Contains(body, `"id"`) && strings.Contains(rec.Body.String(), `"id":"chatcmpl-1"`) {
+			t.Errorf("%s: id not rewritten: %s", body, rec.Body.String())
+		}
+		if string(stored) != body {
+			t.Errorf("stored bytes changed: %s", stored)
+		}
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/semaphore"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
@@ -100,8 +101,31 @@ type Options struct {
 	GeminiPassthroughAuth string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
-	// MaxBodyBytes bounds request bodies (413 beyond). Zero: 4 MiB.
+	// MaxBodyBytes bounds request bodies (413 beyond). Zero:
+	// DefaultMaxBodyBytes.
 	MaxBodyBytes int64
+	// MaxBodyBytesInFlight bounds the request bodies of the cached endpoints
+	// held at once (503 + Retry-After beyond). Zero:
+	// DefaultMaxBodyBytesInFlight. Negative: no limit.
+	MaxBodyBytesInFlight int64
+	// ReadHeaderTimeout, ReadTimeout and ConnIdleTimeout go to the
+	// *http.Server built by HTTPServer. Zero: 10s, DefaultReadTimeout and
+	// DefaultIdleTimeout. Negative: none.
+	ReadHeaderTimeout time.Duration
+	ReadTimeout       time.Duration
+	ConnIdleTimeout   time.Duration
+	// WriteTimeout bounds each write to a client. Zero: DefaultWriteTimeout.
+	// Negative: none.
+	WriteTimeout time.Duration
+	// MaxConnections bounds the connections Listener serves at once. Zero:
+	// DefaultMaxConnections. Negative: no limit.
+	MaxConnections int
+	// MaxStreamBytes bounds one upstream stream; MaxEventBytes one SSE
+	// event of it. Beyond either the client gets an error event and nothing
+	// is cached. Zero: DefaultMaxStreamBytes, DefaultMaxEventBytes.
+	// Negative: no limit.
+	MaxStreamBytes int64
+	MaxEventBytes  int
 	// TTL is how long a stored entry is served. Zero: 24h.
 	TTL time.Duration
 	// MaxTemperature: requests with a higher temperature bypass the cache
@@ -125,12 +149,19 @@ type Options struct {
 	// IdleTimeout cuts an upstream stream that sends nothing for this long.
 	// Zero: 30s. Negative: never.
 	IdleTimeout time.Duration
-	// AdminToken protects /admin/*. Empty: only loopback clients may call it.
+	// AdminToken protects /admin/*. Empty: /admin/* refuses every request,
+	// unless AdminAllowNoToken.
 	AdminToken string
+	// AdminAllowNoToken lets loopback clients call /admin/* when AdminToken
+	// is empty (an explicit opt-in: behind a reverse proxy on the same host,
+	// every client is loopback).
+	AdminAllowNoToken bool
 	// Logger receives one line per request. Nil: slog.Default().
 	Logger *slog.Logger
 	// Metrics records Prometheus metrics. Nil: none.
 	Metrics *Metrics
+	// Verify measures the live false-hit rate (verify.go). Nil: no estimate.
+	Verify *Verify
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -153,8 +184,10 @@ type Server struct {
 	// anthropicFwd serves pass-through requests of Anthropic clients; nil: fwd.
 	anthropicFwd *httputil.ReverseProxy
 	// geminiFwd serves Gemini requests naming no model; nil: the Caller.
-	geminiFwd *httputil.ReverseProxy
-	ready     atomic.Bool
+	geminiFwd    *httputil.ReverseProxy
+	ready        atomic.Bool
+	bodySem      *semaphore.Weighted // nil: no limit
+	keys         *keyMemo            // nil when the cache is off
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -163,7 +196,31 @@ func New(opts Options) (*Server, error) {
 		return nil, errorf("new proxy: a Caller is required")
 	}
 	if opts.MaxBodyBytes <= 0 {
-		opts.MaxBodyBytes = 4 << 20
+		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	defDur := func(v *time.Duration, d time.Duration) {
+		switch {
+		case *v == 0:
+			*v = d
+		case *v < 0:
+			*v = 0
+		}
+	}
+	defDur(&opts.ReadHeaderTimeout, 10*time.Second)
+	defDur(&opts.ReadTimeout, DefaultReadTimeout)
+	defDur(&opts.ConnIdleTimeout, DefaultIdleTimeout)
+	defDur(&opts.WriteTimeout, DefaultWriteTimeout)
+	if opts.MaxBodyBytesInFlight == 0 {
+		opts.MaxBodyBytesInFlight = DefaultMaxBodyBytesInFlight
+	}
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = DefaultMaxConnections
+	}
+	if opts.MaxStreamBytes == 0 {
+		opts.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if opts.MaxEventBytes == 0 {
+		opts.MaxEventBytes = DefaultMaxEventBytes
 	}
 	if opts.TTL <= 0 {
 		opts.TTL = 24 * time.Hour
@@ -184,7 +241,7 @@ func New(opts Options) (*Server, error) {
 		opts.Group = func(m string) string { return m }
 	}
 	s := &Server{opts: opts, log: opts.Logger, stats: newCounters(), flights: newFlights(), sflights: newStreamFlights(),
-		window: newWindow(), stop: make(chan struct{})}
+		window: newWindow(), stop: make(chan struct{}), bodySem: newBodySem(opts.MaxBodyBytesInFlight)}
 	if opts.Passthrough != nil {
 		s.fwd = s.newForwarder(opts.Passthrough, opts.PassthroughKey, opts.PassthroughAuth)
 	}
@@ -194,14 +251,21 @@ func New(opts Options) (*Server, error) {
 	if opts.GeminiPassthrough != nil {
 		s.geminiFwd = s.newForwarder(opts.GeminiPassthrough, opts.GeminiPassthroughKey, opts.GeminiPassthroughAuth)
 	}
+	if opts.Cache != nil {
+		k, err := newKeyMemo()
+		if err != nil {
+			return nil, err
+		}
+		s.keys = k
+	}
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = httpErrorHandler
-	e.Use(s.requestID)
+	e.Use(s.deadlines, s.requestID)
 
 	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat, messagesFormat} {
-		e.POST(f.Endpoint(), s.serveFormat(f))
+		e.POST(f.Endpoint(), s.serveFormat(f), s.bodyBudget)
 	}
 	e.GET("/v1/models", s.handleModels)
 	s.mountGemini(e)
@@ -218,7 +282,14 @@ func New(opts Options) (*Server, error) {
 }
 
 // Close stops the server's background sampling. Safe to call twice.
-func (s *Server) Close() { s.stopOnce.Do(func() { close(s.stop) }) }
+func (s *Server) Close() {
+	s.stopOnce.Do(func() {
+		close(s.stop)
+		if s.keys != nil {
+			s.keys.close()
+		}
+	})
+}
 
 // sampleLoop folds the caller's per-target counters into the rolling
 // windows every few seconds, so rates are placed in the right minute even
@@ -289,6 +360,9 @@ func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {
 				return writeError(c, http.StatusUnauthorized, "unauthorized", "breakwater: /admin needs Authorization: Bearer <token> (the token is in the variable named by server.admin_token_env)", 0)
 			}
 			return next(c)
+		}
+		if !s.opts.AdminAllowNoToken {
+			return writeError(c, http.StatusForbidden, "forbidden", "breakwater: /admin is off: no admin token is configured (set the variable named by server.admin_token_env, or server.admin_allow_no_token = true for loopback clients)", 0)
 		}
 		host, _, err := net.SplitHostPort(c.Request().RemoteAddr)
 		if err != nil || !net.ParseIP(host).IsLoopback() {

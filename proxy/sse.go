@@ -25,10 +25,37 @@ func (e sseEvent) done() bool { return e.Event == "" && bytes.Equal(e.Data, []by
 type sseReader struct {
 	r   *bufio.Reader
 	raw bytes.Buffer // the bytes of the current event as received
+	max int          // most bytes of one event; <= 0: no limit
 }
 
 func newSSEReader(r io.Reader) *sseReader {
 	return &sseReader{r: bufio.NewReaderSize(r, 16<<10)}
+}
+
+// newBoundedSSEReader is newSSEReader refusing events (with all their
+// lines) longer than max bytes with errEventTooLarge: a line is read in
+// buffer-sized pieces, never whole before it is measured.
+func newBoundedSSEReader(r io.Reader, max int) *sseReader {
+	rd := newSSEReader(r)
+	rd.max = max
+	return rd
+}
+
+// readLine appends the next line (with its newline, if any) to raw and
+// returns it; the slice is valid until raw changes.
+func (s *sseReader) readLine() ([]byte, error) {
+	start := s.raw.Len()
+	for {
+		frag, err := s.r.ReadSlice('\n')
+		if s.max > 0 && s.raw.Len()+len(frag) > s.max {
+			return nil, errEventTooLarge
+		}
+		s.raw.Write(frag)
+		if errors.Is(err, bufio.ErrBufferFull) {
+			continue
+		}
+		return s.raw.Bytes()[start:], err
+	}
 }
 
 // next returns the next event and its raw bytes (valid until the next call).
@@ -39,8 +66,7 @@ func (s *sseReader) next() (sseEvent, []byte, error) {
 	var data [][]byte
 	s.raw.Reset()
 	for {
-		line, err := s.r.ReadBytes('\n')
-		s.raw.Write(line)
+		line, err := s.readLine()
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				if len(bytes.TrimSpace(s.raw.Bytes())) == 0 {

@@ -28,7 +28,7 @@ func staleEnv(t *testing.T, staleIfError bool) (e *env, down *atomic.Bool, backu
 	down, backupCalls = &atomic.Bool{}, &atomic.Int64{}
 	unavailable := func(w http.ResponseWriter) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{
-			"message": "the engine is currently overloaded", "type": "server_error", "param": nil, "code": "overloaded"}})
+			"message": "no healthy upstream", "type": "server_error", "param": nil, "code": "unavailable"}})
 	}
 	backup := httptestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		backupCalls.Add(1)

@@ -58,6 +58,8 @@ type Stats struct {
 	CapacityByHour [24]uint64 `json:"capacity_by_hour"`
 	// Cache holds the cache's own counters (guard rejections, write-back).
 	Cache *CacheStats `json:"cache,omitempty"`
+	// Verify is the judge's counters and the live false-hit estimate.
+	Verify *VerifyStats `json:"verify,omitempty"`
 }
 
 // CacheStats are the cache tiers' internal counters.
@@ -122,6 +124,20 @@ type TargetStatsJSON struct {
 	ClientError uint64    `json:"client_error"`
 	Shed        uint64    `json:"shed"`
 	LatencyMS   LatencyMS `json:"latency_ms"`
+	// Overloaded counts congestion signals other than 429 (529, overload 503).
+	Overloaded uint64 `json:"overloaded"`
+	// Sheds splits Shed by reason (queue_full, wait_beyond_deadline,
+	// queue_timeout, rate_limited, breaker_open).
+	Sheds map[string]uint64 `json:"sheds"`
+	// Limit is the adaptive concurrency limit (summed over Lanes, one per
+	// forwarded key plus a common one); ServiceRate the answers per second it
+	// sustains; QueueWaitMS the recent queue wait; Paced whether rate-limit
+	// state holds a lane back.
+	Limit       float64 `json:"limit"`
+	Lanes       int     `json:"lanes"`
+	ServiceRate float64 `json:"service_rate"`
+	QueueWaitMS float64 `json:"queue_wait_ms"`
+	Paced       bool    `json:"paced"`
 }
 
 // LatencyMS are recent latency percentiles in milliseconds.
@@ -154,7 +170,7 @@ func (s *Server) Snapshot() Stats {
 	for _, m := range s.opts.Caller.Snapshot() {
 		mj := ModelStatsJSON{Name: m.Name, Targets: make([]TargetStatsJSON, 0, len(m.Targets))}
 		for _, t := range m.Targets {
-			st.Upstream.RateLimited += t.RateLimited
+			st.Upstream.RateLimited += t.RateLimited + t.Overloaded
 			st.Upstream.Timeouts += t.Timeout
 			mj.Targets = append(mj.Targets, targetJSON(t))
 		}
@@ -172,6 +188,7 @@ func (s *Server) Snapshot() Stats {
 	}
 	st.Timeline = s.window.timeline(now)
 	st.CapacityByHour = s.window.capacityByHour()
+	st.Verify = s.verifyStats()
 	if s.opts.Cache != nil {
 		cs := s.opts.Cache.Stats(context.Background())
 		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}
@@ -200,7 +217,9 @@ func targetJSON(t upstream.TargetStats) TargetStatsJSON {
 		Inflight: t.Inflight, Queued: t.Queued,
 		Sent: t.Sent, Success: t.Success, SuccessRate: t.SuccessRate,
 		RateLimited: t.RateLimited, ServerError: t.ServerError, Timeout: t.Timeout,
-		ClientError: t.ClientError, Shed: t.Shed,
+		ClientError: t.ClientError, Shed: t.Shed, Overloaded: t.Overloaded, Sheds: t.Sheds,
+		Limit: t.Limit, Lanes: t.Lanes, ServiceRate: t.ServiceRate,
+		QueueWaitMS: float64(t.QueueWait.Microseconds()) / 1000, Paced: t.Paced,
 		LatencyMS: LatencyMS{
 			P50: float64(t.LatencyP50.Microseconds()) / 1000,
 			P99: float64(t.LatencyP99.Microseconds()) / 1000,

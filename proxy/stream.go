@@ -192,7 +192,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	// A stream that was cut is never cached, even when resumed: the
 	// continuation came from another request and may not read as one answer.
 	wasCut := cut != nil
-	for resumes := 0; cut != nil && s.opts.Resume && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
+	for resumes := 0; cut != nil && resumable(cut) && s.opts.Resume && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
 		rbody, err := job.format.Resume(job.req.Body, asm)
 		if err != nil {
 			break
@@ -246,7 +246,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 		body.Close()
 		sr.Done(cut)
 	}()
-	rd := newSSEReader(body)
+	rd := newBoundedSSEReader(body, s.opts.MaxEventBytes)
 	for {
 		ev, raw, err := rd.next()
 		if errors.Is(err, io.EOF) {
@@ -259,6 +259,9 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			if body.idle.Load() {
 				return errIdle
 			}
+			if errors.Is(err, errEventTooLarge) || errors.Is(err, upstream.ErrDeadline) {
+				return err
+			}
 			return fmt.Errorf("read upstream stream: %w", err)
 		}
 		out, end, err := asm.Feed(ev, raw, resumed)
@@ -266,6 +269,9 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			return err
 		}
 		if out != nil {
+			if s.opts.MaxStreamBytes > 0 && b.bytes()+int64(len(out)) > s.opts.MaxStreamBytes {
+				return errStreamTooLarge
+			}
 			b.append(out)
 		}
 		if end {

@@ -2,11 +2,14 @@ package proxy
 
 import (
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // window keeps per-minute buckets of the last hour, and capacity events by
-// hour of day, for the rolling figures of /stats and the dashboard.
+// hour of day, for the rolling figures of /stats and the dashboard. record,
+// on every request, only adds to atomic counters of the current minute; mu
+// guards turning a bucket over to a new minute and the per-target maps.
 type window struct {
 	mu       sync.Mutex
 	buckets  [60]bucket
@@ -15,14 +18,17 @@ type window struct {
 }
 
 type bucket struct {
-	minute      int64 // unix minute the bucket holds; stale buckets are skipped
-	requests    uint64
-	eligible    uint64
-	hits        uint64
-	saved       uint64
-	calls       uint64
-	rateLimited map[string]uint64 // by target
-	sent        map[string]uint64 // by target
+	// minute is the unix minute the bucket holds; stale buckets are
+	// skipped. It is stored after the counters are cleared, so a request
+	// that sees the current minute adds to a cleared bucket.
+	minute      atomic.Int64
+	requests    atomic.Uint64
+	eligible    atomic.Uint64
+	hits        atomic.Uint64
+	saved       atomic.Uint64
+	calls       atomic.Uint64
+	rateLimited map[string]uint64 // by target; guarded by window.mu
+	sent        map[string]uint64 // by target; guarded by window.mu
 }
 
 type targetCum struct{ sent, rateLimited, capacity uint64 }
@@ -32,31 +38,39 @@ func newWindow() *window { return &window{lastTgts: map[string]targetCum{}} }
 func (w *window) bucketLocked(now time.Time) *bucket {
 	m := now.Unix() / 60
 	b := &w.buckets[m%60]
-	if b.minute != m {
-		*b = bucket{minute: m}
+	if b.minute.Load() != m {
+		for _, c := range []*atomic.Uint64{&b.requests, &b.eligible, &b.hits, &b.saved, &b.calls} {
+			c.Store(0)
+		}
+		b.rateLimited, b.sent = nil, nil
+		b.minute.Store(m)
 	}
 	return b
 }
 
-// record counts one finished request.
+// record counts one finished request. A bucket is reused only an hour
+// after its minute, so the lock is taken once a minute, not per request.
 func (w *window) record(now time.Time, outcome string, coalesced, called bool) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	b := w.bucketLocked(now)
-	b.requests++
+	b := &w.buckets[now.Unix()/60%60]
+	if b.minute.Load() != now.Unix()/60 {
+		w.mu.Lock()
+		b = w.bucketLocked(now)
+		w.mu.Unlock()
+	}
+	b.requests.Add(1)
 	if outcome != OutcomeBypass {
-		b.eligible++
+		b.eligible.Add(1)
 	}
 	switch outcome {
 	case OutcomeHitExact, OutcomeHitSemantic, OutcomeStale:
-		b.hits++
-		b.saved++
+		b.hits.Add(1)
+		b.saved.Add(1)
 	}
 	if coalesced {
-		b.saved++
+		b.saved.Add(1)
 	}
 	if called {
-		b.calls++
+		b.calls.Add(1)
 	}
 }
 
@@ -116,14 +130,14 @@ func (w *window) summary(now time.Time, span time.Duration) WindowStats {
 	rl := map[string]uint64{}
 	for i := int64(0); i < n && i < 60; i++ {
 		b := &w.buckets[(cur-i)%60]
-		if b.minute != cur-i {
+		if b.minute.Load() != cur-i {
 			continue
 		}
-		ws.Requests += b.requests
-		ws.UpstreamCalls += b.calls
-		ws.Saved += b.saved
-		eligible += b.eligible
-		hits += b.hits
+		ws.Requests += b.requests.Load()
+		ws.UpstreamCalls += b.calls.Load()
+		ws.Saved += b.saved.Load()
+		eligible += b.eligible.Load()
+		hits += b.hits.Load()
 		for k, v := range b.sent {
 			sent[k] += v
 		}
@@ -152,10 +166,10 @@ func (w *window) timeline(now time.Time) []TimelinePoint {
 		m := cur - i
 		b := &w.buckets[m%60]
 		p := TimelinePoint{Minute: m * 60}
-		if b.minute == m {
-			p.Requests, p.Saved = b.requests, b.saved
-			if b.eligible > 0 {
-				p.HitRate = float64(b.hits) / float64(b.eligible)
+		if b.minute.Load() == m {
+			p.Requests, p.Saved = b.requests.Load(), b.saved.Load()
+			if e := b.eligible.Load(); e > 0 {
+				p.HitRate = float64(b.hits.Load()) / float64(e)
 			}
 		}
 		out = append(out, p)

@@ -188,7 +188,7 @@ func encodeDeletePartition(partition string) []byte {
 
 // apply replays one log record payload onto s. The caller flushes after
 // the last record, so that replay links new graph nodes in one parallel batch.
-func (s *state) apply(payload []byte, maxEntries int) error {
+func (s *state) apply(payload []byte, o Options) error {
 	d := decoder{b: payload}
 	switch op := d.byte(); op {
 	case opUpsert:
@@ -196,11 +196,11 @@ func (s *state) apply(payload []byte, maxEntries int) error {
 		for i := uint64(0); i < n && d.err == nil; i++ {
 			e := d.entry()
 			v := d.vector(s.dim)
-			if d.err == nil {
+			if d.err == nil && itemBytes(e, s.dim) <= o.MaxEntryBytes {
 				s.put(e, v)
 			}
 		}
-		s.evict(maxEntries)
+		s.evict(o)
 	case opDeleteKeys:
 		n := d.uvarint()
 		for i := uint64(0); i < n && d.err == nil; i++ {

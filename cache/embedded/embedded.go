@@ -30,6 +30,14 @@ type Options struct {
 	// so an old answer cannot be kept alive forever by popularity). 0 means
 	// 100_000.
 	MaxEntries int
+	// MaxBytes bounds the memory of the entries (vectors, payloads and a
+	// fixed overhead per entry); past it the oldest are evicted, as past
+	// MaxEntries. Replay at Open evicts the same way. 0 means
+	// DefaultMaxBytes.
+	MaxBytes int64
+	// MaxEntryBytes is the largest entry kept (same measure); Upsert skips
+	// a larger one. 0 means DefaultMaxEntryBytes.
+	MaxEntryBytes int64
 	// FlatLimit is the bucket size up to which search is an exact scan; a
 	// bucket that grows past it gets an HNSW graph, dropped again below
 	// FlatLimit/2. 0 means 2048 (an exact scan of 2048×512 floats takes
@@ -71,6 +79,12 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	def(&o.MaxEntries, 100_000)
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = DefaultMaxBytes
+	}
+	if o.MaxEntryBytes <= 0 {
+		o.MaxEntryBytes = DefaultMaxEntryBytes
+	}
 	def(&o.FlatLimit, 2048)
 	def(&o.M, 16)
 	def(&o.EfConstruction, 100)
@@ -184,7 +198,7 @@ func (x *Index) openStore() error {
 			}
 			continue
 		}
-		if _, err := replayWAL(path, x.opts.Logger, func(p []byte) error { return x.st.apply(p, x.opts.MaxEntries) }); err != nil {
+		if _, err := replayWAL(path, x.opts.Logger, func(p []byte) error { return x.st.apply(p, x.opts) }); err != nil {
 			return err
 		}
 		last = g
@@ -200,7 +214,7 @@ func (x *Index) openStore() error {
 			b.vecs.dropHalf()
 		}
 	}
-	x.st.evict(x.opts.MaxEntries)
+	x.st.evict(x.opts)
 	if last == 0 {
 		x.wal, err = createWAL(dir, max(snapGen, 1))
 	} else {
@@ -225,17 +239,24 @@ func (x *Index) Upsert(ctx context.Context, items []cache.IndexItem) error {
 	if len(items) == 0 {
 		return nil
 	}
-	clean := make([]cache.IndexItem, len(items))
-	for i, it := range items {
+	clean := make([]cache.IndexItem, 0, len(items))
+	for _, it := range items {
 		if err := x.checkDim("upsert "+it.Entry.Key, it.Vector); err != nil {
 			return err
 		}
 		if it.Entry.Key == "" {
 			return errors.New("upsert: empty key")
 		}
+		if itemBytes(it.Entry, x.opts.Dimension) > x.opts.MaxEntryBytes {
+			// Too large to keep: skipped like an entry evicted at once.
+			continue
+		}
 		it.Entry.Body = append([]byte{}, it.Entry.Body...)
 		it.Vector = normalize(it.Vector)
-		clean[i] = it
+		clean = append(clean, it)
+	}
+	if len(clean) == 0 {
+		return nil
 	}
 	x.writeMu.Lock()
 	defer x.writeMu.Unlock()
@@ -249,12 +270,12 @@ func (x *Index) Upsert(ctx context.Context, items []cache.IndexItem) error {
 	for _, it := range clean {
 		x.st.put(it.Entry, it.Vector)
 	}
-	evicted := x.st.evict(x.opts.MaxEntries)
+	evicted := x.st.evict(x.opts)
 	x.st.flush()
 	x.mu.Unlock()
 	if len(evicted) > 0 {
 		// Replay would evict the same entries; logging them keeps the
-		// store right when MaxEntries grows between runs.
+		// store right when MaxEntries or MaxBytes grows between runs.
 		return x.logRecord(encodeDeleteKeys(evicted))
 	}
 	return nil

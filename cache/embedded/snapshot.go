@@ -354,6 +354,7 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 			b.live++
 			s.byKey[en.Key] = it
 			s.age.push(it)
+			s.bytes += itemBytes(en, s.dim)
 		}
 		if r.byte() == 1 {
 			g := newGraph(&b.vecs, s.m, s.efC)
@@ -412,6 +413,9 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 		if b.live == 0 {
 			delete(s.buckets, b.key)
 		}
+		// A snapshot written under a larger budget is cut down bucket by
+		// bucket, so loading it holds at most one bucket beyond the budget.
+		s.evict(o)
 	}
 	if r.err != nil {
 		return 0, fmt.Errorf("read snapshot %s: %w", path, r.err)

@@ -43,6 +43,7 @@ type state struct {
 	buckets   map[bucketKey]*bucket
 	age       ageHeap
 	seq       uint64
+	bytes     int64 // itemBytes of every entry
 	// pending holds slots put since the last flush that still need linking
 	// into their bucket's graph; linking a batch at once can use every CPU.
 	pending map[*bucket][]int32
@@ -86,6 +87,7 @@ func (s *state) put(e cache.Entry, vec []float32) {
 	b.live++
 	s.byKey[e.Key] = it
 	s.age.push(it)
+	s.bytes += itemBytes(e, s.dim)
 	if b.g != nil || b.live > s.flatLimit {
 		s.pending[b] = append(s.pending[b], slot)
 	}
@@ -142,6 +144,7 @@ func (s *state) remove(it *item) {
 	}
 	delete(s.byKey, it.entry.Key)
 	s.age.remove(it)
+	s.bytes -= itemBytes(it.entry, s.dim)
 }
 
 func (s *state) deleteKey(key string) {
@@ -156,6 +159,7 @@ func (s *state) deletePartition(partition string) {
 		clear(s.byKey)
 		clear(s.buckets)
 		s.age = s.age[:0]
+		s.bytes = 0
 		return
 	}
 	for k, b := range s.buckets {
@@ -166,17 +170,18 @@ func (s *state) deletePartition(partition string) {
 			if it != nil {
 				delete(s.byKey, it.entry.Key)
 				s.age.remove(it)
+				s.bytes -= itemBytes(it.entry, s.dim)
 			}
 		}
 		delete(s.buckets, k)
 	}
 }
 
-// evict removes the entries with the oldest Created until at most max remain
-// and returns their keys.
-func (s *state) evict(max int) []string {
+// evict removes the entries with the oldest Created until at most
+// o.MaxEntries remain within o.MaxBytes, and returns their keys.
+func (s *state) evict(o Options) []string {
 	var keys []string
-	for len(s.byKey) > max {
+	for len(s.byKey) > o.MaxEntries || (s.bytes > o.MaxBytes && len(s.age) > 0) {
 		it := s.age[0]
 		keys = append(keys, it.entry.Key)
 		s.remove(it)

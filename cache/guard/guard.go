@@ -24,6 +24,7 @@ const (
 	ReasonIdentifier = "identifier" // a code identifier (snake_case, camelCase, dotted.name, path, `code`) differs
 	ReasonNumber     = "number"     // numbers, amounts, currencies or units differ
 	ReasonYear       = "year"       // a year differs
+	ReasonComparison = "comparison" // comparisons differ: >, <, ≥, at least, more than, below, before/after…
 	ReasonDate       = "date"       // a month, weekday or relative day differs
 	ReasonNegation   = "negation"   // one text is negated and the other is not
 	ReasonOpposite   = "opposite"   // opposite words: best/worst, more/less, husband/wife, buy/sell…
@@ -35,7 +36,7 @@ const (
 
 // Reasons lists every reason Check can return, in the order the rules run.
 var Reasons = []string{ReasonQuoted, ReasonIdentifier, ReasonNumber, ReasonYear,
-	ReasonDate, ReasonNegation, ReasonOpposite, ReasonName, ReasonQuestion, ReasonOrder, ReasonContent}
+	ReasonComparison, ReasonDate, ReasonNegation, ReasonOpposite, ReasonName, ReasonQuestion, ReasonOrder, ReasonContent}
 
 // Options turns rules off. The zero value runs every rule, which is the
 // default the dev-set figures in docs/PRECISION.md were measured with.
@@ -46,6 +47,9 @@ type Options struct {
 	NoIdentifiers bool
 	// NoNumbers skips the rule on numbers, amounts, units and years.
 	NoNumbers bool
+	// NoComparisons skips the rule on comparison operators and ordering
+	// words (>, ≤, at least, more than, below, before/after…).
+	NoComparisons bool
 	// NoDates skips the rule on month, weekday and relative-day words.
 	NoDates bool
 	// NoNegation skips the negation rule.
@@ -121,6 +125,9 @@ func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
 			}
 			return false, ReasonNumber
 		}
+	}
+	if !o.NoComparisons && !sameSet(comparisons(&a), comparisons(&b)) {
+		return false, ReasonComparison
 	}
 	if !o.NoDates && !sameSet(dates(&a), dates(&b)) {
 		return false, ReasonDate

@@ -22,6 +22,7 @@ type text struct {
 	toks   []token
 	quoted []string // lower-cased, squashed contents of quoted spans
 	flat   string   // lower-cased letters and digits only, for containment
+	cmp    []string // comparison operators (>, ≤, !=, …) as classes (compare.go)
 }
 
 // parse splits s into tokens, appending them to buf[:0].
@@ -55,6 +56,13 @@ func parse(s string, buf []token) text {
 			}
 			start = false
 			i = j
+			continue
+		case operatorRune(r) || r == '!' && i+1 < len(s) && s[i+1] == '=':
+			var class string
+			class, i = scanOperator(s, i)
+			if class != "" {
+				t.cmp = append(t.cmp, class)
+			}
 			continue
 		case r == '$' || r == '₹' || r == '€' || r == '£' || r == '¥' || r == '%':
 			t.toks = append(t.toks, token{raw: s[i : i+w], low: s[i : i+w], sym: true, in: lookup(s[i : i+w])})

@@ -33,6 +33,7 @@ type App struct {
 	registry *prometheus.Registry
 	cache    *cache.Cache
 	index    cache.Index
+	verify   *verifyParts
 	server   *proxy.Server
 	http     *http.Server
 	closers  []func() error
@@ -66,7 +67,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	var c *cache.Cache
 	var partitioner *cache.Partitioner
 	if cfg.Cache.Enabled {
-		c, partitioner, err = a.newCache(ctx, opts)
+		c, partitioner, err = a.newCache(ctx, opts, caller)
 		if err != nil {
 			a.closeAll()
 			return nil, err
@@ -82,6 +83,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 		popts.Cache = c
 	}
 	popts.Metrics = proxy.NewMetrics(a.registry)
+	popts.Verify = a.verify.proxyVerify()
 	srv, err := proxy.New(popts)
 	if err != nil {
 		a.closeAll()
@@ -89,12 +91,8 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	}
 	srv.Echo().GET("/metrics", echoHandler(promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
 	a.server = srv
-	a.http = &http.Server{
-		Addr:              cfg.Server.Listen,
-		Handler:           srv.Handler(),
-		ReadHeaderTimeout: cfg.Server.ReadHeaderTimeout.D(),
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-	}
+	a.http = srv.HTTPServer(cfg.Server.Listen)
+	a.http.ErrorLog = slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)
 	return a, nil
 }
 
@@ -112,7 +110,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.log.Info("breakwater serving", "listen", ln.Addr().String(),
 		"cache", a.cfg.Cache.Enabled, "vector_backend", a.cfg.Vector.Backend, "embedder", a.cfg.Embed.Provider)
 	errc := make(chan error, 1)
-	go func() { errc <- a.http.Serve(ln) }()
+	go func() { errc <- a.http.Serve(a.server.Listener(ln)) }()
 	select {
 	case err := <-errc:
 		a.Shutdown(context.Background())
@@ -169,6 +167,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			Deadline:    cfg.Retry.Deadline.D(),
 			RetryOn:     cfg.Retry.RetryOn,
 		},
+		RetryAfterCap: cfg.Retry.RetryAfterCap.D(),
 		Breaker: upstream.BreakerOptions{
 			Window:              cfg.Breaker.Window.D(),
 			MinRequests:         cfg.Breaker.MinRequests,
@@ -177,8 +176,9 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			OpenFor:             cfg.Breaker.OpenFor.D(),
 			HalfOpenProbes:      cfg.Breaker.HalfOpenProbes,
 		},
-		Metrics: upstream.NewMetrics(reg),
-		Logger:  opts.Logger,
+		MaxAnswerBytes: noLimit(int64(cfg.Server.MaxAnswerBytes)),
+		Metrics:        upstream.NewMetrics(reg),
+		Logger:         opts.Logger,
 	}
 	for _, u := range cfg.Upstreams {
 		up := upstream.Upstream{
@@ -186,7 +186,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			BaseURL:        u.BaseURL,
 			Timeout:        u.Timeout.D(),
 			MaxConcurrency: u.MaxConcurrency,
-			MaxQueue:       u.MaxQueue,
+			MaxQueue:       queueOption(u.MaxQueue),
 			Auth:           u.Auth,
 		}
 		if u.APIKeyEnv != "" {
@@ -198,7 +198,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 		if len(u.Pools) > 0 {
 			up.Pools = map[string]upstream.PoolLimits{}
 			for name, p := range u.Pools {
-				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: p.MaxQueue}
+				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: queueOption(p.MaxQueue)}
 			}
 		}
 		uo.Upstreams = append(uo.Upstreams, up)
@@ -215,6 +215,15 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 		return nil, fmt.Errorf("build upstream caller: %w", err)
 	}
 	return c, nil
+}
+
+// queueOption turns a configured max_queue (0: no waiting) into the caller's
+// option (0: the default, negative: no waiting).
+func queueOption(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *cache.Partitioner) (proxy.Options, error) {
@@ -247,6 +256,17 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	if cfg.Server.MaxBodyBytes == 0 {
 		po.MaxBodyBytes = 1 << 40
 	}
+	// In the config 0 means "none"; in the proxy's options it means "the
+	// default" and a negative value "none".
+	po.MaxBodyBytesInFlight = noLimit(int64(cfg.Server.MaxBodyBytesInFlight))
+	po.ReadHeaderTimeout = cfg.Server.ReadHeaderTimeout.D()
+	po.ReadTimeout = noTimeout(cfg.Server.ReadTimeout.D())
+	po.WriteTimeout = noTimeout(cfg.Server.WriteTimeout.D())
+	po.ConnIdleTimeout = noTimeout(cfg.Server.IdleTimeout.D())
+	po.MaxConnections = int(noLimit(int64(cfg.Server.MaxConnections)))
+	po.MaxStreamBytes = noLimit(int64(cfg.Stream.MaxBytes))
+	po.MaxEventBytes = int(noLimit(int64(cfg.Stream.MaxEventBytes)))
+	po.AdminAllowNoToken = cfg.Server.AdminAllowNoToken
 	if cfg.Stream.IdleTimeout == 0 {
 		po.IdleTimeout = -1
 	}
@@ -287,6 +307,23 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		}
 	}
 	return po, nil
+}
+
+// noLimit maps a config size or count, where 0 means "no limit", to the
+// libraries' options, where 0 means "the default" and negative "no limit".
+func noLimit(n int64) int64 {
+	if n == 0 {
+		return -1
+	}
+	return n
+}
+
+// noTimeout is noLimit for durations.
+func noTimeout(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // waitTimeout is how long start-up waits for a remote index or embedder

@@ -39,7 +39,11 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if m.status != 0 {
 		w.Header().Set("Retry-After", "0")
 		w.WriteHeader(m.status)
-		fmt.Fprint(w, `{"error":{"message":"model is at capacity","type":"rate_limit_error","code":"rate_limited"}}`)
+		if m.status == http.StatusTooManyRequests {
+			fmt.Fprint(w, `{"error":{"message":"model is at capacity","type":"rate_limit_error","code":"rate_limited"}}`)
+		} else {
+			fmt.Fprint(w, `{"error":{"message":"the model crashed","type":"server_error","code":"internal"}}`)
+		}
 		return
 	}
 	q := ""
@@ -220,7 +224,7 @@ func TestEndToEndBuiltinEncoder(t *testing.T) {
 // TestMetricsAfterScriptedRun scrapes /metrics after hits, misses, 429s and a
 // breaker opening, and checks the counters moved as they should.
 func TestMetricsAfterScriptedRun(t *testing.T) {
-	busy := &model{status: http.StatusTooManyRequests}
+	busy := &model{status: http.StatusInternalServerError}
 	bs := httptest.NewServer(busy)
 	defer bs.Close()
 	ok := &model{}
@@ -248,9 +252,10 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	// The 429s: the breaker opened after consecutive_failures = 2.
-	if !strings.Contains(m, `breakwater_upstream_attempts_total{outcome="rate_limited",target="primary/gpt-test"} 2`) {
-		t.Errorf("/metrics: want 2 rate-limited attempts on the primary:\n%s", grep(m, "attempts_total"))
+	// The 500s: the breaker opened after consecutive_failures = 2 (429s
+	// would not open it: they are congestion, not breakage).
+	if !strings.Contains(m, `breakwater_upstream_attempts_total{outcome="server_error",target="primary/gpt-test"} 2`) {
+		t.Errorf("/metrics: want 2 server errors on the primary:\n%s", grep(m, "attempts_total"))
 	}
 	if got := busy.calls.Load(); got != 2 {
 		t.Errorf("busy upstream calls = %d, want 2 (then the breaker is open)", got)

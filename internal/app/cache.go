@@ -9,14 +9,16 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/embedded"
 	"github.com/breakwater-dev/breakwater/cache/guard"
 	"github.com/breakwater-dev/breakwater/cache/qdrant"
+	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/config"
 	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // newCache builds the exact tier, the embedder, the vector index and the
 // partitioner. A remote index or embedder that is down at start does not stop
 // Breakwater: it starts degraded (exact tier + pass-through) and /readyz says so.
-func (a *App) newCache(ctx context.Context, opts Options) (*cache.Cache, *cache.Partitioner, error) {
+func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Caller) (*cache.Cache, *cache.Partitioner, error) {
 	cfg := a.cfg
 	secret, err := partitionSecret(cfg, opts)
 	if err != nil {
@@ -58,6 +60,14 @@ func (a *App) newCache(ctx context.Context, opts Options) (*cache.Cache, *cache.
 		co.Index = timedIndex{Index: index, m: m}
 		co.Embedder = timedEmbedder{Embedder: emb, m: m}
 		a.index = index
+	}
+	a.verify, err = newVerify(cfg, opts, caller, emb, verify.NewMetrics(a.registry))
+	if err != nil {
+		return nil, nil, err
+	}
+	a.closers = append(a.closers, func() error { a.verify.verifier.Close(); return nil })
+	if index != nil {
+		co.Verifier = a.verify.verifier
 	}
 	c := cache.New(co)
 	registerCacheStats(a.registry, c)
@@ -136,11 +146,13 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 	switch cfg.Vector.Backend {
 	case config.BackendEmbedded:
 		ix, err := embedded.Open(embedded.Options{
-			Path:         cfg.Vector.Path,
-			Dimension:    emb.Dimension(),
-			EmbedderName: emb.Name(),
-			MaxEntries:   cfg.Vector.MaxEntries,
-			Logger:       a.log,
+			Path:          cfg.Vector.Path,
+			Dimension:     emb.Dimension(),
+			EmbedderName:  emb.Name(),
+			MaxEntries:    cfg.Vector.MaxEntries,
+			MaxBytes:      int64(cfg.Vector.MaxBytes),
+			MaxEntryBytes: int64(cfg.Vector.MaxEntryBytes),
+			Logger:        a.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open vector index (vector.path = %q): %w", cfg.Vector.Path, err)

@@ -53,7 +53,7 @@ func runChromium(t *testing.T, bin string, args ...string) (stdout, stderr strin
 // states in the rendered DOM, with no console errors; it saves a screenshot.
 func TestDashboardInBrowser(t *testing.T) {
 	bin := chromium(t)
-	busy := &model{status: 429}
+	busy := &model{status: 500} // a 429 is congestion and would not open the breaker
 	bs := httptest.NewServer(busy)
 	defer bs.Close()
 	ok := &model{}

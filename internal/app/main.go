@@ -36,7 +36,11 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env func
 		fmt.Fprintln(stdout, "config ok")
 		return nil
 	}
-	log := NewLogger(stderr, cfg.Server.LogLevel, cfg.Server.LogFormat)
+	// The log is buffered off the request path (logbuffer.go) and flushed
+	// when Main returns.
+	lb := newLogBuffer(stderr)
+	defer lb.Close()
+	log := NewLogger(lb, cfg.Server.LogLevel, cfg.Server.LogFormat)
 	for _, w := range unknown {
 		log.Warn(w)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/internal/app"
@@ -31,6 +32,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.Mix.Seed, "seed", 1, "workload seed")
 	workload := fs.String("workload", "builtin", `"builtin", "qqp" (with -pairs) or a file of questions`)
 	pairs := fs.String("pairs", loadgen.DefaultPairs, "Quora question pairs for -workload qqp")
+	scenario := fs.String("scenario", "cache,drop", `comma-separated: "cache" (repeats and paraphrases at 3× capacity), "capacity" (distinct prompts at 3× capacity), "drop" (distinct prompts while the capacity drops and comes back)`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	verbose := fs.Bool("v", false, "show Breakwater's log (warnings and errors) on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -62,18 +64,40 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if tty.IsTerminal(stderr) {
 		o.Progress = stderr
 	}
-	res, err := Demo(ctx, o)
-	if err != nil {
-		return err
+	names := strings.Split(*scenario, ",")
+	for _, name := range names {
+		if _, ok := Scenarios[name]; !ok && name != "cache" {
+			return fmt.Errorf("parse flags: -scenario %q: want cache, capacity or drop", name)
+		}
+	}
+	var results []any
+	for _, name := range names {
+		var res interface{ WriteTable(io.Writer) }
+		if name == "cache" {
+			r, err := Demo(ctx, o)
+			if err != nil {
+				return err
+			}
+			res = r
+		} else {
+			r, err := Peak(ctx, Scenarios[name], o.Logger, o.Status)
+			if err != nil {
+				return err
+			}
+			res = r
+		}
+		if *asJSON {
+			results = append(results, res)
+			continue
+		}
+		res.WriteTable(stdout)
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(res); err != nil {
+		if err := enc.Encode(results); err != nil {
 			return fmt.Errorf("write result: %w", err)
 		}
-		return nil
 	}
-	res.WriteTable(stdout)
 	return nil
 }

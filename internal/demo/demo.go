@@ -108,9 +108,8 @@ func Demo(ctx context.Context, o Options) (*Result, error) {
 	bench := loadgen.Config{
 		Rate: o.Rate, Duration: o.Duration, Items: o.Items, Mix: o.Mix,
 		Progress: o.Progress,
-		// Long enough for Breakwater's queue to drain; the run still ends
-		// on its own.
-		Timeout: 45 * time.Second,
+		// The app waits a little longer than Breakwater's request deadline.
+		Timeout: config.Default().Retry.Deadline.D() + 5*time.Second,
 	}
 
 	direct := sim.New(simOpts)
@@ -142,22 +141,16 @@ func Demo(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
-// Config is the Breakwater configuration the demo runs: embedded defaults,
-// the upstream pointed at upstreamURL, and the caller's concurrency set to
-// the model's capacity so Breakwater queues instead of drawing 429s (which
-// would also trip its breaker). The queue holds a whole phase's misses and
-// the retry deadline outlasts the queue's wait.
+// Config is the Breakwater configuration the demo runs: embedded defaults
+// with the upstream pointed at upstreamURL. Nothing about the model's
+// capacity is given: the caller finds it at run time.
 func Config(o Options, upstreamURL, dataDir string) *config.Config {
 	cfg := config.Default()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Server.ShutdownTimeout = config.Duration(5 * time.Second)
 	cfg.Cache.DataDir = dataDir
 	cfg.Vector.Path = filepath.Join(dataDir, "vectors")
-	u := &cfg.Upstreams[0]
-	u.BaseURL = upstreamURL
-	u.MaxConcurrency = o.Capacity
-	u.MaxQueue = 4096
-	cfg.Retry.Deadline = config.Duration(40 * time.Second)
+	cfg.Upstreams[0].BaseURL = upstreamURL
 	return cfg
 }
 

@@ -61,7 +61,7 @@ func (r *Result) Findings() []string {
 	d, b := r.Direct, r.Breakwater
 	var out []string
 	if shed := b.Bench.RateLimited; shed == 0 {
-		out = append(out, "✓ Breakwater's 429s to the app: 0 — it queued the misses at the model's capacity instead of passing refusals on.")
+		out = append(out, "✓ Breakwater's 429s to the app: 0 — it found the model's capacity at run time and queued the misses instead of passing refusals on.")
 	} else {
 		out = append(out, fmt.Sprintf("✗ Breakwater shed %d requests with 429: its queue for the model was full (upstreams.max_queue) or a wait would not fit retry.deadline; raise them or lower the load.", shed))
 	}
@@ -70,12 +70,12 @@ func (r *Result) Findings() []string {
 	}
 	repeat := share(d.Bench.ByKind[loadgen.KindRepeat].Count, d.Bench.Scheduled)
 	if d.Model.Calls > 0 {
-		drop := 100 * (1 - float64(b.Model.Calls)/float64(d.Model.Calls))
+		drop := 100 * (1 - float64(b.Model.OK)/float64(d.Model.Calls))
 		mark := "✓"
 		if drop < repeat {
 			mark = "✗"
 		}
-		out = append(out, fmt.Sprintf("%s upstream calls −%.0f%% (the workload repeats %.0f%% of its questions word for word).", mark, drop, repeat))
+		out = append(out, fmt.Sprintf("%s model answers needed −%.0f%% (the workload repeats %.0f%% of its questions word for word).", mark, drop, repeat))
 	}
 	return out
 }
@@ -92,9 +92,11 @@ func (r *Result) Problems() []string {
 	if b.Bench.OK != b.Bench.Scheduled {
 		out = append(out, fmt.Sprintf("breakwater answered %d of %d", b.Bench.OK, b.Bench.Scheduled))
 	}
+	// The model's answers through Breakwater (its refusals while the limit
+	// probes for capacity are not work saved or spent).
 	repeats := d.Bench.ByKind[loadgen.KindRepeat].Count
-	if saved := d.Model.Calls - b.Model.Calls; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(d.Model.Calls) {
-		out = append(out, fmt.Sprintf("upstream calls %d → %d: fewer saved than the %d repeats", d.Model.Calls, b.Model.Calls, repeats))
+	if saved := d.Model.Calls - b.Model.OK; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(d.Model.Calls) {
+		out = append(out, fmt.Sprintf("model answers %d → %d: fewer saved than the %d repeats", d.Model.Calls, b.Model.OK, repeats))
 	}
 	return out
 }

@@ -248,6 +248,8 @@ func guardOptions(list string) (guard.Options, []string, error) {
 			o.NoIdentifiers = true
 		case guard.ReasonNumber, guard.ReasonYear:
 			o.NoNumbers = true
+		case guard.ReasonComparison:
+			o.NoComparisons = true
 		case guard.ReasonDate:
 			o.NoDates = true
 		case guard.ReasonNegation:

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -24,6 +25,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.Dist, "dist", DistExponential, "jitter distribution: exponential, lognormal or uniform")
 	fs.DurationVar(&o.PerToken, "per-token", 0, "generation time per completion token (stream chunk spacing)")
 	fs.IntVar(&o.Capacity, "capacity", 8, "max model calls in flight; beyond it 429 + Retry-After (0: unlimited)")
+	steps := fs.String("steps", "", `capacity changes counted from the first call, e.g. "5s:2,10s:8"`)
 	fs.DurationVar(&o.RetryAfter, "retry-after", time.Second, "wait a 429 asks for")
 	fs.Float64Var(&o.ErrorRate, "error-rate", 0, "share of admitted calls answered 503, in [0,1]")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for jitter and injected errors")
@@ -41,6 +43,10 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.ErrorRate < 0 || o.ErrorRate > 1 {
 		return fmt.Errorf("parse flags: -error-rate %v: must be in [0,1]", o.ErrorRate)
 	}
+	var err error
+	if o.Steps, err = ParseSteps(*steps); err != nil {
+		return fmt.Errorf("parse flags: -steps %q: %w", *steps, err)
+	}
 	for _, m := range strings.Split(*models, ",") {
 		if m = strings.TrimSpace(m); m != "" {
 			o.Models = append(o.Models, m)
@@ -53,6 +59,34 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "breakwater sim: serving an OpenAI-compatible model on http://%s/v1 (capacity %d, latency %s + %s %s jitter); stats at /sim/stats\n",
 		ln.Addr(), o.Capacity, o.Latency, o.Jitter, o.Dist)
 	return Serve(ctx, ln, New(o))
+}
+
+// ParseSteps reads capacity changes written as "after:capacity,…", e.g.
+// "5s:2,10s:8"; "" means none.
+func ParseSteps(v string) ([]Step, error) {
+	var out []Step
+	for part := range strings.SplitSeq(v, ",") {
+		if part = strings.TrimSpace(part); part == "" {
+			continue
+		}
+		at, capacity, ok := strings.Cut(part, ":")
+		if !ok {
+			return nil, fmt.Errorf("parse step %q: want after:capacity", part)
+		}
+		d, err := time.ParseDuration(at)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("parse step %q: after must be a duration >= 0", part)
+		}
+		n, err := strconv.Atoi(capacity)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("parse step %q: capacity must be an integer >= 0", part)
+		}
+		if len(out) > 0 && d <= out[len(out)-1].After {
+			return nil, fmt.Errorf("parse step %q: steps must be in increasing order", part)
+		}
+		out = append(out, Step{After: d, Capacity: n})
+	}
+	return out, nil
 }
 
 // Serve serves h on ln until ctx ends, then shuts down within a second.

@@ -46,12 +46,26 @@ func TestRun(t *testing.T) {
 }
 
 func TestRunBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-dist", "gamma"}, {"-error-rate", "2"}, {"extra"}} {
+	for _, args := range [][]string{{"-dist", "gamma"}, {"-error-rate", "2"}, {"extra"}, {"-steps", "5s"}, {"-steps", "5s:2,1s:8"}, {"-steps", "x:1"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
 			if err := Run(t.Context(), args, &out, &errb); err == nil {
 				t.Errorf("Run(%q) = nil, want an error", args)
 			}
 		})
+	}
+}
+
+func TestParseSteps(t *testing.T) {
+	got, err := ParseSteps("5s:2, 10s:8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []Step{{After: 5 * time.Second, Capacity: 2}, {After: 10 * time.Second, Capacity: 8}}
+	if len(got) != len(want) || got[0] != want[0] || got[1] != want[1] {
+		t.Errorf("ParseSteps = %+v, want %+v", got, want)
+	}
+	if got, err := ParseSteps(""); err != nil || got != nil {
+		t.Errorf("ParseSteps(\"\") = %v, %v; want none", got, err)
 	}
 }

@@ -42,6 +42,10 @@ type Options struct {
 	// the call is answered 429 with Retry-After and an OpenAI-shaped
 	// "model is at capacity" error. Zero: unlimited.
 	Capacity int
+	// Steps change Capacity during a run: each applies from its After,
+	// counted from the first model call, until the next one. Nil: Capacity
+	// throughout.
+	Steps []Step
 	// RetryAfter is the wait a 429 asks for (Retry-After in whole seconds,
 	// rounded up, and retry-after-ms). Zero: 1s.
 	RetryAfter time.Duration
@@ -53,6 +57,13 @@ type Options struct {
 	Models []string
 	// Dimension is the length of /v1/embeddings vectors. Zero: 64.
 	Dimension int
+}
+
+// Step is a capacity change: from After on, Capacity calls may be in flight
+// (0: unlimited).
+type Step struct {
+	After    time.Duration
+	Capacity int
 }
 
 // Stats are the counters served at GET /sim/stats. Calls are requests to a
@@ -75,6 +86,9 @@ type Sim struct {
 
 	mu  sync.Mutex // guards rng
 	rng *rand.Rand
+
+	startOnce sync.Once
+	start     time.Time
 
 	inflight     atomic.Int64
 	calls        atomic.Int64
@@ -151,14 +165,14 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 	return func(w http.ResponseWriter, r *http.Request) {
 		s.calls.Add(1)
 		n := s.inflight.Add(1)
-		if s.opts.Capacity > 0 && n > int64(s.opts.Capacity) {
+		if c := s.capacity(); c > 0 && n > int64(c) {
 			s.inflight.Add(-1)
 			s.limited.Add(1)
 			ra := s.opts.RetryAfter
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra.Seconds()))))
 			w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
 			writeError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded",
-				fmt.Sprintf("model is at capacity (%d requests in flight); retry after %s", s.opts.Capacity, ra))
+				fmt.Sprintf("model is at capacity (%d requests in flight); retry after %s", s.capacity(), ra))
 			return
 		}
 		for {
@@ -182,6 +196,22 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 		}
 		h(w, r, release)
 	}
+}
+
+// capacity is the limit in force now.
+func (s *Sim) capacity() int {
+	if len(s.opts.Steps) == 0 {
+		return s.opts.Capacity
+	}
+	s.startOnce.Do(func() { s.start = time.Now() })
+	since := time.Since(s.start)
+	c := s.opts.Capacity
+	for _, st := range s.opts.Steps {
+		if since >= st.After {
+			c = st.Capacity
+		}
+	}
+	return c
 }
 
 // draw picks whether this call fails and its latency to the first byte.

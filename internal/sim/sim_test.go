@@ -282,3 +282,37 @@ func TestEmbeddingsModelsStats(t *testing.T) {
 		t.Errorf("stats = %+v, want %+v", got, want)
 	}
 }
+
+// TestCapacitySteps: the capacity follows the steps, counted from the first
+// call.
+func TestCapacitySteps(t *testing.T) {
+	s := New(Options{Capacity: 0, Latency: 200 * time.Millisecond,
+		Steps: []Step{{After: 0, Capacity: 1}, {After: time.Hour, Capacity: 3}}})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	codes := make([]int, 3)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Go(func() {
+			resp, _ := post(t, srv.URL+"/v1/chat/completions", chatBody("q", false))
+			codes[i] = resp.StatusCode
+		})
+	}
+	wg.Wait()
+	ok := 0
+	for _, c := range codes {
+		if c == http.StatusOK {
+			ok++
+		}
+	}
+	if ok != 1 || s.Stats().RateLimited != 2 {
+		t.Errorf("answered %d, refused %d of 3 at once under a step to capacity 1; want 1 and 2", ok, s.Stats().RateLimited)
+	}
+	if got, want := s.capacity(), 1; got != want {
+		t.Errorf("capacity before the second step = %d, want %d", got, want)
+	}
+	s.start = s.start.Add(-time.Hour)
+	if got, want := s.capacity(), 3; got != want {
+		t.Errorf("capacity after the second step = %d, want %d", got, want)
+	}
+}

@@ -32,6 +32,20 @@ const (
 	neutral verdict = iota // client errors, cancellations, sheds: say nothing about health
 	success
 	failure
+	// congested is backpressure (429, 529, an overload 503): the target is
+	// alive but full. It shrinks the adaptive limit and the weight, and never
+	// counts as a breaker failure: a target whose requests partly succeed is
+	// congested, not broken.
+	congested
+)
+
+// probeKind tells report how an attempt was admitted.
+type probeKind int
+
+const (
+	notProbe   probeKind = iota
+	halfOpen             // one of HalfOpenProbes probes of a half-open breaker
+	lastResort           // the one attempt an open breaker lets through when nothing else can serve
 )
 
 // breaker is a per-target circuit breaker: closed → open on ConsecutiveFailures, or
@@ -47,6 +61,8 @@ type breaker struct {
 	openUntil   time.Time
 	probes      int // probes admitted in this half-open period, minus neutral ones
 	probeOK     int
+	lastOut     bool      // a last-resort attempt is in flight
+	lastAt      time.Time // when the last one was admitted, or the breaker opened
 	win         window
 }
 
@@ -67,9 +83,8 @@ func (b *breaker) peek(now time.Time) bool {
 	return true
 }
 
-// allow admits an attempt; probe is true when it is a half-open probe, whose
-// outcome must be reported with report(probe=true).
-func (b *breaker) allow(now time.Time) (probe, ok bool) {
+// allow admits an attempt; probe says how, and must be passed back to report.
+func (b *breaker) allow(now time.Time) (probe probeKind, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.state == StateOpen && !now.Before(b.openUntil) {
@@ -77,30 +92,61 @@ func (b *breaker) allow(now time.Time) (probe, ok bool) {
 	}
 	switch b.state {
 	case StateOpen:
-		return false, false
+		return notProbe, false
 	case StateHalfOpen:
 		if b.probes >= b.opts.HalfOpenProbes {
-			return false, false
+			return notProbe, false
 		}
 		b.probes++
-		return true, true
+		return halfOpen, true
 	}
-	return false, true
+	return notProbe, true
+}
+
+// lastResortEvery spaces last-resort attempts through an open breaker.
+const lastResortEvery = time.Second
+
+// allowLastResort admits one attempt at a time, at most one per
+// lastResortEvery, through a breaker that is not closed, for a request that no
+// other target can serve: an open breaker alone never fails every request
+// while the model still answers some. Its success closes the breaker; its
+// failure keeps it open.
+func (b *breaker) allowLastResort(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == StateClosed || b.lastOut || now.Sub(b.lastAt) < lastResortEvery {
+		return false
+	}
+	b.lastOut, b.lastAt = true, now
+	return true
 }
 
 // report records an attempt's verdict and returns the state after it and whether
 // it changed.
-func (b *breaker) report(now time.Time, probe bool, v verdict) (State, bool) {
+func (b *breaker) report(now time.Time, probe probeKind, v verdict) (State, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	before := b.state
-	if v != neutral {
+	if v == success || v == failure {
 		b.win.add(now, v == failure)
 	}
 	switch {
-	case probe && b.state == StateHalfOpen:
+	case probe == lastResort:
+		b.lastOut = false
 		switch v {
-		case success:
+		case success, congested:
+			if b.state != StateClosed {
+				b.state, b.consecutive = StateClosed, 0
+				b.win.reset()
+			}
+		case failure:
+			if b.state != StateClosed {
+				b.trip(now)
+			}
+		}
+	case probe == halfOpen && b.state == StateHalfOpen:
+		switch v {
+		case success, congested:
 			b.probeOK++
 			if b.probeOK >= b.opts.HalfOpenProbes {
 				b.state, b.consecutive = StateClosed, 0
@@ -111,7 +157,7 @@ func (b *breaker) report(now time.Time, probe bool, v verdict) (State, bool) {
 		default:
 			b.probes-- // the probe said nothing: let another one through
 		}
-	case probe, b.state != StateClosed:
+	case probe != notProbe, b.state != StateClosed:
 		// A late answer from an attempt admitted before the state changed.
 	case v == success:
 		b.consecutive = 0
@@ -128,7 +174,7 @@ func (b *breaker) report(now time.Time, probe bool, v verdict) (State, bool) {
 }
 
 func (b *breaker) trip(now time.Time) {
-	b.state, b.openUntil, b.consecutive = StateOpen, now.Add(b.opts.OpenFor), 0
+	b.state, b.openUntil, b.consecutive, b.lastAt = StateOpen, now.Add(b.opts.OpenFor), 0, now
 	b.win.reset()
 }
 

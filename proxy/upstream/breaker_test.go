@@ -30,18 +30,18 @@ func TestBreakerConsecutiveFailures(t *testing.T) {
 	clk := newFakeClock()
 	b := newBreaker(BreakerOptions{ConsecutiveFailures: 3, FailureRatio: -1, OpenFor: 10 * time.Second, HalfOpenProbes: 2}.withDefaults())
 	for i := range 2 {
-		b.report(clk.now(), false, failure)
+		b.report(clk.now(), notProbe, failure)
 		if s, _ := b.snapshot(clk.now()); s != StateClosed {
 			t.Fatalf("after %d failures state = %s, want closed", i+1, s)
 		}
 	}
-	b.report(clk.now(), false, success) // resets the run
-	b.report(clk.now(), false, failure)
-	b.report(clk.now(), false, failure)
+	b.report(clk.now(), notProbe, success) // resets the run
+	b.report(clk.now(), notProbe, failure)
+	b.report(clk.now(), notProbe, failure)
 	if s, _ := b.snapshot(clk.now()); s != StateClosed {
 		t.Fatalf("state = %s after a success broke the run, want closed", s)
 	}
-	if s, changed := b.report(clk.now(), false, failure); s != StateOpen || !changed {
+	if s, changed := b.report(clk.now(), notProbe, failure); s != StateOpen || !changed {
 		t.Fatalf("state = %s (changed %v) after 3 in a row, want open", s, changed)
 	}
 	if _, ok := b.allow(clk.now()); ok {
@@ -53,7 +53,7 @@ func TestBreakerConsecutiveFailures(t *testing.T) {
 	}
 	// Half-open: exactly HalfOpenProbes probes.
 	for i := range 2 {
-		if probe, ok := b.allow(clk.now()); !ok || !probe {
+		if probe, ok := b.allow(clk.now()); !ok || probe != halfOpen {
 			t.Fatalf("probe %d: allow = %v, %v; want probe admitted", i+1, probe, ok)
 		}
 	}
@@ -61,15 +61,15 @@ func TestBreakerConsecutiveFailures(t *testing.T) {
 		t.Fatal("third attempt admitted while half-open with 2 probes")
 	}
 	// A neutral probe (client error) frees its place.
-	b.report(clk.now(), true, neutral)
+	b.report(clk.now(), halfOpen, neutral)
 	if _, ok := b.allow(clk.now()); !ok {
 		t.Fatal("no probe admitted after a neutral one")
 	}
-	b.report(clk.now(), true, success)
+	b.report(clk.now(), halfOpen, success)
 	if s, _ := b.snapshot(clk.now()); s != StateHalfOpen {
 		t.Fatalf("state = %s after 1 of 2 probe successes, want half-open", s)
 	}
-	if s, _ := b.report(clk.now(), true, success); s != StateClosed {
+	if s, _ := b.report(clk.now(), halfOpen, success); s != StateClosed {
 		t.Fatalf("state = %s after 2 probe successes, want closed", s)
 	}
 }
@@ -77,13 +77,13 @@ func TestBreakerConsecutiveFailures(t *testing.T) {
 func TestBreakerProbeFailureReopens(t *testing.T) {
 	clk := newFakeClock()
 	b := newBreaker(BreakerOptions{ConsecutiveFailures: 1, OpenFor: time.Second}.withDefaults())
-	b.report(clk.now(), false, failure)
+	b.report(clk.now(), notProbe, failure)
 	clk.advance(time.Second)
 	probe, ok := b.allow(clk.now())
-	if !ok || !probe {
+	if !ok || probe != halfOpen {
 		t.Fatalf("allow = %v, %v; want a probe", probe, ok)
 	}
-	if s, _ := b.report(clk.now(), true, failure); s != StateOpen {
+	if s, _ := b.report(clk.now(), halfOpen, failure); s != StateOpen {
 		t.Fatalf("state = %s after a failed probe, want open", s)
 	}
 	if _, wait := b.snapshot(clk.now()); wait != time.Second {
@@ -108,11 +108,11 @@ func TestBreakerFailureRatio(t *testing.T) {
 			clk := newFakeClock()
 			b := newBreaker(BreakerOptions{Window: 10 * time.Second, MinRequests: 10, FailureRatio: 0.5, ConsecutiveFailures: -1}.withDefaults())
 			for range tt.ok {
-				b.report(clk.now(), false, success)
+				b.report(clk.now(), notProbe, success)
 			}
 			for range tt.failed {
 				clk.advance(tt.spread)
-				b.report(clk.now(), false, failure)
+				b.report(clk.now(), notProbe, failure)
 			}
 			s, _ := b.snapshot(clk.now())
 			if got, want := s == StateOpen, tt.wantOpen; got != want {

@@ -7,9 +7,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"time"
 )
 
@@ -21,13 +25,17 @@ type Caller struct {
 	backoff   Backoff
 	transport http.RoundTripper
 	metrics   *Metrics
+	maxAnswer int64 // negative: no limit
 	log       *slog.Logger
 	now       func() time.Time
 	rand      func() float64
 
+	bopts  BreakerOptions
+	raCap  time.Duration
 	routes map[string]*route
 	order  []*route // config order, for Snapshot
 	def    *route   // the default upstream as a one-target route; nil when none
+	models modelTargets
 }
 
 // Response is an upstream's complete answer: a success, or a 4xx (other than 429)
@@ -37,6 +45,10 @@ type Response struct {
 	// Header is the upstream's, without hop-by-hop headers and Content-Length.
 	Header http.Header
 	Body   []byte
+	// Rest is nil unless the answer is longer than Options.MaxAnswerBytes:
+	// Body then holds its first bytes and Rest the live remainder, which the
+	// caller must read and close (the upstream slot is held until then).
+	Rest io.ReadCloser
 	// Target and Upstream name who answered; Model is the model sent upstream.
 	Target, Upstream, Model string
 	// Attempts counts the upstream requests this call sent, over all targets.
@@ -51,7 +63,18 @@ func New(opts Options) (*Caller, error) {
 	c := &Caller{
 		retry: opts.Retry.withDefaults(), check: opts.CheckRetry, backoff: opts.Backoff,
 		transport: opts.Transport, metrics: opts.Metrics, log: opts.Logger, now: opts.Now, rand: opts.Rand,
-		routes: make(map[string]*route, len(opts.Routes)),
+		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.RetryAfterCap,
+	}
+	if c.raCap <= 0 {
+		c.raCap = DefaultRetryAfterCap
+	}
+	switch {
+	case opts.MaxAnswerBytes == 0:
+		c.maxAnswer = DefaultMaxAnswerBytes
+	case opts.MaxAnswerBytes < 0:
+		c.maxAnswer = -1
+	default:
+		c.maxAnswer = opts.MaxAnswerBytes
 	}
 	if c.check == nil {
 		c.check = RetryOnStatus(c.retry.RetryOn)
@@ -75,6 +98,7 @@ func New(opts Options) (*Caller, error) {
 		c.rand = rand.Float64
 	}
 	bopts := opts.Breaker.withDefaults()
+	c.bopts = bopts
 	ups := make(map[string]*upstream, len(opts.Upstreams))
 	for _, u := range opts.Upstreams {
 		ups[u.Name] = newUpstream(u, c.metrics)
@@ -88,7 +112,8 @@ func New(opts Options) (*Caller, error) {
 			}
 			return t, nil
 		}
-		t := &target{name: name, model: tc.Model, up: ups[tc.Upstream], breaker: newBreaker(bopts), factor: 1, cfgWeight: weight}
+		t := &target{name: name, model: tc.Model, up: ups[tc.Upstream], breaker: newBreaker(bopts), factor: 1, cfgWeight: weight, c: c}
+		t.initLanes()
 		targets[name] = t
 		c.metrics.health(name, StateClosed, weight)
 		return t, nil
@@ -128,10 +153,18 @@ func (c *Caller) Do(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Response{
+	r := &Response{
 		Status: a.resp.StatusCode, Header: inboundHeader(a.resp.Header), Body: a.body,
 		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts,
-	}, nil
+	}
+	if a.finish != nil {
+		// Longer than MaxAnswerBytes: Body is its beginning, Rest the rest.
+		b := &streamBody{rc: a.resp.Body, cause: a.cause}
+		var once sync.Once
+		b.finish = func(err error) { once.Do(func() { a.finish(err) }) }
+		r.Rest = b
+	}
+	return r, nil
 }
 
 // answer is what run hands back to Do or Open.
@@ -139,8 +172,9 @@ type answer struct {
 	m        *member
 	model    string
 	resp     *http.Response
-	body     []byte      // the whole body, except for a live stream
-	finish   func(error) // a live stream's end, nil otherwise
+	body     []byte       // the whole body, except for a live stream
+	finish   func(error)  // a live stream's (or an over-long body's) end, nil otherwise
+	cause    func() error // why a live body's context ended
 	attempts int
 }
 
@@ -154,6 +188,9 @@ type call struct {
 	budget   time.Duration
 	stream   bool
 	rep      report
+	// lastResort lets an open breaker admit one attempt at a time: set on the
+	// second pass over a route whose every target was skipped as open.
+	lastResort bool
 }
 
 func (c *Caller) routeFor(model string) *route {
@@ -172,15 +209,20 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 		return nil, &Error{Status: http.StatusNotFound, Code: CodeModelNotFound, Err: ErrUnknownModel,
 			Message: fmt.Sprintf("breakwater: the model %q is not configured and there is no default upstream", req.Model)}
 	}
-	dctx, cancel := context.WithTimeout(ctx, c.retry.Deadline)
+	dctx, cancel := context.WithTimeout(ctx, min(c.retry.Deadline, clientTimeout(req.Header)))
 	defer cancel()
 	deadline, _ := dctx.Deadline()
 	k := &call{c: c, req: req, ctx: ctx, dctx: dctx, deadline: deadline, budget: time.Until(deadline),
 		stream: stream, rep: report{model: req.Model}}
-	for _, group := range avoidLast(r.groups, req.Avoid) {
+	groups := r.groups
+	if r == c.def {
+		groups = [][]*member{{c.defaultMember(req.Model)}}
+	}
+	groups = avoidLast(groups, req.Avoid)
+	for _, group := range groups {
 		left := slices.Clone(group)
 		for len(left) > 0 {
-			i := pick(left, c.now(), c.rand)
+			i := pick(left, c.now(), c.rand, req.Header)
 			if i < 0 {
 				for _, m := range left {
 					k.skipOpen(m.t)
@@ -194,10 +236,41 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 			}
 		}
 	}
+	if k.rep.attempts == 0 && len(k.rep.shed) == 0 {
+		// Every target was skipped as open: an open breaker must not be why a
+		// model that still answers some requests answers none. Each target
+		// lets one attempt at a time through; its success closes the breaker.
+		k.lastResort = true
+		for _, group := range groups {
+			for _, m := range group {
+				if a, err := k.tryTarget(m); a != nil || err != nil {
+					return a, err
+				}
+			}
+		}
+	}
 	if err := k.stopped(); err != nil {
 		return nil, err
 	}
 	return nil, k.rep.exhausted()
+}
+
+// clientTimeout is how long the app itself waits, when its SDK says so: the
+// Stainless-generated SDKs (OpenAI's and Anthropic's, among others) send
+// their timeout in seconds as X-Stainless-Timeout. A little is kept back so
+// that a refusal reaches the app before it gives up. It returns the largest
+// duration when the header is absent or unreadable.
+func clientTimeout(h http.Header) time.Duration {
+	v := h.Get("X-Stainless-Timeout")
+	if v == "" {
+		return math.MaxInt64
+	}
+	s, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+	if err != nil || s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) || s > 86400 {
+		return math.MaxInt64
+	}
+	d := time.Duration(s * float64(time.Second))
+	return max(d-d/20, time.Second) // 5 % margin, at least 1 s
 }
 
 // avoidLast moves the target named avoid behind every other target, so a
@@ -255,6 +328,14 @@ func (k *call) skipOpen(t *target) {
 	k.rep.note(t.name, "circuit half-open, probes already in flight")
 }
 
+// holdMin is the shortest Retry-After that holds a whole lane back. A
+// congestion refusal asking for less (a model at capacity saying "1s") is
+// honoured by the refused request alone, while the adaptive limit shrinks:
+// holding every request back for it would idle a model that still has room
+// for the requests in flight. Longer waits, and exhausted x-ratelimit budgets,
+// mean the key's quota is spent and hold the lane (RFC 9110 §10.2.3).
+const holdMin = 2 * time.Second
+
 // tryTarget makes up to MaxAttempts attempts at one target. It returns an answer
 // to hand back, an error that ends the call, or neither to fall back.
 func (k *call) tryTarget(m *member) (*answer, error) {
@@ -270,20 +351,23 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			body = rewriteModel(body, t.model)
 		}
 	}
+	l := t.laneFor(laneKey(k.req.Header, t.up.cfg))
 	x := &exchange{
-		m: m, pool: t.up.pool(k.req.Class), method: k.req.method(), body: body,
+		m: m, pool: t.up.pool(k.req.Class), lane: l, method: k.req.method(), body: body,
 		url:    upstreamURL(t.up.cfg.BaseURL, path),
 		header: outboundHeader(k.req.Header, t.up.cfg, k.req.RequestID, body != nil),
 	}
+	retried := false
 	for n := 1; n <= c.retry.MaxAttempts; n++ {
 		if err := k.stopped(); err != nil {
 			return nil, err
 		}
 		x.log = c.log.With("request_id", k.req.RequestID, "attempt", k.rep.attempts+1, "target", t.name)
-		if wait := t.pace.wait(c.now()); wait > 0 {
+		if wait := l.pace.wait(c.now()); wait > 0 {
 			if wait >= k.remaining() {
-				k.rep.note(t.name, fmt.Sprintf("rate-limit budget spent for another %s, beyond the deadline", wait.Round(time.Millisecond)))
-				k.rep.hint(t.name, wait)
+				k.shed(t, ShedRateLimited, wait, fmt.Sprintf(
+					"breakwater: the upstream's rate limit holds %s back for another %s, beyond the deadline; retry after %s",
+					t.name, wait.Round(time.Millisecond), atLeastSecond(wait)))
 				return nil, nil
 			}
 			x.log.Debug("upstream paced", "wait", wait)
@@ -293,13 +377,28 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		}
 		probe, ok := t.breaker.allow(c.now())
 		if !ok {
-			k.skipOpen(t)
+			if !k.lastResort || !t.breaker.allowLastResort(c.now()) {
+				k.skipOpen(t)
+				return nil, nil
+			}
+			probe = lastResort
+		}
+		if err := l.acquire(k.dctx, classRank(k.req.Class, retried), k.deadline); err != nil {
+			t.breaker.report(c.now(), probe, neutral)
+			var shed *laneShed
+			if !errors.As(err, &shed) {
+				if err := k.stopped(); err != nil {
+					return nil, err
+				}
+				return nil, k.rep.deadline(k.budget)
+			}
+			k.shed(t, shed.reason, shed.retryAfter, shed.Error())
+			x.log.Info("upstream shed", "reason", shed.reason, "waiting", shed.waiting, "slots", shed.slots, "retry_after", shed.retryAfter)
 			return nil, nil
 		}
-		t.stats.queued.Add(1)
 		err := x.pool.acquire(k.dctx)
-		t.stats.queued.Add(-1)
 		if err != nil {
+			l.release()
 			t.breaker.report(c.now(), probe, neutral)
 			var shed *shedError
 			if !errors.As(err, &shed) {
@@ -308,10 +407,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 				}
 				return nil, k.rep.deadline(k.budget)
 			}
-			c.settle(t, false, outShed, neutral, 0, x.log)
-			k.rep.note(t.name, "queue full")
-			k.rep.shed = append(k.rep.shed, shed.Error())
-			k.rep.hint(t.name, shedRetryAfter)
+			k.shed(t, ShedQueueFull, shedRetryAfter, shed.Error())
 			x.log.Info("upstream shed", "pool", shed.pool, "waiting", shed.waiting, "inflight", shed.inflight)
 			return nil, nil
 		}
@@ -322,33 +418,38 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			return nil, k.ctx.Err()
 		case r.deadline:
 			return nil, k.rep.deadline(k.budget)
-		case !r.retry && r.err == nil:
-			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, attempts: k.rep.attempts}, nil
+		case !r.retry && r.err == nil && !r.refusal:
+			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts}, nil
 		}
-		v := k.verdict(&r)
-		k.rep.note(t.name, r.describe()+v.suffix())
+		k.rep.note(t.name, r.describe())
 		k.rep.lastStatus, k.rep.lastErr = 0, r.err
+		k.rep.congested = r.congestion && t.answeredWithin(c.now(), aliveWindow)
 		if r.err == nil {
 			k.rep.lastStatus, k.rep.lastErr = r.resp.StatusCode, &StatusError{Status: r.resp.StatusCode}
 		}
 		ra, hinted := RetryAfter(r.resp, time.Now())
+		if r.retryAfter > 0 {
+			ra, hinted = max(ra, r.retryAfter), true
+		}
+		ra = min(ra, c.raCap)
 		if hinted {
-			// Every request to this target respects the hint, not just this one,
-			// whatever the Backoff says.
-			t.pace.hold(c.now().Add(ra))
+			if !r.congestion || ra >= holdMin {
+				// Every request of this lane respects the hint, not just this one.
+				l.pace.hold(c.now().Add(ra))
+			}
 			k.rep.hint(t.name, ra)
 		}
-		if v.RetryAfter > 0 {
-			k.rep.hint(t.name, v.RetryAfter)
-		}
-		if !r.retry || v.NoRetrySameTarget || n == c.retry.MaxAttempts {
+		if !r.retry || r.noRetry || n == c.retry.MaxAttempts {
 			return nil, nil
 		}
-		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), t.pace.wait(c.now()), v.RetryAfter)
+		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), l.pace.wait(c.now()))
+		if hinted {
+			wait = max(min(wait, c.raCap), ra)
+		}
 		if wait >= k.remaining() {
 			// a wait that does not fit the deadline skips the target at once.
 			what := "next backoff"
-			if hinted || v.RetryAfter > 0 {
+			if hinted {
 				what = "asked to wait"
 			}
 			k.rep.note(t.name, fmt.Sprintf("%s %s, beyond the deadline", what, wait.Round(time.Millisecond)))
@@ -359,14 +460,31 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		if !sleep(k.dctx, wait) {
 			return nil, k.stopped()
 		}
+		retried = true
 	}
 	return nil, nil
 }
 
+// aliveWindow is how recent a target's last answer must be for its refusals
+// to count as congestion in the status the app gets (429, retry later) rather
+// than the upstream's own (503 for a model that answers nothing).
+const aliveWindow = 30 * time.Second
+
+// shed records a request refused before it reached t.
+func (k *call) shed(t *target, reason string, retryAfter time.Duration, msg string) {
+	t.shed(reason)
+	k.rep.note(t.name, "shed: "+reason)
+	k.rep.shed = append(k.rep.shed, msg)
+	k.rep.hint(t.name, retryAfter)
+}
+
 // settle records an attempt's outcome in the counters and its verdict in the
 // breaker and the weight.
-func (c *Caller) settle(t *target, probe bool, o outcome, v verdict, d time.Duration, log *slog.Logger) {
+func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time.Duration, log *slog.Logger) {
 	t.stats.count(o)
+	if o == outSuccess {
+		t.lastOK.Store(c.now().UnixNano())
+	}
 	c.metrics.attempt(t.name, o, d)
 	if d > 0 && o != outCanceled && o != outConnError {
 		t.stats.latency(d)

@@ -274,8 +274,10 @@ func TestDeadlineBoundsTheCall(t *testing.T) {
 		status []int // acceptable *Error statuses
 	}{
 		// Either the deadline cuts a wait (504) or the next wait would not fit and
-		// the caller stops early with the last upstream status (503).
+		// the caller stops early with the last upstream status: a model that
+		// answers nothing but 503 is not merely congested.
 		{"always 503", always(503), []int{503, 504}},
+		{"always 500", always(500), []int{500, 504}},
 		{"stalls", func(w http.ResponseWriter, r *http.Request, _ int) { <-r.Context().Done() }, []int{504}},
 	}
 	const deadline = 300 * time.Millisecond
@@ -401,7 +403,7 @@ func TestUnknownModel(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Do: %v", err)
 	}
-	if got, want := resp.Target, "local/*"; got != want {
+	if got, want := resp.Target, "local/llama-3"; got != want {
 		t.Errorf("target = %q, want %q", got, want)
 	}
 	s := def.calls()[0]
@@ -469,16 +471,45 @@ func TestWeightedSplit(t *testing.T) {
 }
 
 func TestAllTargetsOpen(t *testing.T) {
-	up := startUpstream(t, always(500))
+	hold := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 2 {
+			<-hold // the last-resort attempt stays in flight
+		}
+		always(500)(w, r, n)
+	})
 	opts := oneTarget(up.url())
 	opts.Retry = fastRetry
 	opts.Retry.MaxAttempts = 1
 	opts.Breaker = BreakerOptions{ConsecutiveFailures: 1, OpenFor: time.Minute}
+	clk := newFakeClock()
+	opts.Now = clk.now
 	c := newCaller(t, opts)
 	if _, err := c.Do(t.Context(), chat("gpt-4o")); !errors.Is(err, ErrNoHealthyTarget) {
 		t.Fatalf("first Do = %v, want an upstream error", err)
 	}
+	// Right after opening, nothing goes through.
+	if _, err := c.Do(t.Context(), chat("gpt-4o")); !errors.Is(err, ErrNoHealthyTarget) || up.count() != 1 {
+		t.Fatalf("Do right after opening = %v with %d upstream calls, want a refusal and 1 call", err, up.count())
+	}
+	// The breaker is open and there is no other target: one attempt at a time,
+	// one a second, still goes through, so a model that answers some requests
+	// is not cut off.
+	clk.advance(lastResortEvery)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Do(context.Background(), chat("gpt-4o"))
+		done <- err
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for up.count() < 2 {
+		if time.Now().After(deadline) {
+			t.Fatal("no last-resort attempt reached the upstream")
+		}
+		time.Sleep(time.Millisecond)
+	}
 	_, err := c.Do(t.Context(), chat("gpt-4o"))
+	close(hold)
 	var e *Error
 	if !errors.As(err, &e) {
 		t.Fatalf("Do = %v, want *Error", err)
@@ -489,13 +520,16 @@ func TestAllTargetsOpen(t *testing.T) {
 	if got, want := e.Code, CodeNoHealthyTarget; got != want {
 		t.Errorf("code = %q, want %q", got, want)
 	}
-	if e.RetryAfter < 59*time.Second || e.RetryAfter > time.Minute {
+	if e.RetryAfter < 58*time.Second || e.RetryAfter > time.Minute {
 		t.Errorf("retry after = %s, want about the 1m open_for", e.RetryAfter)
 	}
 	if !strings.Contains(e.Message, "a/*: circuit open") {
 		t.Errorf("message = %q, want it to name the open target", e.Message)
 	}
-	if got, want := up.count(), 1; got != want {
+	if err := <-done; !errors.Is(err, ErrNoHealthyTarget) {
+		t.Errorf("last-resort Do = %v, want the upstream's error", err)
+	}
+	if got, want := up.count(), 2; got != want {
 		t.Errorf("upstream calls = %d, want %d", got, want)
 	}
 }

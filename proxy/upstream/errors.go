@@ -94,6 +94,7 @@ type report struct {
 	lastErr    error
 	hints      map[string]time.Duration // per target: the longest wait it asked for or needs
 	shed       []string                 // shed messages
+	congested  bool                     // the last attempt was refused as congestion by a target that answers others
 }
 
 func (r *report) note(target, event string) {
@@ -151,6 +152,10 @@ func (r *report) exhausted() *Error {
 	case r.attempts > 0:
 		status := 502
 		switch {
+		case r.congested:
+			// Backpressure is "retry later", not a fault: the app's SDK backs
+			// off on a 429 with Retry-After.
+			status = 429
 		case r.lastStatus == 429, r.lastStatus >= 500 && r.lastStatus <= 504:
 			status = r.lastStatus
 		case r.lastStatus != 0:

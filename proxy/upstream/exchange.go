@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -17,11 +16,12 @@ import (
 type exchange struct {
 	m      *member
 	pool   *pool
+	lane   *lane
 	method string
 	url    string
 	header http.Header
 	body   []byte
-	probe  bool
+	probe  probeKind
 	log    *slog.Logger
 }
 
@@ -33,8 +33,17 @@ type result struct {
 	out      outcome
 	retry    bool
 	reason   string
-	deadline bool        // the request deadline cut the attempt
-	finish   func(error) // a live stream's end
+	deadline bool         // the request deadline cut the attempt
+	finish   func(error)  // a live stream's (or an over-long body's) end
+	over     bool         // body holds the first MaxAnswerBytes; resp.Body the rest
+	cause    func() error // why the live body's context ended, if it did
+	// congestion marks backpressure (see classifyAnswer); retryAfter,
+	// noRetry and why are the wire format's reading of the body.
+	congestion bool
+	retryAfter time.Duration
+	noRetry    bool
+	why        string
+	refusal    bool // a non-2xx that must not be passed through: fall back instead
 }
 
 // errDeadline is the cause of an attempt cut by the request deadline.
@@ -63,17 +72,18 @@ func (k *call) send(x *exchange) result {
 		limit, cause = to, &attemptTimeout{after: to}
 	}
 	timer := time.AfterFunc(limit, func() { cancel(cause) })
-	release := func() {
+	start := time.Now()
+	release := func(v verdict) {
 		timer.Stop()
 		cancel(nil)
 		t.stats.inflight.Add(-1)
 		x.pool.release()
+		x.lane.done(start, time.Since(start), v)
 	}
 
 	k.rep.attempts++
 	t.stats.sent.Add(1)
 	t.stats.inflight.Add(1)
-	start := time.Now()
 	var r result
 	hreq, err := http.NewRequestWithContext(actx, x.method, x.url, bodyReader(x.body))
 	if err == nil {
@@ -81,17 +91,23 @@ func (k *call) send(x *exchange) result {
 		r.resp, err = c.transport.RoundTrip(hreq)
 	}
 	live := k.stream && err == nil && r.resp.StatusCode/100 == 2
+	over := false // a non-stream body longer than MaxAnswerBytes, still open
 	if err == nil && !live {
-		var rd io.Reader = r.resp.Body
+		limit := c.maxAnswer
 		if k.stream {
-			rd = io.LimitReader(rd, maxErrorBody)
+			limit = maxErrorBody
 		}
-		r.body, err = io.ReadAll(rd)
-		r.resp.Body.Close()
+		r.body, over, err = readCapped(r.resp.Body, limit)
+		if over && k.stream {
+			over = false // a 4xx of a stream: its first MiB says enough
+		}
+		if !over {
+			r.resp.Body.Close()
+		}
 	}
 	dur := time.Since(start)
-	if r.resp != nil {
-		t.pace.observe(c.now(), r.resp.Header)
+	if r.resp != nil && err == nil {
+		x.lane.pace.observe(c.now(), r.resp.Header, c.raCap)
 	}
 	if err != nil {
 		// A body that broke off is a failed attempt, whatever the status said.
@@ -117,7 +133,18 @@ func (k *call) send(x *exchange) result {
 		}
 		r.out = classify(status, err)
 		r.retry, r.reason = c.check(r.resp, err)
+		if err == nil && status >= 400 {
+			cv := classifyAnswer(status, r.resp.Header, r.body, k.req.Classify)
+			r.congestion, r.retryAfter, r.noRetry, r.why = cv.Congestion, cv.RetryAfter, cv.NoRetrySameTarget, cv.Reason
+			r.retry = shouldRetry(r.resp.Header, r.retry)
+			r.refusal = r.noRetry
+		}
 		switch {
+		case r.congestion:
+			if r.out != outRateLimited {
+				r.out = outOverloaded
+			}
+			v = congested
 		case r.retry && r.out == outClientError:
 			r.out = outServerError // a status the operator chose to retry (e.g. 408)
 			v = failure
@@ -129,20 +156,34 @@ func (k *call) send(x *exchange) result {
 	}
 	x.log.Debug("upstream attempt", "status", statusOf(r.resp), "outcome", r.out.String(),
 		"reason", r.reason, "duration", dur, "error", errString(err))
-	if live {
+	if over && (r.retry || err != nil) {
+		r.resp.Body.Close() // retried or failed: the rest is not needed
+		over = false
+	}
+	if live || over {
+		// The body outlives this call: the request deadline keeps running
+		// over it (Upstream.Timeout bounded only the wait for headers), so
+		// neither an endless stream nor an endless body outlives it.
 		timer.Stop()
+		timer = time.AfterFunc(k.remaining(), func() { cancel(errDeadline) })
+		r.cause = func() error { return context.Cause(actx) }
+		r.over = over
 		var once sync.Once
 		r.finish = func(ferr error) {
 			once.Do(func() {
 				o := streamOutcome(k.ctx, ferr)
-				release()
+				release(o.verdict())
 				r.resp.Body.Close()
 				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
 			})
 		}
 		return r
 	}
-	release()
+	lv := v
+	if r.out == outTimeout {
+		lv = congested // an upstream too slow to answer in time is full, whatever else it is
+	}
+	release(lv)
 	c.settle(t, x.probe, r.out, v, dur, x.log)
 	return r
 }
@@ -151,6 +192,9 @@ func streamOutcome(ctx context.Context, err error) outcome {
 	switch {
 	case err == nil:
 		return outSuccess
+	case errors.Is(err, ErrDeadline):
+		// The request's own budget ran out, not the upstream.
+		return outCanceled
 	case errors.Is(err, context.Canceled) || ctx.Err() != nil:
 		return outCanceled
 	case isTimeout(err):
@@ -162,7 +206,11 @@ func streamOutcome(ctx context.Context, err error) outcome {
 // describe says in a few words what an attempt got, for the final error message.
 func (r *result) describe() string {
 	if r.err == nil {
-		return "answered " + strconv.Itoa(r.resp.StatusCode)
+		s := "answered " + strconv.Itoa(r.resp.StatusCode)
+		if r.why != "" {
+			s += " (" + r.why + ")"
+		}
+		return s
 	}
 	switch r.reason {
 	case "timeout":

@@ -17,7 +17,7 @@ func TestBreakerStopsTrafficAndRecovers(t *testing.T) {
 			ok(w, r, n)
 			return
 		}
-		always(503)(w, r, n)
+		always(500)(w, r, n)
 	})
 	fallback := startUpstream(t, ok)
 	clk := newFakeClock()
@@ -222,7 +222,7 @@ func TestSnapshotAndMetrics(t *testing.T) {
 	}
 	ts := statsOf(t, c, "gpt-4o", "a/*")
 	want := TargetStats{Sent: 4, Success: 1, RateLimited: 1, ServerError: 1, ClientError: 1, State: "closed", Upstream: "a"}
-	if ts.Sent != want.Sent || ts.Success != want.Success || ts.RateLimited != want.RateLimited ||
+	if ts.Sent != want.Sent || ts.Success != want.Success || ts.RateLimited != want.RateLimited || ts.Overloaded != want.Overloaded ||
 		ts.ServerError != want.ServerError || ts.ClientError != want.ClientError || ts.State != want.State || ts.Upstream != want.Upstream {
 		t.Errorf("stats = %+v, want counts %+v", ts, want)
 	}
@@ -239,7 +239,7 @@ func TestSnapshotAndMetrics(t *testing.T) {
 	for _, tt := range []struct {
 		outcome string
 		want    float64
-	}{{"success", 1}, {"server_error", 1}, {"rate_limited", 1}, {"client_error", 1}, {"timeout", 0}} {
+	}{{"success", 1}, {"overloaded", 0}, {"server_error", 1}, {"rate_limited", 1}, {"client_error", 1}, {"timeout", 0}} {
 		if got := testutil.ToFloat64(opts.Metrics.attempts.WithLabelValues("a/*", tt.outcome)); got != tt.want {
 			t.Errorf("attempts_total{outcome=%q} = %v, want %v", tt.outcome, got, tt.want)
 		}

@@ -117,6 +117,12 @@ type upstream struct {
 }
 
 func newUpstream(u Upstream, m *Metrics) *upstream {
+	if u.MaxConcurrency == 0 {
+		u.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if u.MaxQueue == 0 {
+		u.MaxQueue = DefaultMaxQueue
+	}
 	up := &upstream{cfg: u, pools: make(map[string]*pool, len(u.Pools)+1)}
 	up.pools[defaultPool] = newPool(u.Name, defaultPool, u.MaxConcurrency, u.MaxQueue, m)
 	for name, l := range u.Pools {

@@ -71,7 +71,7 @@ func TestFullQueueShedsAtOnce(t *testing.T) {
 	if e.RetryAfter < time.Second {
 		t.Errorf("retry after = %s, want ≥ 1s", e.RetryAfter)
 	}
-	if got, want := e.Message, "breakwater: the 'default' queue for upstream a is full (1 waiting, 1 in flight); retry after 1s or raise upstreams.max_queue"; got != want {
+	if got, want := e.Message, "breakwater: the queue for a/* is full (1 waiting for 1 slots of its adaptive limit); retry after 1s or raise max_queue"; got != want {
 		t.Errorf("message = %q\nwant        %q", got, want)
 	}
 

@@ -17,6 +17,9 @@ type Metrics struct {
 	breaker  *prometheus.GaugeVec
 	weight   *prometheus.GaugeVec
 	retries  *prometheus.CounterVec
+	limits   *prometheus.GaugeVec
+	sheds    *prometheus.CounterVec
+	waits    *prometheus.HistogramVec
 }
 
 // NewMetrics builds the collectors and registers them with reg (nil: not
@@ -30,6 +33,9 @@ type Metrics struct {
 //	breakwater_upstream_breaker_state{target}              0 closed, 1 half-open, 2 open
 //	breakwater_upstream_weight{target}                     current dynamic weight
 //	breakwater_upstream_retries_total{target,reason}       retries by reason (rate_limited, server_error, timeout, conn_refused, conn_reset, conn_error)
+//	breakwater_upstream_limit{target}                      adaptive concurrency limit (summed over the target's lanes)
+//	breakwater_upstream_shed_total{target,reason}          requests refused before the upstream, by reason
+//	breakwater_upstream_queue_wait_seconds{target}         time granted requests waited for a slot
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -61,9 +67,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_upstream_retries_total",
 			Help: "Retries of the same target by reason.",
 		}, []string{"target", "reason"}),
+		limits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "breakwater_upstream_limit",
+			Help: "Adaptive concurrency limit per target, summed over its lanes (one per forwarded key).",
+		}, []string{"target"}),
+		sheds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_upstream_shed_total",
+			Help: "Requests refused before reaching the upstream, by reason (queue_full, wait_beyond_deadline, queue_timeout, rate_limited, breaker_open).",
+		}, []string{"target", "reason"}),
+		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "breakwater_upstream_queue_wait_seconds",
+			Help:    "Time requests waited in a target's queue before their attempt was sent.",
+			Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+		}, []string{"target"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.attempts, m.duration, m.inflight, m.queued, m.breaker, m.weight, m.retries)
+		reg.MustRegister(m.attempts, m.duration, m.inflight, m.queued, m.breaker, m.weight, m.retries, m.limits, m.sheds, m.waits)
 	}
 	return m
 }
@@ -105,4 +124,25 @@ func (m *Metrics) health(target string, s State, weight float64) {
 	}
 	m.breaker.WithLabelValues(target).Set(float64(s))
 	m.weight.WithLabelValues(target).Set(weight)
+}
+
+func (m *Metrics) limit(target string, v float64) {
+	if m == nil {
+		return
+	}
+	m.limits.WithLabelValues(target).Set(v)
+}
+
+func (m *Metrics) shed(target, reason string) {
+	if m == nil {
+		return
+	}
+	m.sheds.WithLabelValues(target, reason).Inc()
+}
+
+func (m *Metrics) queueWait(target string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.waits.WithLabelValues(target).Observe(d.Seconds())
 }

@@ -55,11 +55,13 @@ type Upstream struct {
 	// Timeout bounds one attempt: the whole exchange for Do, the time to response
 	// headers for Open. 0 means only the request deadline bounds an attempt.
 	Timeout time.Duration
-	// MaxConcurrency is how many attempts of the default pool may be in flight at
-	// once; 0 means unlimited (no limiter, no queue).
+	// MaxConcurrency is the ceiling of the adaptive concurrency limit of each of
+	// the upstream's lanes (a target, or a target and forwarded key), and of the
+	// attempts of the default pool in flight at once; 0 means
+	// DefaultMaxConcurrency. The limit itself is found at run time.
 	MaxConcurrency int
-	// MaxQueue is how many requests of the default pool may wait for a slot; 0 means
-	// no queue: a request that finds every slot taken is shed at once.
+	// MaxQueue is how many requests may wait for a slot of one lane, and of the
+	// default pool; 0 means DefaultMaxQueue, a negative value means no queue.
 	MaxQueue int
 	// Pools gives request classes (Request.Class, e.g. "realtime", "batch") their own
 	// slots and queue. Each pool is independent, so filling one never blocks another;
@@ -128,8 +130,15 @@ type Options struct {
 	// CheckRetry decides whether an attempt is retried; nil means
 	// RetryOnStatus(Retry.RetryOn), which is DefaultCheckRetry for the default list.
 	CheckRetry CheckRetry
+	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
+	// reset can hold a lane back or delay a retry; 0 means DefaultRetryAfterCap.
+	RetryAfterCap time.Duration
 	// Backoff computes the wait before a retry; nil means DefaultBackoff.
 	Backoff Backoff
+	// MaxAnswerBytes is the largest non-stream answer buffered whole; a
+	// longer one comes back as Response.Rest. 0 means DefaultMaxAnswerBytes,
+	// negative no limit.
+	MaxAnswerBytes int64
 	// Transport sends attempts; nil means a clone of http.DefaultTransport that keeps
 	// many idle connections per host.
 	Transport http.RoundTripper

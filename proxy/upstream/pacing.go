@@ -8,10 +8,10 @@ import (
 	"time"
 )
 
-// pacer holds a target back until the upstream's rate-limit window resets, so the
-// caller slows down before the upstream starts refusing (issue 4: pacing per
-// target). It learns from x-ratelimit-* headers on every answer and from the
-// Retry-After of a 429.
+// pacer holds a lane (a target, or a target and forwarded key) back until the
+// upstream's rate-limit window resets, so the caller slows down before the
+// upstream starts refusing. It learns from rate-limit headers on every answer
+// and from a refusal's Retry-After.
 type pacer struct {
 	mu    sync.Mutex
 	until time.Time
@@ -45,14 +45,26 @@ func (p *pacer) hold(t time.Time) {
 	}
 }
 
-// observe reads x-ratelimit-remaining-{requests,tokens} and the matching
-// x-ratelimit-reset-* headers (Go durations such as "1s", "6m0s", "20ms", or
-// seconds) and holds the target back when a budget is exhausted. It returns the
-// hold it applied, 0 for none.
-func (p *pacer) observe(now time.Time, h http.Header) time.Duration {
+// rateLimitHeaders are the (remaining, reset) header pairs an upstream reports
+// its budgets in: OpenAI's x-ratelimit-{remaining,reset}-{requests,tokens}
+// (reset as a Go duration such as "6m0s", or seconds) and Anthropic's
+// anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-{remaining,reset}
+// (reset as an RFC 3339 time; https://docs.anthropic.com/en/api/rate-limits).
+var rateLimitHeaders = [...][2]string{
+	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"},
+	{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens"},
+	{"Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset"},
+	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset"},
+	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset"},
+}
+
+// observe reads the rate-limit headers and holds the lane back, for at most
+// limit, when a budget is exhausted. It returns the hold it applied, 0 for none.
+func (p *pacer) observe(now time.Time, h http.Header, limit time.Duration) time.Duration {
 	var hold time.Duration
-	for _, kind := range [...]string{"requests", "tokens"} {
-		v := strings.TrimSpace(h.Get("X-Ratelimit-Remaining-" + kind))
+	for _, pair := range rateLimitHeaders {
+		v := strings.TrimSpace(h.Get(pair[0]))
 		if v == "" {
 			continue
 		}
@@ -60,11 +72,14 @@ func (p *pacer) observe(now time.Time, h http.Header) time.Duration {
 		if err != nil || n > lowWatermark {
 			continue
 		}
-		d, ok := parseReset(h.Get("X-Ratelimit-Reset-" + kind))
+		d, ok := parseReset(h.Get(pair[1]), now)
 		if !ok {
 			d = defaultReset
 		}
 		hold = max(hold, d)
+	}
+	if limit > 0 {
+		hold = min(hold, limit)
 	}
 	if hold > 0 {
 		p.hold(now.Add(hold))
@@ -72,7 +87,9 @@ func (p *pacer) observe(now time.Time, h http.Header) time.Duration {
 	return hold
 }
 
-func parseReset(v string) (time.Duration, bool) {
+// parseReset reads a reset as a Go duration, seconds, or an RFC 3339 time
+// relative to now.
+func parseReset(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" {
 		return 0, false
@@ -82,6 +99,9 @@ func parseReset(v string) (time.Duration, bool) {
 	}
 	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < 1e6 {
 		return time.Duration(s * float64(time.Second)), true
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return max(t.Sub(now), 0), true
 	}
 	return 0, false
 }

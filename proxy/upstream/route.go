@@ -2,8 +2,10 @@ package upstream
 
 import (
 	"math"
+	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,12 +26,21 @@ type target struct {
 	model     string // "" = unchanged
 	up        *upstream
 	breaker   *breaker
-	pace      pacer
+	lanes     lanes
 	stats     targetStats
 	cfgWeight float64 // weight of the first route entry, for the weight metric
+	c         *Caller
 
 	mu     sync.Mutex
 	factor float64 // in [weightFloor, 1]
+
+	lastOK atomic.Int64 // unix nanoseconds of the last success, 0 = never
+}
+
+// answeredWithin reports whether t answered successfully within d before now.
+func (t *target) answeredWithin(now time.Time, d time.Duration) bool {
+	last := t.lastOK.Load()
+	return last != 0 && now.Sub(time.Unix(0, last)) <= d
 }
 
 func (t *target) weightFactor() float64 {
@@ -43,7 +54,7 @@ func (t *target) adjust(v verdict) float64 {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch v {
-	case failure:
+	case failure, congested:
 		t.factor = max(t.factor*weightDecay, weightFloor)
 	case success:
 		t.factor += (1 - t.factor) * weightRecovery
@@ -87,13 +98,13 @@ func newRoute(name string, members []*member) *route {
 // breaker admits and that are not paced; it returns -1 when no breaker admits.
 // Paced targets are chosen only when nothing else admits: waiting for a reset is
 // the last resort within a priority.
-func pick(candidates []*member, now time.Time, rnd func() float64) int {
+func pick(candidates []*member, now time.Time, rnd func() float64, h http.Header) int {
 	var ready, paced []int
 	for i, m := range candidates {
 		if !m.t.breaker.peek(now) {
 			continue
 		}
-		if m.t.pace.wait(now) > 0 {
+		if m.t.laneFor(laneKey(h, m.t.up.cfg)).pace.wait(now) > 0 {
 			paced = append(paced, i)
 		} else {
 			ready = append(ready, i)

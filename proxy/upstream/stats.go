@@ -18,21 +18,25 @@ const (
 	outClientError
 	outShed
 	outConnError
-	outCanceled // the client went away: counted as sent, in no other column
+	outCanceled   // the client went away: counted as sent, in no other column
+	outOverloaded // a congestion signal other than 429: 529, an overload 503, a wire format's verdict
 )
 
-var outcomeNames = [...]string{"success", "rate_limited", "server_error", "timeout", "client_error", "shed", "conn_error", "canceled"}
+var outcomeNames = [...]string{"success", "rate_limited", "server_error", "timeout", "client_error", "shed", "conn_error", "canceled", "overloaded"}
 
 func (o outcome) String() string { return outcomeNames[o] }
 
-// verdict maps an outcome to what it tells the breaker and the weight. A 429 is a
-// failure: the target cannot serve now, and shifting load to a fallback is what
-// the operator wants; a 4xx pass-through, a shed and a cancellation say nothing.
+// verdict maps an outcome to what it tells the breaker, the weight and the
+// adaptive limit. A 429 or an overload is congestion: the target is alive but
+// full, so the limit and the weight shrink and the breaker is not told; a 4xx
+// pass-through, a shed and a cancellation say nothing.
 func (o outcome) verdict() verdict {
 	switch o {
 	case outSuccess:
 		return success
-	case outRateLimited, outServerError, outTimeout, outConnError:
+	case outRateLimited, outOverloaded:
+		return congested
+	case outServerError, outTimeout, outConnError:
 		return failure
 	}
 	return neutral
@@ -67,12 +71,29 @@ type TargetStats struct {
 	// Inflight counts attempts in flight; Queued requests waiting for a slot.
 	Inflight, Queued int
 	// Sent counts attempts sent; the others split them by outcome, except Shed
-	// (requests refused by a full queue, never sent). Connection errors count as
-	// ServerError; cancellations by the client count only in Sent.
-	Sent, Success, RateLimited, ServerError, Timeout, ClientError, Shed uint64
-	// SuccessRate is Success / (Success + RateLimited + ServerError + Timeout), 1
-	// before any such outcome.
+	// (requests refused before reaching the upstream, never sent). Overloaded
+	// counts congestion signals other than 429 (529, overload 503s).
+	// Connection errors count as ServerError; cancellations by the client count
+	// only in Sent.
+	Sent, Success, RateLimited, Overloaded, ServerError, Timeout, ClientError, Shed uint64
+	// Sheds splits Shed by reason (ShedQueueFull, ShedWaitBeyond,
+	// ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen); reasons never seen
+	// are absent.
+	Sheds map[string]uint64
+	// SuccessRate is Success / (Success + RateLimited + Overloaded + ServerError
+	// + Timeout), 1 before any such outcome.
 	SuccessRate float64
+	// Limit is the adaptive concurrency limit, summed over the target's lanes
+	// (one per forwarded key, plus the common one); Lanes counts them.
+	Limit float64
+	Lanes int
+	// ServiceRate is the measured answers per second the lanes can serve at
+	// their limits (limit ÷ time per answer); 0 before any answer.
+	ServiceRate float64
+	// QueueWait is the longest recent queue wait of a lane (a moving average).
+	QueueWait time.Duration
+	// Paced is true while a lane is held back by the upstream's rate-limit state.
+	Paced bool
 	// LatencyP50 and LatencyP99 are over the last latencyRing answered attempts
 	// (time to the full body for Do, to response headers for Open).
 	LatencyP50, LatencyP99 time.Duration
@@ -91,8 +112,8 @@ const DefaultModelName = "*"
 const latencyRing = 256
 
 type targetStats struct {
-	sent, success, rateLimited, serverError, timeout, clientError, shed atomic.Uint64
-	inflight, queued                                                    atomic.Int64
+	sent, success, rateLimited, overloaded, serverError, timeout, clientError, shed atomic.Uint64
+	inflight, queued                                                                atomic.Int64
 
 	mu   sync.Mutex
 	lat  [latencyRing]time.Duration
@@ -106,6 +127,8 @@ func (s *targetStats) count(o outcome) {
 		s.success.Add(1)
 	case outRateLimited:
 		s.rateLimited.Add(1)
+	case outOverloaded:
+		s.overloaded.Add(1)
 	case outServerError, outConnError:
 		s.serverError.Add(1)
 	case outTimeout:
@@ -145,19 +168,31 @@ func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 		Name: t.name, Upstream: t.up.cfg.Name, Model: t.model, State: state.String(),
 		Weight: roundWeight(m.effectiveWeight()), ConfiguredWeight: m.weight,
 		Inflight: int(s.inflight.Load()), Queued: int(s.queued.Load()),
-		Sent: s.sent.Load(), Success: s.success.Load(), RateLimited: s.rateLimited.Load(),
+		Sent: s.sent.Load(), Success: s.success.Load(), RateLimited: s.rateLimited.Load(), Overloaded: s.overloaded.Load(),
 		ServerError: s.serverError.Load(), Timeout: s.timeout.Load(), ClientError: s.clientError.Load(),
 		Shed: s.shed.Load(), SuccessRate: 1,
 	}
-	if judged := ts.Success + ts.RateLimited + ts.ServerError + ts.Timeout; judged > 0 {
+	if judged := ts.Success + ts.RateLimited + ts.Overloaded + ts.ServerError + ts.Timeout; judged > 0 {
 		ts.SuccessRate = float64(ts.Success) / float64(judged)
 	}
+	for i, r := range shedReasons {
+		if n := t.lanes.sheds[i].Load(); n > 0 {
+			if ts.Sheds == nil {
+				ts.Sheds = make(map[string]uint64)
+			}
+			ts.Sheds[r] = n
+		}
+	}
+	sum := t.summary(now)
+	ts.Limit, ts.Lanes, ts.ServiceRate = roundWeight(sum.limit), sum.count, roundWeight(sum.rate)
+	ts.QueueWait, ts.Paced = sum.wait, sum.paced
 	ts.LatencyP50, ts.LatencyP99 = s.percentiles()
 	return ts
 }
 
 // Snapshot returns every route's targets in configuration order, then the default
-// upstream as the pseudo-model DefaultModelName when one is configured.
+// upstream as the pseudo-model DefaultModelName when one is configured; its
+// targets are the common one and one per model it served (in first-use order).
 func (c *Caller) Snapshot() []ModelStats {
 	now := c.now()
 	routes := slices.Clone(c.order)
@@ -166,8 +201,12 @@ func (c *Caller) Snapshot() []ModelStats {
 	}
 	out := make([]ModelStats, 0, len(routes))
 	for _, r := range routes {
-		ms := ModelStats{Name: r.name, Targets: make([]TargetStats, 0, len(r.flat))}
-		for _, m := range r.flat {
+		flat := r.flat
+		if r == c.def {
+			flat = append(slices.Clone(flat), c.modelMembers()...)
+		}
+		ms := ModelStats{Name: r.name, Targets: make([]TargetStats, 0, len(flat))}
+		for _, m := range flat {
 			ms.Targets = append(ms.Targets, c.targetStats(m, now))
 		}
 		out = append(out, ms)

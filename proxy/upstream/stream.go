@@ -41,8 +41,8 @@ func (s *StreamResponse) Done(err error) {
 var errClosedEarly = context.Canceled
 
 // Open sends a streaming request with the same routing, retries and fallbacks as
-// Do until an upstream answers with headers. The deadline bounds the wait for
-// headers; the body then lives as long as ctx. The caller must call Done (or
+// Do until an upstream answers with headers. The deadline bounds the whole
+// stream: a body still arriving when it passes fails with ErrDeadline. The caller must call Done (or
 // close Body) when the stream ends; the upstream slot is held until then.
 func (c *Caller) Open(ctx context.Context, req *Request) (*StreamResponse, error) {
 	a, err := c.run(ctx, req, true)
@@ -57,7 +57,7 @@ func (c *Caller) Open(ctx context.Context, req *Request) (*StreamResponse, error
 		s.Body = io.NopCloser(bytes.NewReader(a.body))
 		return s, nil
 	}
-	b := &streamBody{rc: a.resp.Body}
+	b := &streamBody{rc: a.resp.Body, cause: a.cause}
 	s.finish = func(err error) {
 		b.closeOnce.Do(func() { a.finish(err) })
 	}
@@ -70,6 +70,7 @@ func (c *Caller) Open(ctx context.Context, req *Request) (*StreamResponse, error
 type streamBody struct {
 	rc        io.ReadCloser
 	finish    func(error)
+	cause     func() error // why the body's context ended; nil: unknown
 	closeOnce sync.Once
 
 	mu  sync.Mutex
@@ -79,6 +80,9 @@ type streamBody struct {
 
 func (b *streamBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && b.cause != nil && errors.Is(b.cause(), errDeadline) {
+		err = ErrDeadline
+	}
 	if err != nil {
 		b.mu.Lock()
 		if errors.Is(err, io.EOF) {

@@ -34,6 +34,9 @@ func (c *Caller) Busy(model string) bool {
 	if r == nil || len(r.groups) == 0 || len(r.groups[0]) == 0 {
 		return false
 	}
+	if r == c.def {
+		return c.targetBusy(c.defaultMember(model).t, c.now())
+	}
 	return c.targetBusy(r.groups[0][0].t, c.now())
 }
 
@@ -41,5 +44,6 @@ func (c *Caller) targetBusy(t *target, now time.Time) bool {
 	if state, _ := t.breaker.snapshot(now); state != StateClosed {
 		return true
 	}
-	return t.stats.queued.Load() > 0 || t.pace.wait(now) > 0
+	s := t.summary(now)
+	return s.queued > 0 || s.paced
 }

@@ -1,0 +1,300 @@
+// Package verify asks a judge (a reranker or a small chat model) whether a semantic candidate answers the new question, and estimates the live false-hit rate.
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/ristretto/v2"
+
+	"github.com/breakwater-dev/breakwater/cache"
+)
+
+// Judge names accepted by the configuration.
+const (
+	JudgeNone   = "none"
+	JudgeRerank = "rerank"
+	JudgeLLM    = "llm"
+)
+
+// Defaults for zero Options fields.
+const (
+	// DefaultMinSimilarity is the lowest cosine similarity a candidate needs
+	// to be put to the judge. Below about 0.80 the built-in encoder's
+	// neighbours are rarely paraphrases (docs/PRECISION.md), so judging them
+	// costs calls for few hits.
+	DefaultMinSimilarity = 0.80
+	// DefaultCandidates is how many guarded candidates, best first, one
+	// lookup puts to the judge.
+	DefaultCandidates = 3
+	// DefaultTimeout bounds one judge call. A cross-encoder scores a few
+	// short pairs in tens of milliseconds; past this the lookup falls back.
+	DefaultTimeout = time.Second
+	// DefaultConcurrency bounds judge calls in flight; a lookup that finds
+	// them all busy falls back to the static threshold at once.
+	DefaultConcurrency = 8
+	// DefaultVerdicts bounds the verdict cache (entries).
+	DefaultVerdicts = 1 << 16
+	// DefaultMinScore accepts a reranker's relevance score at or above it.
+	// Cross-encoder rerankers (bge-reranker, jina-reranker, Cohere rerank)
+	// return a sigmoid probability, so 0.5 is "more likely than not".
+	DefaultMinScore = 0.5
+	// DefaultRerankModel is sent when no model is configured.
+	DefaultRerankModel = "BAAI/bge-reranker-v2-m3"
+)
+
+// Fallback reasons, a metric label and a /stats key.
+const (
+	FallbackBusy    = "busy"
+	FallbackTimeout = "timeout"
+	FallbackError   = "error"
+)
+
+// Judge decides, for each candidate question, whether its answer also
+// answers query. It returns one verdict per candidate, in order.
+type Judge interface {
+	Judge(ctx context.Context, query string, candidates []string) ([]bool, error)
+	Name() string
+}
+
+// Options configure a Verifier. Every zero value is usable.
+type Options struct {
+	// Judge gives verdicts. Nil: no judge; Verify never gives a verdict and
+	// the cache keeps its static threshold.
+	Judge Judge
+	// MinSimilarity is the lowest similarity a candidate needs to be judged.
+	// Zero: DefaultMinSimilarity.
+	MinSimilarity float32
+	// Candidates is how many candidates one lookup may judge. Zero:
+	// DefaultCandidates.
+	Candidates int
+	// Timeout bounds one judge call. Zero: DefaultTimeout.
+	Timeout time.Duration
+	// Concurrency bounds judge calls in flight. Zero: DefaultConcurrency.
+	Concurrency int
+	// Verdicts bounds the verdict cache. Zero: DefaultVerdicts.
+	Verdicts int
+	// Busy reports pressure (e.g. the chat model a judge calls is queueing);
+	// while it is true lookups fall back instead of calling. Nil: never.
+	Busy func() bool
+	// Metrics records Prometheus metrics. Nil: none.
+	Metrics *Metrics
+}
+
+// Verifier puts semantic candidates to a judge within bounds: a timeout, a
+// concurrency limit, a verdict cache and a counted fallback to the static
+// threshold. It implements cache.Verifier and is safe for concurrent use.
+type Verifier struct {
+	judge    Judge
+	floor    float32
+	limit    int
+	timeout  time.Duration
+	slots    chan struct{}
+	busy     func() bool
+	metrics  *Metrics
+	verdicts *ristretto.Cache[uint64, bool]
+
+	calls, accepts, rejects, cached atomic.Uint64
+	latencyNanos                    atomic.Int64
+	fbMu                            sync.Mutex
+	fallbacks                       map[string]uint64
+}
+
+// New returns a Verifier; Close releases its verdict cache.
+func New(o Options) (*Verifier, error) {
+	v := &Verifier{
+		judge: o.Judge, floor: o.MinSimilarity, limit: o.Candidates, timeout: o.Timeout,
+		busy: o.Busy, metrics: o.Metrics, fallbacks: map[string]uint64{},
+	}
+	if v.floor <= 0 {
+		v.floor = DefaultMinSimilarity
+	}
+	if v.limit <= 0 {
+		v.limit = DefaultCandidates
+	}
+	if v.timeout <= 0 {
+		v.timeout = DefaultTimeout
+	}
+	n := o.Concurrency
+	if n <= 0 {
+		n = DefaultConcurrency
+	}
+	v.slots = make(chan struct{}, n)
+	size := o.Verdicts
+	if size <= 0 {
+		size = DefaultVerdicts
+	}
+	c, err := ristretto.NewCache(&ristretto.Config[uint64, bool]{
+		NumCounters: int64(size) * 10, MaxCost: int64(size), BufferItems: 64,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create verdict cache: %w", err)
+	}
+	v.verdicts = c
+	return v, nil
+}
+
+// Close releases the verdict cache.
+func (v *Verifier) Close() { v.verdicts.Close() }
+
+// Floor is the lowest similarity a candidate needs to be considered.
+func (v *Verifier) Floor() float32 { return v.floor }
+
+// Limit is how many candidates one lookup may judge.
+func (v *Verifier) Limit() int { return v.limit }
+
+// Enabled reports whether a judge is configured.
+func (v *Verifier) Enabled() bool { return v.judge != nil }
+
+// JudgeName is the judge's name, or JudgeNone.
+func (v *Verifier) JudgeName() string {
+	if v.judge == nil {
+		return JudgeNone
+	}
+	return v.judge.Name()
+}
+
+// verdictKey identifies (partition, question, entry): a verdict is reused
+// only by the tenant whose lookup produced it.
+func verdictKey(partition, query string, e *cache.Entry) uint64 {
+	h := sha256.New()
+	for _, s := range []string{partition, query, e.Key, e.Query} {
+		var n [8]byte
+		binary.LittleEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	return binary.LittleEndian.Uint64(h.Sum(nil))
+}
+
+// Verify returns one verdict per candidate (true: serve it), or ok = false
+// when there is no verdict (no judge, or it is busy, slow or failing; every
+// such fallback is counted) and the static threshold decides.
+func (v *Verifier) Verify(ctx context.Context, partition, query string, cands []cache.Entry) ([]bool, bool) {
+	if v.judge == nil || len(cands) == 0 {
+		return nil, false
+	}
+	out := make([]bool, len(cands))
+	keys := make([]uint64, len(cands))
+	var ask []int
+	for i := range cands {
+		keys[i] = verdictKey(partition, query, &cands[i])
+		if ok, found := v.verdicts.Get(keys[i]); found {
+			out[i] = ok
+			v.cached.Add(1)
+			if v.metrics != nil {
+				v.metrics.cached.Inc()
+			}
+			continue
+		}
+		ask = append(ask, i)
+	}
+	if len(ask) == 0 {
+		return out, true
+	}
+	if v.busy != nil && v.busy() {
+		v.fallback(FallbackBusy)
+		return nil, false
+	}
+	select {
+	case v.slots <- struct{}{}:
+		defer func() { <-v.slots }()
+	default:
+		v.fallback(FallbackBusy)
+		return nil, false
+	}
+	texts := make([]string, len(ask))
+	for j, i := range ask {
+		texts[j] = cands[i].Query
+	}
+	cctx, cancel := context.WithTimeout(ctx, v.timeout)
+	defer cancel()
+	start := time.Now()
+	got, err := v.judge.Judge(cctx, query, texts)
+	took := time.Since(start)
+	v.calls.Add(1)
+	v.latencyNanos.Add(int64(took))
+	if v.metrics != nil {
+		v.metrics.calls.Inc()
+		v.metrics.latency.Observe(took.Seconds())
+	}
+	if err == nil && len(got) != len(ask) {
+		err = fmt.Errorf("judge returned %d verdicts for %d candidates", len(got), len(ask))
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, false // the client went away: no judge fault
+		}
+		if errors.Is(err, context.DeadlineExceeded) || cctx.Err() != nil {
+			v.fallback(FallbackTimeout)
+		} else {
+			v.fallback(FallbackError)
+		}
+		return nil, false
+	}
+	for j, i := range ask {
+		out[i] = got[j]
+		v.verdicts.Set(keys[i], got[j], 1)
+		if got[j] {
+			v.accepts.Add(1)
+		} else {
+			v.rejects.Add(1)
+		}
+		if v.metrics != nil {
+			v.metrics.verdict(got[j])
+		}
+	}
+	v.verdicts.Wait()
+	return out, true
+}
+
+func (v *Verifier) fallback(reason string) {
+	v.fbMu.Lock()
+	v.fallbacks[reason]++
+	v.fbMu.Unlock()
+	if v.metrics != nil {
+		v.metrics.fallbacks.WithLabelValues(reason).Inc()
+	}
+}
+
+// JudgeStats are the judge's counters, the "judge" part of /stats "verify".
+type JudgeStats struct {
+	Judge string `json:"judge"`
+	// Calls counts judge calls (one per lookup that needed verdicts).
+	Calls uint64 `json:"calls"`
+	// Accepts and Rejects count verdicts on candidates.
+	Accepts uint64 `json:"accepts"`
+	Rejects uint64 `json:"rejects"`
+	// CachedVerdicts counts verdicts reused from the verdict cache.
+	CachedVerdicts uint64 `json:"cached_verdicts"`
+	// Fallbacks counts lookups decided by the static threshold because the
+	// judge was busy, slow or failing, by reason.
+	Fallbacks      map[string]uint64 `json:"fallbacks"`
+	FallbacksTotal uint64            `json:"fallbacks_total"`
+	// MeanLatencyMS is the mean duration of a judge call.
+	MeanLatencyMS float64 `json:"mean_latency_ms"`
+}
+
+// Stats returns the judge's counters.
+func (v *Verifier) Stats() JudgeStats {
+	s := JudgeStats{
+		Judge: v.JudgeName(), Calls: v.calls.Load(), Accepts: v.accepts.Load(),
+		Rejects: v.rejects.Load(), CachedVerdicts: v.cached.Load(), Fallbacks: map[string]uint64{},
+	}
+	v.fbMu.Lock()
+	for k, n := range v.fallbacks {
+		s.Fallbacks[k] = n
+		s.FallbacksTotal += n
+	}
+	v.fbMu.Unlock()
+	if s.Calls > 0 {
+		s.MeanLatencyMS = float64(v.latencyNanos.Load()) / float64(s.Calls) / 1e6
+	}
+	return s
+}

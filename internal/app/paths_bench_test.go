@@ -1,0 +1,151 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/config"
+)
+
+// The three request paths of a sidecar, measured end to end over loopback on
+// the wired application with default settings (info logging, JSON, to a
+// file): a miss with the cache off, a semantic miss (the built-in encoder,
+// the embedded index, the write-back), and an exact hit. allocs/op include
+// the load side's client and the upstream's handler; the upstream-only
+// baseline (BenchmarkPaths/direct) gives those alone. Take profiles with
+//
+//	go test -run '^$' -bench BenchmarkPaths/hit -cpuprofile cpu.out ./internal/app
+
+// pathsAnswer is a 1.4 KB completion, the size the per-request figures in
+// docs/BENCHMARKS.md are measured with.
+var pathsAnswer = func() []byte {
+	content := strings.Repeat("The answer, in some detail. ", 44)
+	return fmt.Appendf(nil, `{"id":"chatcmpl-up","object":"chat.completion","created":1700000000,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":16,"completion_tokens":300,"total_tokens":316}}`, content)
+}()
+
+// pathsUpstream answers every request with pathsAnswer after reading the body.
+func pathsUpstream() *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(pathsAnswer)
+	}))
+}
+
+// startPaths runs the application on defaults but for the upstream, the data
+// directory and whether the cache is on; the log goes to a file at info.
+func startPaths(b *testing.B, upstreamURL string, cacheOn bool) string {
+	b.Helper()
+	dir := b.TempDir()
+	toml := fmt.Sprintf(`
+[cache]
+enabled = %t
+data_dir = %q
+[[upstreams]]
+name = "sim"
+base_url = "%s/v1"
+`, cacheOn, filepath.ToSlash(dir), upstreamURL)
+	path := filepath.Join(dir, "breakwater.toml")
+	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	cfg, err := config.Load(path, func(string) string { return "" })
+	if err != nil {
+		b.Fatal(err)
+	}
+	logf, err := os.Create(filepath.Join(dir, "access.log"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	lb := newLogBuffer(logf) // as Main does
+	log := NewLogger(lb, cfg.Server.LogLevel, cfg.Server.LogFormat)
+	a, err := New(context.Background(), cfg, Options{Logger: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Serve(ctx, ln) }()
+	b.Cleanup(func() {
+		cancel()
+		<-done
+		lb.Close()
+		logf.Close()
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// pathsBody is a chat request of about 316 bytes around question.
+func pathsBody(question string) []byte {
+	return fmt.Appendf(nil, `{"model":"gpt-test","messages":[{"role":"system","content":"You are a helpful assistant. Answer briefly and precisely."},{"role":"user","content":%q}],"temperature":0,"max_tokens":256,"user":"bench-user-0001"}`, question)
+}
+
+// pathsQuestion is the i-th distinct question of 16 tokens or so.
+func pathsQuestion(i int) string {
+	return fmt.Sprintf("How can I reset the password of account number %d before the meeting?", i)
+}
+
+func BenchmarkPaths(b *testing.B) {
+	up := pathsUpstream()
+	defer up.Close()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
+	defer client.CloseIdleConnections()
+	run := func(b *testing.B, url string, body func(i int) []byte, want string) {
+		var seq atomic.Int64
+		seq.Store(time.Now().UnixNano() % 1e9 * 1000) // new questions on every run
+		b.ReportAllocs()
+		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+		b.ResetTimer()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body(int(seq.Add(1)))))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer sk-bench")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if got := resp.Header.Get("X-Breakwater-Cache"); want != "" && got != want {
+					b.Errorf("X-Breakwater-Cache %q, want %q", got, want)
+					return
+				}
+			}
+		})
+	}
+	unique := func(i int) []byte { return pathsBody(pathsQuestion(i)) }
+	b.Run("direct", func(b *testing.B) { run(b, up.URL, unique, "") })
+	b.Run("miss-nocache", func(b *testing.B) { run(b, startPaths(b, up.URL, false), unique, "bypass") })
+	b.Run("miss-semantic", func(b *testing.B) { run(b, startPaths(b, up.URL, true), unique, "miss") })
+	b.Run("hit-exact", func(b *testing.B) {
+		url := startPaths(b, up.URL, true)
+		same := pathsBody(pathsQuestion(0))
+		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(same))
+		req.Header.Set("Authorization", "Bearer sk-bench")
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		run(b, url, func(int) []byte { return same }, "hit-exact")
+	})
+}

@@ -1,0 +1,89 @@
+package app
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/cache/guard"
+	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/proxy"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// verifyParts are the judge and the live estimate, shared by the cache (the
+// verifier) and the proxy (the estimator and the answer comparer).
+type verifyParts struct {
+	verifier  *verify.Verifier
+	estimator *verify.Estimator
+	comparer  *verify.Comparer
+	rate      float64
+}
+
+// newVerify builds [cache.verify]: the judge (none, rerank or llm), the
+// bounded verifier around it and the estimator. emb may be nil (no semantic
+// tier): answers are then compared as text only.
+func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb cache.Embedder, m *verify.Metrics) (*verifyParts, error) {
+	vc := cfg.Cache.Verify
+	var judge verify.Judge
+	switch vc.Judge {
+	case config.JudgeRerank:
+		url, keyEnv := vc.URL, vc.APIKeyEnv
+		if url == "" {
+			// The default upstream's root: vLLM and Infinity serve /rerank
+			// beside /chat/completions.
+			u, ok := cfg.Upstream(cfg.DefaultUpstream)
+			if !ok {
+				return nil, fmt.Errorf("config: cache.verify.url is empty and there is no default upstream to take it from")
+			}
+			url = u.BaseURL
+			if keyEnv == "" {
+				keyEnv = u.APIKeyEnv
+			}
+		}
+		r, err := verify.NewRerank(verify.RerankOptions{
+			URL: url, Model: vc.Model, APIKey: envOr(opts.Env, keyEnv), MinScore: vc.MinScore,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("config: cache.verify: %w", err)
+		}
+		judge = r
+	case config.JudgeLLM:
+		l, err := verify.NewLLM(verify.LLMOptions{Caller: caller, Model: vc.Model})
+		if err != nil {
+			return nil, fmt.Errorf("config: cache.verify: %w", err)
+		}
+		judge = l
+	}
+	vo := verify.Options{
+		Judge: judge, MinSimilarity: float32(vc.MinSimilarity), Candidates: vc.Candidates,
+		Timeout: vc.Timeout.D(), Concurrency: vc.Concurrency, Metrics: m,
+	}
+	// The llm judge shares the chat model's targets: skip it while they are
+	// under pressure, when the caller can tell.
+	if b, ok := any(caller).(interface{ Busy(model string) bool }); ok && vc.Judge == config.JudgeLLM {
+		vo.Busy = func() bool { return b.Busy(vc.Model) }
+	}
+	v, err := verify.New(vo)
+	if err != nil {
+		return nil, err
+	}
+	return &verifyParts{
+		verifier:  v,
+		estimator: verify.NewEstimator(m, nil),
+		comparer:  &verify.Comparer{Embedder: emb, MinSimilarity: float32(vc.AnswerSimilarity), Guard: guard.New(guard.Options{}).Check},
+		rate:      vc.SampleRate,
+	}, nil
+}
+
+// proxyVerify is the proxy's side of [cache.verify].
+func (p *verifyParts) proxyVerify() *proxy.Verify {
+	if p == nil {
+		return nil
+	}
+	return &proxy.Verify{
+		Rate: p.rate, Estimator: p.estimator, Judge: p.verifier,
+		Compare: func(ctx context.Context, a, b string) bool { return p.comparer.Same(ctx, a, b) },
+	}
+}

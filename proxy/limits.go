@@ -1,0 +1,176 @@
+package proxy
+
+import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"golang.org/x/net/netutil"
+	"golang.org/x/sync/semaphore"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// Defaults of the bounds that protect the process from hostile clients and
+// upstreams. Each one is an Options field and a config key.
+const (
+	// DefaultMaxBodyBytes caps one request body (413 beyond).
+	DefaultMaxBodyBytes = 4 << 20
+	// DefaultMaxBodyBytesInFlight caps the request bodies held at once by
+	// the cached endpoints; a request that does not fit gets 503 at once.
+	DefaultMaxBodyBytesInFlight = 64 << 20
+	// DefaultReadTimeout bounds reading one whole request, body included
+	// (a body trickled in one byte at a time is cut).
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds one write to the client: a client that
+	// stops reading is cut. Each write of a stream gets its own window, so
+	// it does not limit a stream's length (the request deadline does).
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection idle this long.
+	DefaultIdleTimeout = 60 * time.Second
+	// DefaultMaxConnections caps the connections served at once; further
+	// ones wait in the kernel's accept queue.
+	DefaultMaxConnections = 1024
+	// DefaultMaxStreamBytes caps the bytes of one upstream stream (resumed
+	// parts included); beyond it the stream ends with an error event.
+	DefaultMaxStreamBytes = 16 << 20
+	// DefaultMaxEventBytes caps one SSE event (all its lines). OpenAI's
+	// chunks are a few hundred bytes; a tool call's arguments arrive in
+	// many small deltas.
+	DefaultMaxEventBytes = 1 << 20
+)
+
+// errEventTooLarge is the cause of a stream cut by MaxEventBytes.
+var errEventTooLarge = errors.New("an upstream stream event is larger than stream.max_event_bytes")
+
+// errStreamTooLarge is the cause of a stream cut by MaxStreamBytes.
+var errStreamTooLarge = errors.New("the upstream stream is longer than stream.max_bytes")
+
+// HTTPServer returns an *http.Server for s with its read, idle and header
+// timeouts set from Options. The write timeout is applied per write by the
+// server's middleware (http.Server.WriteTimeout would cut every stream that
+// outlives it, however healthy).
+func (s *Server) HTTPServer(addr string) *http.Server {
+	return &http.Server{
+		Addr:              addr,
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
+		ReadTimeout:       s.opts.ReadTimeout,
+		IdleTimeout:       s.opts.ConnIdleTimeout,
+		MaxHeaderBytes:    64 << 10,
+	}
+}
+
+// Listener bounds ln to Options.MaxConnections connections served at once:
+// Accept waits for a slot, so a flood of connections costs kernel backlog,
+// not goroutines and buffers.
+func (s *Server) Listener(ln net.Listener) net.Listener {
+	if s.opts.MaxConnections <= 0 {
+		return ln
+	}
+	return netutil.LimitListener(ln, s.opts.MaxConnections)
+}
+
+// deadlines is the first middleware: it gives every write WriteTimeout
+// (net/http itself clears ReadTimeout's deadline once the body is read, in
+// connReader.startBackgroundRead, so a long stream is not cut by it).
+func (s *Server) deadlines(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.opts.WriteTimeout <= 0 {
+		return next
+	}
+	return func(c echo.Context) error {
+		res := c.Response()
+		rc := http.NewResponseController(res.Writer)
+		_ = rc.SetWriteDeadline(time.Now().Add(s.opts.WriteTimeout))
+		res.Writer = &writeDeadline{ResponseWriter: res.Writer, rc: rc, d: s.opts.WriteTimeout}
+		return next(c)
+	}
+}
+
+// writeDeadline gives each write (and flush) to the client d to complete.
+type writeDeadline struct {
+	http.ResponseWriter
+	rc *http.ResponseController
+	d  time.Duration
+}
+
+func (w *writeDeadline) extend() { _ = w.rc.SetWriteDeadline(time.Now().Add(w.d)) }
+
+func (w *writeDeadline) WriteHeader(code int) {
+	w.extend()
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *writeDeadline) Write(p []byte) (int, error) {
+	w.extend()
+	return w.ResponseWriter.Write(p)
+}
+
+func (w *writeDeadline) Flush() {
+	w.extend()
+	_ = w.rc.Flush()
+}
+
+// Unwrap lets http.ResponseController reach the connection.
+func (w *writeDeadline) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// bodyBudget admits a request to the cached endpoints only when its body
+// fits the bytes in flight (Options.MaxBodyBytesInFlight), and holds them
+// until the request ends: the body stays referenced until then. A body of
+// unknown length (chunked) reserves the whole MaxBodyBytes.
+func (s *Server) bodyBudget(next echo.HandlerFunc) echo.HandlerFunc {
+	if s.bodySem == nil {
+		return next
+	}
+	return func(c echo.Context) error {
+		n := c.Request().ContentLength
+		if n < 0 || n > s.opts.MaxBodyBytes {
+			n = s.opts.MaxBodyBytes
+		}
+		n = min(n, s.opts.MaxBodyBytesInFlight)
+		if n == 0 {
+			return next(c)
+		}
+		if !s.bodySem.TryAcquire(n) {
+			c.Response().Header().Set("Connection", "close")
+			return writeError(c, http.StatusServiceUnavailable, "server_busy",
+				"breakwater: too many request bytes in flight (server.max_body_bytes_in_flight = "+
+					strconv.FormatInt(s.opts.MaxBodyBytesInFlight, 10)+"); retry shortly", time.Second)
+		}
+		defer s.bodySem.Release(n)
+		return next(c)
+	}
+}
+
+func newBodySem(limit int64) *semaphore.Weighted {
+	if limit <= 0 {
+		return nil
+	}
+	return semaphore.NewWeighted(limit)
+}
+
+// resumable reports whether a cut stream may be continued on another target:
+// not when a bound cut it (the continuation would cross the same bound).
+func resumable(cut error) bool {
+	return !errors.Is(cut, errStreamTooLarge) && !errors.Is(cut, errEventTooLarge) && !errors.Is(cut, upstream.ErrDeadline)
+}
+
+// relayLong writes an answer longer than the caller's MaxAnswerBytes as it
+// arrives. When its body breaks off, the connection is aborted rather than
+// ended cleanly, so the client sees a cut answer, never a short one.
+func relayLong(c echo.Context, resp *upstream.Response, contentType string) error {
+	w := c.Response()
+	w.Header().Set(echo.HeaderContentType, contentType)
+	w.WriteHeader(resp.Status)
+	if _, err := w.Write(resp.Body); err != nil {
+		return nil // the client went away
+	}
+	if _, err := io.Copy(w, resp.Rest); err != nil {
+		panic(http.ErrAbortHandler)
+	}
+	return nil
+}

@@ -1,0 +1,106 @@
+package upstream
+
+import (
+	"math"
+	"time"
+)
+
+// Adaptive concurrency defaults. The limit starts small and finds the
+// upstream's capacity at run time; MaxConcurrency is only its ceiling.
+const (
+	// DefaultInitialLimit is a new lane's concurrency limit before it has
+	// learnt anything: small enough that a model at capacity refuses few
+	// requests while the limit grows to what it can take.
+	DefaultInitialLimit = 4
+	// DefaultMaxConcurrency is the ceiling of every lane's adaptive limit and
+	// of an upstream's attempts in flight when none is configured.
+	DefaultMaxConcurrency = 256
+	// DefaultMaxQueue is how many requests may wait for a slot of one lane
+	// (and of one pool) when none is configured. The wait a request is
+	// expected to have, not this bound, is what normally sheds it.
+	DefaultMaxQueue = 1024
+	// DefaultRetryAfterCap bounds how long an upstream's Retry-After or
+	// rate-limit reset can hold a lane back.
+	DefaultRetryAfterCap = 5 * time.Minute
+)
+
+// AIMD constants. A refusal multiplies the limit by backoffRatio, at most once
+// per round trip (only refusals of attempts sent after the last cut count,
+// as TCP's fast recovery does). Without a refusal yet, each answer adds one
+// (slow start: the limit doubles every round trip). After a refusal the limit
+// grows by probeStart per round trip, and that increment doubles every two
+// round trips without a refusal: a model whose capacity did not change is
+// probed gently, one that came back is found again within a few round trips.
+const (
+	backoffRatio = 0.7
+	probeStart   = 0.25
+	minLimit     = 1.0
+)
+
+// aimd is one lane's adaptive concurrency limit. It is not safe for concurrent
+// use: the lane's mutex guards it.
+type aimd struct {
+	limit    float64
+	ceiling  float64
+	cut      bool      // a refusal has been seen: slow start is over
+	lastCut  time.Time // when the limit was last cut
+	rounds   float64   // round trips (answers / limit) since the last cut
+	serviceE float64   // EWMA of answered attempts' durations, seconds; 0 = none yet
+}
+
+func newAIMD(ceiling int) aimd {
+	if ceiling <= 0 {
+		ceiling = DefaultMaxConcurrency
+	}
+	return aimd{limit: min(DefaultInitialLimit, float64(ceiling)), ceiling: float64(ceiling)}
+}
+
+// slots is how many attempts may be in flight.
+func (a *aimd) slots() int { return max(int(a.limit), 1) }
+
+// answered records an answer that took d. inflight is how many attempts were
+// in flight when it came back, this one included: the limit only grows while
+// it is used, so an idle lane does not inflate it.
+func (a *aimd) answered(d time.Duration, inflight int) {
+	const alpha = 0.2
+	s := d.Seconds()
+	if a.serviceE == 0 {
+		a.serviceE = s
+	} else {
+		a.serviceE += alpha * (s - a.serviceE)
+	}
+	if float64(inflight)*2 < a.limit {
+		return
+	}
+	if !a.cut {
+		a.limit = min(a.limit+1, a.ceiling)
+		return
+	}
+	inc := probeStart * math.Pow(2, math.Floor(a.rounds/2))
+	inc = min(inc, a.limit) // never faster than slow start
+	a.limit = min(a.limit+inc/a.limit, a.ceiling)
+	a.rounds += 1 / a.limit
+}
+
+// refused records a congestion signal for an attempt sent at sent; it
+// reports whether the limit was cut.
+func (a *aimd) refused(sent, now time.Time) bool {
+	if a.cut && sent.Before(a.lastCut) {
+		return false // sent before the last cut, which already accounted for it
+	}
+	a.limit = max(a.limit*backoffRatio, minLimit)
+	a.cut, a.lastCut, a.rounds = true, now, 0
+	return true
+}
+
+// service is the measured time per answer; 0 when nothing was answered yet.
+func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float64(time.Second)) }
+
+// rate is the measured service rate in answers per second at the current
+// limit (Little's law: slots ÷ time per answer); 0 when unknown.
+func (a *aimd) rate() float64 {
+	if a.serviceE <= 0 {
+		return 0
+	}
+	return float64(a.slots()) / a.serviceE
+}

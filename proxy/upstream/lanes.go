@@ -1,0 +1,203 @@
+package upstream
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"math"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Bounds on state created from what clients send.
+const (
+	// maxLanes bounds the per-key lanes of one target; when every lane is busy
+	// a new key shares the target's common lane.
+	maxLanes = 1024
+	// maxModelTargets bounds the targets made for models that no route names;
+	// beyond it such models share the default upstream's common target.
+	maxModelTargets = 64
+	maxModelName    = 128
+)
+
+// keyHeaders carry a client's API key: OpenAI's Authorization, Anthropic's
+// x-api-key, Gemini's x-goog-api-key.
+var keyHeaders = [...]string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"}
+
+// laneKey is the lane of a request to up: a hash of the client's key when the
+// key is forwarded (upstream limits are per key), "" when the sidecar holds
+// the key. The key itself is never stored or logged.
+func laneKey(h http.Header, up Upstream) string {
+	if up.APIKey != "" {
+		return ""
+	}
+	for _, name := range keyHeaders {
+		if v := h.Get(name); v != "" {
+			sum := sha256.Sum256([]byte(name + "\x00" + v))
+			return hex.EncodeToString(sum[:8])
+		}
+	}
+	return ""
+}
+
+// lanes is a target's admission state: one common lane, plus one per
+// forwarded key.
+type lanes struct {
+	shared *lane
+
+	mu  sync.Mutex
+	per map[string]*lane
+
+	limitMilli atomic.Int64 // sum of the lanes' limits × 1000
+	sheds      [len(shedReasons)]atomic.Uint64
+}
+
+func (t *target) initLanes() {
+	t.lanes.per = make(map[string]*lane)
+	t.lanes.shared = t.newLane("")
+}
+
+func (t *target) newLane(key string) *lane {
+	return newLane(t, key, t.up.cfg.MaxConcurrency, t.up.cfg.MaxQueue)
+}
+
+// laneFor returns the lane of key, creating it when needed; an idle lane is
+// evicted to make room when the target has maxLanes.
+func (t *target) laneFor(key string) *lane {
+	if key == "" {
+		return t.lanes.shared
+	}
+	ls := &t.lanes
+	ls.mu.Lock()
+	defer ls.mu.Unlock()
+	if l, ok := ls.per[key]; ok {
+		return l
+	}
+	if len(ls.per) >= maxLanes {
+		now := time.Now()
+		for k, l := range ls.per {
+			if l.idle(now) {
+				l.mu.Lock()
+				limit, used := l.lim.limit, !l.used.IsZero()
+				l.mu.Unlock()
+				if used {
+					t.limitMoved(-limit)
+				}
+				delete(ls.per, k)
+				break
+			}
+		}
+		if len(ls.per) >= maxLanes {
+			return ls.shared
+		}
+	}
+	l := t.newLane(key)
+	ls.per[key] = l
+	return l
+}
+
+// each calls f on every lane of t.
+func (t *target) eachLane(f func(*lane)) {
+	f(t.lanes.shared)
+	t.lanes.mu.Lock()
+	all := make([]*lane, 0, len(t.lanes.per))
+	for _, l := range t.lanes.per {
+		all = append(all, l)
+	}
+	t.lanes.mu.Unlock()
+	for _, l := range all {
+		f(l)
+	}
+}
+
+func (t *target) limitMoved(d float64) {
+	v := t.lanes.limitMilli.Add(int64(math.Round(d * 1000)))
+	t.c.metrics.limit(t.name, float64(v)/1000)
+}
+
+func (t *target) shed(reason string) {
+	for i, r := range shedReasons {
+		if r == reason {
+			t.lanes.sheds[i].Add(1)
+		}
+	}
+	t.stats.shed.Add(1)
+	t.c.metrics.shed(t.name, reason)
+}
+
+// laneSummary aggregates a target's lanes for stats: the summed limit and
+// service rate, the longest queue wait, whether any lane is paced.
+type laneSummary struct {
+	limit, rate float64
+	wait        time.Duration
+	service     time.Duration
+	queued      int
+	paced       bool
+	count       int
+}
+
+func (t *target) summary(now time.Time) laneSummary {
+	var s laneSummary
+	var services time.Duration
+	t.eachLane(func(l *lane) {
+		ls := l.snapshot(now)
+		if !ls.used {
+			return // never admitted a request: its limit is only the starting point
+		}
+		s.count++
+		s.limit += ls.limit
+		s.rate += ls.rate
+		s.wait = max(s.wait, ls.wait)
+		s.queued += ls.queued
+		s.paced = s.paced || ls.paced
+		if ls.service > 0 {
+			services = max(services, ls.service)
+		}
+	})
+	s.service = services
+	return s
+}
+
+// modelTargets makes, on first use, a target per model for the default
+// upstream, so a model that always fails opens its own breaker and not that
+// of every model no route names.
+type modelTargets struct {
+	mu  sync.Mutex
+	by  map[string]*member
+	all []*member // creation order, for Snapshot
+}
+
+// defaultMember returns the default route's member for model.
+func (c *Caller) defaultMember(model string) *member {
+	common := c.def.flat[0]
+	if model == "" || len(model) > maxModelName {
+		return common
+	}
+	mt := &c.models
+	mt.mu.Lock()
+	defer mt.mu.Unlock()
+	if m, ok := mt.by[model]; ok {
+		return m
+	}
+	if len(mt.all) >= maxModelTargets {
+		return common
+	}
+	up := common.t.up
+	t := &target{name: up.cfg.Name + "/" + model, up: up, breaker: newBreaker(c.bopts), factor: 1, cfgWeight: 1, c: c}
+	t.initLanes()
+	c.metrics.health(t.name, StateClosed, 1)
+	m := &member{t: t, weight: 1}
+	if mt.by == nil {
+		mt.by = make(map[string]*member)
+	}
+	mt.by[model] = m
+	mt.all = append(mt.all, m)
+	return m
+}
+
+func (c *Caller) modelMembers() []*member {
+	c.models.mu.Lock()
+	defer c.models.mu.Unlock()
+	return append([]*member(nil), c.models.all...)
+}

@@ -1,0 +1,452 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// capacityModel is a loopback model that takes cap calls at once, each lasting
+// latency, and refuses the rest with 429 + Retry-After: 1, as a provider at
+// capacity does. It counts what it saw and when it answered.
+type capacityModel struct {
+	*fakeUpstream
+	cap      atomic.Int64
+	inflight atomic.Int64
+	calls    atomic.Int64
+	refused  atomic.Int64
+
+	mu  sync.Mutex
+	oks []time.Time
+}
+
+func startCapacityModel(t *testing.T, capacity int, latency time.Duration) *capacityModel {
+	m := &capacityModel{}
+	m.cap.Store(int64(capacity))
+	m.fakeUpstream = startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		m.calls.Add(1)
+		if m.inflight.Add(1) > m.cap.Load() {
+			m.inflight.Add(-1)
+			m.refused.Add(1)
+			w.Header().Set("Retry-After", "1")
+			reply(w, 429, `{"error":{"message":"model is at capacity","type":"rate_limit_error"}}`)
+			return
+		}
+		time.Sleep(latency)
+		m.inflight.Add(-1)
+		m.mu.Lock()
+		m.oks = append(m.oks, time.Now())
+		m.mu.Unlock()
+		ok(w, r, n)
+	})
+	return m
+}
+
+func (m *capacityModel) answeredBetween(from, to time.Time) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, at := range m.oks {
+		if !at.Before(from) && at.Before(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// tally is what an app saw.
+type tally struct {
+	mu                               sync.Mutex
+	answered, limited, server, other int
+	noRetryAfter                     int
+	slowest                          time.Duration
+}
+
+func (t *tally) add(status int, retryAfter bool, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	switch {
+	case status == 200:
+		t.answered++
+	case status == 429:
+		t.limited++
+	case status >= 500:
+		t.server++
+	default:
+		t.other++
+	}
+	if (status == 429 || status == 503) && !retryAfter {
+		t.noRetryAfter++
+	}
+	t.slowest = max(t.slowest, d)
+}
+
+// openLoop sends n requests at rate per second, each through send, and waits
+// for all of them.
+func openLoop(rate float64, n int, send func(i int)) {
+	var wg sync.WaitGroup
+	start := time.Now()
+	interval := time.Duration(float64(time.Second) / rate)
+	for i := range n {
+		time.Sleep(time.Until(start.Add(time.Duration(i) * interval)))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			send(i)
+		}()
+	}
+	wg.Wait()
+}
+
+// straight sends the load to the model directly, without retries, as an app
+// without the sidecar would.
+func straight(t *testing.T, url string, rate float64, n int) *tally {
+	var got tally
+	client := &http.Client{Timeout: 30 * time.Second}
+	openLoop(rate, n, func(int) {
+		start := time.Now()
+		req := chat("gpt-4o")
+		hr, _ := http.NewRequest(http.MethodPost, url+"/chat/completions", strings.NewReader(string(req.Body)))
+		resp, err := client.Do(hr)
+		if err != nil {
+			got.add(0, false, time.Since(start))
+			return
+		}
+		resp.Body.Close()
+		got.add(resp.StatusCode, resp.Header.Get("Retry-After") != "", time.Since(start))
+	})
+	return &got
+}
+
+// through sends the load through a Caller on default settings.
+func through(t *testing.T, c *Caller, rate float64, n int) *tally {
+	var got tally
+	openLoop(rate, n, func(int) {
+		start := time.Now()
+		_, err := c.Do(context.Background(), chat("gpt-4o"))
+		var e *Error
+		switch {
+		case err == nil:
+			got.add(200, false, time.Since(start))
+		case errors.As(err, &e):
+			got.add(e.Status, e.RetryAfter >= time.Second, time.Since(start))
+		default:
+			got.add(0, false, time.Since(start))
+		}
+	})
+	return &got
+}
+
+// defaultCaller routes gpt-4o to url with every caller setting at its default.
+func defaultCaller(t *testing.T, url string) *Caller {
+	t.Helper()
+	c, err := New(oneTarget(url))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+func checkPeak(t *testing.T, s, b *tally, s429, b429 int64) {
+	t.Helper()
+	t.Logf("straight: answered %d, 429 %d, upstream 429s %d; through: answered %d, 429 %d, 5xx %d, other %d, upstream 429s %d, slowest %s",
+		s.answered, s.limited, s429, b.answered, b.limited, b.server, b.other, b429, b.slowest)
+	if b.answered <= s.answered {
+		t.Errorf("through answered %d, straight %d: want more", b.answered, s.answered)
+	}
+	if 4*b429 > s429 {
+		t.Errorf("upstream 429s through = %d, want at most a quarter of straight's %d", b429, s429)
+	}
+	if b.server > 0 || b.other > 0 {
+		t.Errorf("through: %d 5xx and %d other errors reached the app, want none", b.server, b.other)
+	}
+	if b.noRetryAfter > 0 {
+		t.Errorf("through: %d refusals without Retry-After", b.noRetryAfter)
+	}
+	if limit := defaultDeadline + time.Second; b.slowest > limit {
+		t.Errorf("through: slowest answer %s, past the %s deadline", b.slowest, defaultDeadline)
+	}
+}
+
+// TestCapacityLimitedModelAt3x offers three times what a model with 4 slots
+// answers, straight and through a Caller on default settings (no
+// concurrency given).
+func TestCapacityLimitedModelAt3x(t *testing.T) {
+	const latency, rate, n = 50 * time.Millisecond, 240.0, 360 // capacity 80/s, offered 240/s for 1.5s
+	direct := startCapacityModel(t, 4, latency)
+	s := straight(t, direct.url(), rate, n)
+	model := startCapacityModel(t, 4, latency)
+	c := defaultCaller(t, model.url())
+	b := through(t, c, rate, n)
+	checkPeak(t, s, b, direct.refused.Load(), model.refused.Load())
+	ts := statsOf(t, c, "gpt-4o", "a/*")
+	if ts.Limit < 1 || ts.Limit > 8 || ts.ServiceRate <= 0 {
+		t.Errorf("limit %.2f, service rate %.1f/s: want a limit near the model's 4 slots and a measured rate", ts.Limit, ts.ServiceRate)
+	}
+}
+
+// TestCapacityDropAndRecovery drops the model from 4 slots to 1 for a second,
+// then gives them back: the limit follows it down and up again.
+func TestCapacityDropAndRecovery(t *testing.T) {
+	const latency, rate, n = 50 * time.Millisecond, 100.0, 300 // 3 s: 80/s, 20/s, 80/s
+	run := func(m *capacityModel, load func() *tally) (*tally, time.Time) {
+		start := time.Now()
+		go func() {
+			time.Sleep(time.Second)
+			m.cap.Store(1)
+			time.Sleep(time.Second)
+			m.cap.Store(4)
+		}()
+		return load(), start
+	}
+	direct := startCapacityModel(t, 4, latency)
+	s, _ := run(direct, func() *tally { return straight(t, direct.url(), rate, n) })
+	model := startCapacityModel(t, 4, latency)
+	c := defaultCaller(t, model.url())
+	b, start := run(model, func() *tally { return through(t, c, rate, n) })
+	checkPeak(t, s, b, direct.refused.Load(), model.refused.Load())
+	during := model.answeredBetween(start.Add(time.Second), start.Add(2*time.Second))
+	after := model.answeredBetween(start.Add(2*time.Second+500*time.Millisecond), start.Add(3*time.Second))
+	// 1 slot answers ~20 in the dropped second; 4 slots ~40 in half a second.
+	if after <= during {
+		t.Errorf("model answered %d in the dropped second and %d in the half second after recovery: the limit did not grow back", during, after)
+	}
+}
+
+// keyedModel refuses key A with 429 + Retry-After: 120, answers key C with
+// an exhausted x-ratelimit budget, and serves every other key.
+func keyedModel(t *testing.T) *fakeUpstream {
+	return startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		switch r.Header.Get("Authorization") {
+		case "Bearer sk-a":
+			w.Header().Set("Retry-After", "120")
+			reply(w, 429, `{"error":{"message":"rate limit reached for requests","type":"requests"}}`)
+		case "Bearer sk-c":
+			w.Header().Set("x-ratelimit-remaining-requests", "0")
+			w.Header().Set("x-ratelimit-reset-requests", "90s")
+			ok(w, r, n)
+		default:
+			ok(w, r, n)
+		}
+	})
+}
+
+func keyed(key string) *Request {
+	r := chat("gpt-4o")
+	r.Header = http.Header{"Authorization": {"Bearer " + key}}
+	return r
+}
+
+// TestKeysAreIsolated: a key the upstream rate limits, by a 429 with
+// Retry-After or by an exhausted x-ratelimit budget on a 200, never slows
+// another key on the same target; its own next request fails at once with
+// the wait.
+func TestKeysAreIsolated(t *testing.T) {
+	up := keyedModel(t)
+	opts := oneTarget(up.url())
+	opts.Retry = RetryPolicy{Deadline: 5 * time.Second}
+	c := newCaller(t, opts)
+
+	_, err := c.Do(t.Context(), keyed("sk-a"))
+	var e *Error
+	if !errors.As(err, &e) || e.Status != 429 || e.RetryAfter < 119*time.Second {
+		t.Fatalf("key A: %v, want 429 with Retry-After about 120s", err)
+	}
+	if _, err := c.Do(t.Context(), keyed("sk-c")); err != nil {
+		t.Fatalf("key C: %v, want its answer", err)
+	}
+	for _, key := range []string{"sk-b", "sk-d"} {
+		start := time.Now()
+		if _, err := c.Do(t.Context(), keyed(key)); err != nil {
+			t.Fatalf("key %s: %v, want an answer despite keys A and C", key, err)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("key %s took %s: slowed by another key's rate limit", key, d)
+		}
+	}
+	calls := up.count()
+	for _, tt := range []struct {
+		key  string
+		wait time.Duration
+	}{{"sk-a", 119 * time.Second}, {"sk-c", 89 * time.Second}} {
+		start := time.Now()
+		_, err := c.Do(t.Context(), keyed(tt.key))
+		if !errors.As(err, &e) || e.Status != 429 || e.RetryAfter < tt.wait || !errors.Is(err, ErrShed) {
+			t.Errorf("key %s again: %v, want 429 with Retry-After ≥ %s at once", tt.key, err, tt.wait)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Errorf("key %s again took %s, want an answer at once", tt.key, d)
+		}
+	}
+	if got := up.count(); got != calls {
+		t.Errorf("upstream calls %d → %d: a paced key reached the upstream", calls, got)
+	}
+	for _, s := range up.calls() {
+		if strings.Contains(s.header.Get("Authorization"), "sk-b") && s.header.Get("Authorization") != "Bearer sk-b" {
+			t.Errorf("key B sent as %q", s.header.Get("Authorization"))
+		}
+	}
+	if ts := statsOf(t, c, "gpt-4o", "a/*"); ts.Sheds[ShedRateLimited] != 2 || !ts.Paced || ts.State != "closed" {
+		t.Errorf("stats: sheds %v, paced %v, state %s; want 2 rate_limited sheds, paced, closed", ts.Sheds, ts.Paced, ts.State)
+	}
+	if c.Busy("gpt-4o") != true {
+		t.Error("Busy = false while keys are paced")
+	}
+}
+
+// TestBreakerPerModel: with a default upstream, a model that always fails
+// opens its own breaker, not that of other models no route names.
+func TestBreakerPerModel(t *testing.T) {
+	var up *fakeUpstream
+	up = startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if strings.Contains(up.calls()[n-1].body, "broken") {
+			always(500)(w, r, n)
+			return
+		}
+		ok(w, r, n)
+	})
+	opts := Options{Upstreams: []Upstream{{Name: "local", BaseURL: up.url()}}, DefaultUpstream: "local",
+		Retry: RetryPolicy{MaxAttempts: 1, Deadline: 5 * time.Second}}
+	c := newCaller(t, opts)
+	for range defaultConsecutive + 1 {
+		c.Do(t.Context(), chat("broken-model"))
+	}
+	for range 5 {
+		resp, err := c.Do(t.Context(), chat("fine-model"))
+		if err != nil {
+			t.Fatalf("fine-model: %v, want an answer while broken-model fails", err)
+		}
+		if got, want := resp.Target, "local/fine-model"; got != want {
+			t.Errorf("target = %q, want %q", got, want)
+		}
+	}
+	if got := statsOf(t, c, DefaultModelName, "local/broken-model").State; got != "open" {
+		t.Errorf("broken-model breaker = %s, want open", got)
+	}
+	if got := statsOf(t, c, DefaultModelName, "local/fine-model").State; got != "closed" {
+		t.Errorf("fine-model breaker = %s, want closed", got)
+	}
+	if !c.Busy("broken-model") || c.Busy("fine-model") {
+		t.Errorf("Busy(broken) = %v, Busy(fine) = %v; want true, false", c.Busy("broken-model"), c.Busy("fine-model"))
+	}
+}
+
+// TestCongestionIsNotBreakage: a target answering only 500s opens its
+// breaker; one mixing 429s and 200s never does, and every request is
+// answered.
+func TestCongestionIsNotBreakage(t *testing.T) {
+	t.Run("only 500s", func(t *testing.T) {
+		up := startUpstream(t, always(500))
+		c := newCaller(t, oneTarget(up.url()))
+		for range 3 {
+			c.Do(t.Context(), chat("gpt-4o"))
+		}
+		if got := statsOf(t, c, "gpt-4o", "a/*").State; got != "open" {
+			t.Errorf("breaker = %s after only 500s, want open", got)
+		}
+	})
+	for _, status := range []int{429, 529} {
+		t.Run("mixed "+http.StatusText(status), func(t *testing.T) {
+			up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+				if n%2 == 1 {
+					w.Header().Set("retry-after-ms", "10")
+					reply(w, status, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+					return
+				}
+				ok(w, r, n)
+			})
+			c := newCaller(t, oneTarget(up.url()))
+			for i := range 40 {
+				if _, err := c.Do(t.Context(), chat("gpt-4o")); err != nil {
+					t.Fatalf("request %d: %v, want an answer", i, err)
+				}
+			}
+			ts := statsOf(t, c, "gpt-4o", "a/*")
+			if ts.State != "closed" {
+				t.Errorf("breaker = %s with half the answers refused as congestion, want closed", ts.State)
+			}
+			if ts.RateLimited+ts.Overloaded < 20 || ts.ServerError != 0 {
+				t.Errorf("stats: rate limited %d, overloaded %d, server errors %d; want the refusals counted as congestion",
+					ts.RateLimited, ts.Overloaded, ts.ServerError)
+			}
+		})
+	}
+}
+
+// TestClassifyHook: a wire format's verdict adds a body retry delay and stops
+// retries on a target whose quota is spent for the day.
+func TestClassifyHook(t *testing.T) {
+	a := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		reply(w, 429, `{"error":{"status":"RESOURCE_EXHAUSTED","details":[{"quotaId":"PerDay"}]}}`)
+	})
+	b := startUpstream(t, ok)
+	c := newCaller(t, twoTargets(a.url(), b.url()))
+	req := chat("gpt-4o")
+	req.Classify = func(status int, _ http.Header, body []byte) Verdict {
+		if strings.Contains(string(body), "PerDay") {
+			return Verdict{Congestion: true, RetryAfter: 3 * time.Hour, NoRetrySameTarget: true, Reason: "per-day quota"}
+		}
+		return Verdict{}
+	}
+	resp, err := c.Do(t.Context(), req)
+	if err != nil {
+		t.Fatalf("Do: %v, want the fallback's answer", err)
+	}
+	if got, want := resp.Target, "b/gpt-4o-mini"; got != want {
+		t.Errorf("target = %q, want %q", got, want)
+	}
+	if got, want := a.count(), 1; got != want {
+		t.Errorf("calls to the spent target = %d, want %d (no retry)", got, want)
+	}
+	// The spent target is held back for the capped delay: the next request
+	// goes to the fallback without trying it.
+	if _, err := c.Do(t.Context(), req); err != nil || a.count() != 1 {
+		t.Errorf("second Do: %v, %d calls to the spent target; want the fallback and no new call", err, a.count())
+	}
+}
+
+// TestAppTimeoutBoundsTheWait: an SDK's X-Stainless-Timeout shortens the
+// deadline, so a request that would wait longer than the app does gets 429 +
+// Retry-After in time, never a hang.
+func TestAppTimeoutBoundsTheWait(t *testing.T) {
+	model := startCapacityModel(t, 1, 100*time.Millisecond)
+	c := defaultCaller(t, model.url())
+	for range 3 { // the lane measures the time per answer
+		if _, err := c.Do(t.Context(), chat("gpt-4o")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got tally
+	var wg sync.WaitGroup
+	for range 40 {
+		wg.Go(func() {
+			req := chat("gpt-4o")
+			req.Header.Set("X-Stainless-Timeout", "1.5")
+			start := time.Now()
+			_, err := c.Do(context.Background(), req)
+			var e *Error
+			switch {
+			case err == nil:
+				got.add(200, false, time.Since(start))
+			case errors.As(err, &e):
+				got.add(e.Status, e.RetryAfter >= time.Second, time.Since(start))
+			default:
+				got.add(0, false, time.Since(start))
+			}
+		})
+	}
+	wg.Wait()
+	t.Logf("answered %d, 429 %d, other %d, slowest %s", got.answered, got.limited, got.server+got.other, got.slowest)
+	if got.answered == 0 || got.limited == 0 || got.server+got.other > 0 || got.noRetryAfter > 0 {
+		t.Errorf("answered %d, 429 %d, 5xx %d, other %d, without Retry-After %d: want some answers, the rest 429 with Retry-After",
+			got.answered, got.limited, got.server, got.other, got.noRetryAfter)
+	}
+	if got.slowest > 1500*time.Millisecond {
+		t.Errorf("slowest request took %s, past the app's 1.5 s timeout", got.slowest)
+	}
+}

@@ -1,0 +1,155 @@
+package proxy
+
+import (
+	"context"
+	"math/rand/v2"
+	"net/http"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// OutcomeMissSampled marks a would-be semantic hit answered fresh to measure
+// the live false-hit rate (Options.Verify).
+const OutcomeMissSampled = "miss-sampled"
+
+// busyCaller is implemented by a Caller that can tell whether a model's
+// targets are queueing, rate limited or behind a breaker that is not closed.
+type busyCaller interface {
+	Busy(model string) bool
+}
+
+// Verify configures the live false-hit estimate: a share of would-be
+// semantic hits is answered fresh and compared with the cached answer, and
+// the fresh answer of every miss that had a near candidate is compared with
+// the candidate's.
+type Verify struct {
+	// Rate is the share of would-be semantic hits answered fresh, in [0, 1].
+	// Zero samples none (near misses are still compared).
+	Rate float64
+	// Estimator keeps the counts. Required.
+	Estimator *verify.Estimator
+	// Judge reports the judge's counters in /stats; nil reports none.
+	Judge interface{ Stats() verify.JudgeStats }
+	// Compare decides whether two answer texts are the same answer. Nil:
+	// normalised text equality.
+	Compare func(ctx context.Context, a, b string) bool
+	// Rand returns a number in [0, 1). Nil: math/rand/v2.
+	Rand func() float64
+}
+
+// VerifyStats is the "verify" section of /stats.
+type VerifyStats struct {
+	SampleRate float64            `json:"sample_rate"`
+	Judge      *verify.JudgeStats `json:"judge,omitempty"`
+	verify.EstimateStats
+}
+
+// probe is what the estimate needs to know about one request.
+type probe struct {
+	sampled bool   // a would-be semantic hit sent upstream instead
+	cached  []byte // the body it would have been served, or the near candidate's
+}
+
+// sampleHit decides whether a would-be semantic hit is answered fresh
+// instead. Streams are never sampled; a busy target skips (and counts) the
+// sample, because a fresh answer would add load where it hurts.
+func (s *Server) sampleHit(x *exchange, res cache.Result) bool {
+	v := s.opts.Verify
+	if v == nil || v.Rate <= 0 || x.shape.Stream || x.ctl.noStore {
+		return false
+	}
+	r := rand.Float64
+	if v.Rand != nil {
+		r = v.Rand
+	}
+	if r() >= v.Rate {
+		return false
+	}
+	if s.targetBusy(x.shape.Model) {
+		v.Estimator.Skip(verify.SkipBusy)
+		return false
+	}
+	x.probe = &probe{sampled: true, cached: res.Entry.Body}
+	return true
+}
+
+// noteNear remembers a miss's near candidate, to compare with the fresh answer.
+func (s *Server) noteNear(x *exchange, res cache.Result) {
+	if s.opts.Verify != nil && res.Near != nil && !x.shape.Stream {
+		x.probe = &probe{cached: res.Near.Entry.Body}
+	}
+}
+
+// missOutcome names a miss: sampled hits are told apart in
+// X-Breakwater-Cache, /stats and metrics.
+func (s *Server) missOutcome(x *exchange) string {
+	if x.probe != nil && x.probe.sampled {
+		return OutcomeMissSampled
+	}
+	return OutcomeMiss
+}
+
+// checkFresh compares a fresh answer with the cached one it was sampled
+// against, or with the near candidate's.
+func (s *Server) checkFresh(x *exchange, resp *upstream.Response) {
+	v := s.opts.Verify
+	if v == nil || x.probe == nil || resp.Status != http.StatusOK {
+		return
+	}
+	ctx := context.WithoutCancel(x.c.Request().Context())
+	same := s.sameAnswer(ctx, verify.AnswerText(x.probe.cached), verify.AnswerText(resp.Body))
+	if x.probe.sampled {
+		v.Estimator.Sample(same)
+	} else {
+		v.Estimator.NearMiss(same)
+	}
+}
+
+func (s *Server) sameAnswer(ctx context.Context, a, b string) bool {
+	if s.opts.Verify.Compare != nil {
+		return s.opts.Verify.Compare(ctx, a, b)
+	}
+	var c verify.Comparer
+	return c.Same(ctx, a, b)
+}
+
+// targetBusy asks the caller whether model's targets are under pressure; a
+// caller without Busy is judged from its snapshot: a queue or a breaker
+// that is not closed.
+func (s *Server) targetBusy(model string) bool {
+	if b, ok := s.opts.Caller.(busyCaller); ok {
+		return b.Busy(model)
+	}
+	snap := s.opts.Caller.Snapshot()
+	var found *upstream.ModelStats
+	for i := range snap {
+		if snap[i].Name == model || (found == nil && snap[i].Name == upstream.DefaultModelName) {
+			found = &snap[i]
+		}
+	}
+	if found == nil {
+		return false
+	}
+	for _, t := range found.Targets {
+		if t.Queued > 0 || t.State != "closed" {
+			return true
+		}
+	}
+	return false
+}
+
+// verifyStats is the "verify" section of /stats; nil without Options.Verify.
+func (s *Server) verifyStats() *VerifyStats {
+	v := s.opts.Verify
+	if v == nil {
+		return nil
+	}
+	st := &VerifyStats{SampleRate: v.Rate, EstimateStats: v.Estimator.Stats()}
+	if v.Judge != nil {
+		j := v.Judge.Stats()
+		st.Judge = &j
+	}
+	return st
+}

@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/cache/verify"
+)
+
+// busyCallerStub adds Busy to a Caller, as *upstream.Caller does when the
+// target is queueing, rate limited or its breaker is not closed.
+type busyCallerStub struct {
+	Caller
+	busy bool
+}
+
+func (b busyCallerStub) Busy(string) bool { return b.busy }
+
+const (
+	qStored = "what is the capital of france"
+	qPara   = "what is the capital of france today" // bag cosine 0.93
+	qNear   = "what is the capital of spain"        // bag cosine 0.83
+)
+
+// sameAnswerModel answers every question with the same text, so a fresh
+// answer always matches the cached one.
+func sameAnswerModel(e *env) {
+	e.model.HandleFunc = func(w http.ResponseWriter, _ *http.Request, body map[string]any) bool {
+		writeJSON(w, 200, completion(body, "Paris."))
+		return true
+	}
+}
+
+// verifyEnv is an env with the estimate on and qStored answered and
+// indexed; constant makes the model answer every question alike.
+func verifyEnv(t *testing.T, rate float64, constant bool, mod func(*envOptions)) (*env, *verify.Estimator) {
+	t.Helper()
+	est := verify.NewEstimator(nil, nil)
+	eo := envOptions{proxy: func(o *Options) { o.Verify = &Verify{Rate: rate, Estimator: est} }}
+	if mod != nil {
+		mod(&eo)
+	}
+	e := newEnv(t, eo)
+	if constant {
+		sameAnswerModel(e)
+	}
+	if r := e.post("/v1/chat/completions", chat(qStored)); r.header.Get(HeaderCache) != OutcomeMiss {
+		t.Fatalf("first request: %s", r.header.Get(HeaderCache))
+	}
+	e.waitIndexed(1)
+	return e, est
+}
+
+func TestSampledHitIsAnsweredFresh(t *testing.T) {
+	e, est := verifyEnv(t, 1, false, nil)
+	calls := e.model.calls.Load()
+	r := e.post("/v1/chat/completions", chat(qPara))
+	if got := r.header.Get(HeaderCache); got != OutcomeMissSampled {
+		t.Fatalf("X-Breakwater-Cache = %q, want %q", got, OutcomeMissSampled)
+	}
+	if got, want := r.content(t), "answer to: "+qPara; got != want {
+		t.Errorf("client got %q, want the fresh answer %q", got, want)
+	}
+	if got := e.model.calls.Load() - calls; got != 1 {
+		t.Errorf("upstream calls = %d, want 1", got)
+	}
+	// The fake model answers each wording differently: the cached answer
+	// was wrong for this question.
+	st := est.Stats()
+	if st.Samples != 1 || st.Mismatches != 1 {
+		t.Errorf("estimate = %+v, want one sample, one mismatch", st)
+	}
+	var body struct {
+		Verify *VerifyStats `json:"verify"`
+	}
+	if err := json.Unmarshal(e.get("/stats").body, &body); err != nil || body.Verify == nil {
+		t.Fatalf("/stats verify section missing: %v", err)
+	}
+	if got := body.Verify.FalseHitRate; got.Value != 1 || got.Low <= 0 || got.High != 1 {
+		t.Errorf("/stats false_hit_rate = %+v, want 1 with its interval", got)
+	}
+}
+
+func TestSampledHitThatMatches(t *testing.T) {
+	e, est := verifyEnv(t, 1, true, nil)
+	if r := e.post("/v1/chat/completions", chat(qPara)); r.header.Get(HeaderCache) != OutcomeMissSampled {
+		t.Fatalf("X-Breakwater-Cache = %q", r.header.Get(HeaderCache))
+	}
+	if st := est.Stats(); st.Samples != 1 || st.Mismatches != 0 {
+		t.Errorf("estimate = %+v, want one matching sample", st)
+	}
+}
+
+func TestSamplingSkippedUnderPressure(t *testing.T) {
+	e, est := verifyEnv(t, 1, false, func(eo *envOptions) {
+		inner := eo.proxy
+		eo.proxy = func(o *Options) { inner(o); o.Caller = busyCallerStub{Caller: o.Caller, busy: true} }
+	})
+	calls := e.model.calls.Load()
+	r := e.post("/v1/chat/completions", chat(qPara))
+	if got := r.header.Get(HeaderCache); got != OutcomeHitSemantic {
+		t.Fatalf("X-Breakwater-Cache = %q under pressure, want %q", got, OutcomeHitSemantic)
+	}
+	if got := e.model.calls.Load() - calls; got != 0 {
+		t.Errorf("upstream calls under pressure = %d, want 0", got)
+	}
+	if st := est.Stats(); st.Samples != 0 || st.Skipped[verify.SkipBusy] != 1 {
+		t.Errorf("estimate = %+v, want no sample and one busy skip", st)
+	}
+}
+
+func TestRateZeroNeverSamples(t *testing.T) {
+	e, est := verifyEnv(t, 0, false, nil)
+	for range 3 {
+		if r := e.post("/v1/chat/completions", chat(qPara)); r.header.Get(HeaderCache) == OutcomeMissSampled {
+			t.Fatal("rate 0 sampled a hit")
+		}
+	}
+	if st := est.Stats(); st.Samples != 0 {
+		t.Errorf("samples = %d, want 0", st.Samples)
+	}
+}
+
+func TestNearMissMatched(t *testing.T) {
+	v, err := verify.New(verify.Options{MinSimilarity: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(v.Close)
+	e, est := verifyEnv(t, 0, true, func(eo *envOptions) {
+		eo.cacheOpts = func(o *cache.Options) { o.Verifier = v }
+	})
+	r := e.post("/v1/chat/completions", chat(qNear))
+	if got := r.header.Get(HeaderCache); got != OutcomeMiss {
+		t.Fatalf("X-Breakwater-Cache = %q, want a miss (0.83 < 0.9, no judge)", got)
+	}
+	if st := est.Stats(); st.NearMissesMatched != 1 || st.NearMissesDiffered != 0 {
+		t.Errorf("near misses = %d matched, %d differed; want 1, 0", st.NearMissesMatched, st.NearMissesDiffered)
+	}
+}
