@@ -184,10 +184,10 @@ type Server struct {
 	// anthropicFwd serves pass-through requests of Anthropic clients; nil: fwd.
 	anthropicFwd *httputil.ReverseProxy
 	// geminiFwd serves Gemini requests naming no model; nil: the Caller.
-	geminiFwd    *httputil.ReverseProxy
-	ready        atomic.Bool
-	bodySem      *semaphore.Weighted // nil: no limit
-	keys         *keyMemo            // nil when the cache is off
+	geminiFwd *httputil.ReverseProxy
+	ready     atomic.Bool
+	bodySem   *semaphore.Weighted // nil: no limit
+	keys      *keyMemo            // nil when the cache is off
 }
 
 // New builds a Server. It is not ready until SetReady(true).
