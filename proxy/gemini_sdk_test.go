@@ -458,3 +458,52 @@ func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
 }
+
+// One key's spent quota never slows another key: the refusal's retryDelay
+// holds the first key's requests only.
+func TestGeminiRateLimitStaysWithItsKey(t *testing.T) {
+	g := newGeminiEnv(t, envOptions{})
+	g.api.handle = func(w http.ResponseWriter, c geminiCall, n int) bool {
+		if c.key == "key-a" {
+			geminiRefuse(w, 429, strings.Replace(geminiPerMinute, `"21.5s"`, `"4s"`, 1))
+			return true
+		}
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.client("key-a").Models.GenerateContent(ctx, geminiFlash, genai.Text("A asks"), zeroTemp())
+		done <- err
+	}()
+	// Wait until the caller has read key-a's refusal (its hold is in place).
+	refused := func() bool {
+		for _, m := range g.server.opts.Caller.Snapshot() {
+			for _, ts := range m.Targets {
+				if ts.Name == "gemini/"+geminiFlash && ts.RateLimited > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !refused() {
+		if time.Now().After(deadline) {
+			t.Fatal("key-a's refusal was never counted")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	start := time.Now()
+	text, _, err := g.generate(g.client("key-b"), geminiFlash, "B asks")
+	if err != nil || text != geminiFlash+" says: B asks" {
+		t.Fatalf("key-b: %q, %v", text, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("key-b waited %s behind key-a's 4s retryDelay", d)
+	}
+	if err := <-done; err == nil {
+		t.Error("key-a was answered although its quota was spent")
+	}
+}
