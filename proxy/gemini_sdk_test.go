@@ -275,7 +275,11 @@ func TestGeminiKeyInURLNotLogged(t *testing.T) {
 	down := closed.URL
 	closed.Close() // connection refused: the caller's error names the URL
 	g := newGeminiEnv(t, envOptions{
-		proxy: func(o *Options) { o.Logger = logger; o.Metrics = NewMetrics(reg) },
+		proxy: func(o *Options) {
+			o.Logger = logger
+			o.Metrics = NewMetrics(reg)
+			o.Passthrough = mustURL(t, down+"/v1") // OpenAI pass-through fails: its error names the URL
+		},
 		caller: func(o *upstream.Options) {
 			o.Logger = logger
 			o.Upstreams = append(o.Upstreams, upstream.Upstream{Name: "down", BaseURL: down + "/v1beta"})
@@ -318,6 +322,8 @@ func TestGeminiKeyInURLNotLogged(t *testing.T) {
 	do("POST", "/v1beta/models/"+geminiFlash+":generateContent?key="+secret+"&key=other", question)
 	do("GET", "/v1beta/models/"+geminiFlash+"?key="+secret, "")
 	do("GET", "/v1beta/models?key="+secret, "")
+	do("GET", "/v1/models/"+geminiFlash+"?key="+secret, "")
+	do("POST", "/v1/files?key="+secret, "{}")
 	do("GET", "/stats", "")
 	g.waitStreams()
 
