@@ -22,6 +22,11 @@ const (
 const (
 	ComponentEmbedder = "embedder"
 	ComponentIndex    = "index"
+	// ComponentIndexWrites is the index's write path, tracked apart from its
+	// reads: with a full disk every search (and the Len that Recheck calls)
+	// succeeds while every upsert fails, and a read success must not clear a
+	// write failure. Only a successful upsert clears it.
+	ComponentIndexWrites = "index_writes"
 )
 
 // Defaults for zero Options fields.
@@ -90,6 +95,11 @@ type Options struct {
 	// (with a short reason, counted in Stats) when answer-determining tokens
 	// differ. Nil accepts every candidate.
 	Guard func(query, candidate string) (ok bool, reason string)
+	// JudgedGuard, when set with a Verifier, vets the candidates put to the
+	// Verifier instead of Guard (a judge reads the wording, so this guard
+	// may be looser); a candidate served without a verdict must still pass
+	// Guard. Nil: Guard.
+	JudgedGuard func(query, candidate string) (ok bool, reason string)
 	// Verifier, when set, is asked about the guarded candidates from its
 	// Floor upward, best first, and the first it accepts is served; without
 	// a verdict the static Threshold decides. Nil: the static threshold.
@@ -143,7 +153,11 @@ type Stats struct {
 	// WriteFailures counts index writes lost to embedder or index errors.
 	WriteFailures uint64 `json:"write_failures"`
 	EmbedErrors   uint64 `json:"embed_errors"`
-	IndexErrors   uint64 `json:"index_errors"`
+	// IndexErrors counts failed index reads and flushes.
+	IndexErrors uint64 `json:"index_errors"`
+	// IndexWriteErrors counts failed index upserts (batches), the failures
+	// that make ComponentIndexWrites degraded.
+	IndexWriteErrors uint64 `json:"index_write_errors"`
 	// GuardRejections counts semantic candidates rejected by Guard, by reason.
 	GuardRejections map[string]uint64 `json:"guard_rejections"`
 	// LongTextRejections counts candidates rejected because the embedder
@@ -167,6 +181,7 @@ type Cache struct {
 	now       func() time.Time
 	guard     func(query, candidate string) (bool, string)
 	verifier  Verifier
+	jguard    func(query, candidate string) (bool, string)
 	q         *queue
 
 	// gen counts flushes. Writes remember the gen they started at; a write
@@ -183,8 +198,15 @@ type Cache struct {
 	health   map[string]error
 
 	embedErrors, indexErrors, writeFailures, longText, promotions atomic.Uint64
+	indexWriteErrors                                              atomic.Uint64
 	guardMu                                                       sync.Mutex
 	guardRejects                                                  map[string]uint64
+
+	// retryMu guards retry, the last batch whose upsert failed (at most
+	// maxBatch items): Recheck upserts it again to learn whether writes work
+	// without waiting for new traffic.
+	retryMu sync.Mutex
+	retry   []retryItem
 
 	closeOnce sync.Once
 }
@@ -201,6 +223,7 @@ func New(opts Options) *Cache {
 		now:          opts.Now,
 		guard:        opts.Guard,
 		verifier:     opts.Verifier,
+		jguard:       opts.JudgedGuard,
 		marks:        flushMarks{parts: map[string]uint64{}},
 		health:       map[string]error{},
 		guardRejects: map[string]uint64{},
@@ -317,11 +340,14 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	}
 	c.ok(ComponentIndex)
 
-	want := 1
+	want, vetGuard := 1, c.guard
 	if verifying {
 		want = c.verifier.Limit()
+		if c.jguard != nil {
+			vetGuard = c.jguard
+		}
 	}
-	passed := c.vet(key, matches, floor, want, now, fresh)
+	passed := c.vet(key, matches, floor, want, vetGuard, now, fresh)
 	if len(passed) == 0 {
 		return Result{}, false
 	}
@@ -333,8 +359,11 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		}
 		if verdicts, ok := c.verifier.Verify(ctx, key.Partition, key.Query, cands); ok {
 			serve = slices.Index(verdicts, true)
-		} else if passed[0].Score >= threshold {
-			serve = 0 // no verdict: the static threshold decides
+		} else {
+			// No verdict: the static threshold and the strict guard decide.
+			serve = slices.IndexFunc(passed, func(m Match) bool {
+				return m.Score >= threshold && (c.jguard == nil || c.guard == nil || c.guardOK(key.Query, m.Entry.Query))
+			})
 		}
 	} else if passed[0].Score >= threshold {
 		serve = 0
@@ -353,8 +382,8 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 
 // vet keeps the candidates that may be served, in order: right partition
 // and fingerprint, score at least floor, unexpired, fresh enough, not
-// refused by the long-text rule or the guard; at most want of them.
-func (c *Cache) vet(key Key, matches []Match, floor float32, want int, now time.Time, fresh func(*Entry) bool) []Match {
+// refused by the long-text rule or guard; at most want of them.
+func (c *Cache) vet(key Key, matches []Match, floor float32, want int, guard func(q, c string) (bool, string), now time.Time, fresh func(*Entry) bool) []Match {
 	var passed []Match
 	for _, m := range matches {
 		if len(passed) >= want {
@@ -373,8 +402,8 @@ func (c *Cache) vet(key Key, matches []Match, floor float32, want int, now time.
 			c.longText.Add(1)
 			continue
 		}
-		if c.guard != nil {
-			if ok, reason := c.guard(key.Query, e.Query); !ok {
+		if guard != nil {
+			if ok, reason := guard(key.Query, e.Query); !ok {
 				c.guardMu.Lock()
 				c.guardRejects[reason]++
 				c.guardMu.Unlock()
@@ -384,6 +413,18 @@ func (c *Cache) vet(key Key, matches []Match, floor float32, want int, now time.
 		passed = append(passed, m)
 	}
 	return passed
+}
+
+// guardOK is the strict guard's verdict on a candidate vetted by a looser
+// one; a rejection is counted like any other.
+func (c *Cache) guardOK(query, candidate string) bool {
+	ok, reason := c.guard(query, candidate)
+	if !ok {
+		c.guardMu.Lock()
+		c.guardRejects[reason]++
+		c.guardMu.Unlock()
+	}
+	return ok
 }
 
 // promote copies a semantic hit into the exact tier under the new request's
@@ -497,6 +538,7 @@ func (c *Cache) Stats(ctx context.Context) Stats {
 		WriteFailures:      c.writeFailures.Load(),
 		EmbedErrors:        c.embedErrors.Load(),
 		IndexErrors:        c.indexErrors.Load(),
+		IndexWriteErrors:   c.indexWriteErrors.Load(),
 		LongTextRejections: c.longText.Load(),
 		Promotions:         c.promotions.Load(),
 	}
@@ -543,5 +585,8 @@ func (c *Cache) Recheck(ctx context.Context) {
 		if _, err := c.embedder.Embed(ctx, []string{"readiness probe"}); err == nil {
 			c.ok(ComponentEmbedder)
 		}
+	}
+	if h[ComponentIndexWrites] != nil && c.index != nil {
+		c.retryWrites(ctx)
 	}
 }

@@ -153,24 +153,72 @@ func (c *Cache) writeBatch(ctx context.Context, batch []queueItem) {
 	}
 	c.ok(ComponentEmbedder)
 
+	batchItems := make([]retryItem, len(live))
+	for i, it := range live {
+		batchItems[i] = retryItem{item: IndexItem{Entry: it.e, Vector: vecs[i]}, gen: it.gen}
+	}
+	if err := c.upsert(ctx, batchItems); err != nil {
+		c.writeFailures.Add(uint64(len(batchItems)))
+	}
+}
+
+// retryItem is an embedded entry on its way to the index.
+type retryItem struct {
+	item IndexItem
+	gen  uint64
+}
+
+// upsert writes items that no flush overtook. A failure marks
+// ComponentIndexWrites degraded and keeps the batch for Recheck; a success
+// clears it.
+func (c *Cache) upsert(ctx context.Context, batch []retryItem) error {
 	// Holding writeMu from the staleness check through Upsert means a Flush
 	// either sees this upsert (and deletes it after) or is seen by it.
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	items := make([]IndexItem, 0, len(live))
-	for i, it := range live {
-		if !c.stale(it.e.Partition, it.gen) {
-			items = append(items, IndexItem{Entry: it.e, Vector: vecs[i]})
+	items := make([]IndexItem, 0, len(batch))
+	kept := batch[:0:0]
+	for _, it := range batch {
+		if !c.stale(it.item.Entry.Partition, it.gen) {
+			items = append(items, it.item)
+			kept = append(kept, it)
 		}
 	}
 	if len(items) == 0 {
-		return
+		return nil
 	}
 	if err := c.index.Upsert(ctx, items); err != nil {
-		c.writeFailures.Add(uint64(len(items)))
-		c.indexErrors.Add(1)
-		c.fail(ComponentIndex, fmt.Errorf("upsert index: %w", err))
-		return
+		if ctx.Err() != nil && c.q.ctx.Err() != nil {
+			return err // shutting down: no index fault
+		}
+		c.indexWriteErrors.Add(1)
+		c.retryMu.Lock()
+		c.retry = kept
+		c.retryMu.Unlock()
+		c.fail(ComponentIndexWrites, fmt.Errorf("upsert index: %w", err))
+		return err
 	}
-	c.ok(ComponentIndex)
+	c.retryMu.Lock()
+	c.retry = nil
+	c.retryMu.Unlock()
+	c.ok(ComponentIndexWrites)
+	return nil
+}
+
+// retryWrites upserts the last failed batch again. Expired entries are left
+// out; with none left, nothing proves writes work and the failure stays.
+func (c *Cache) retryWrites(ctx context.Context) {
+	c.retryMu.Lock()
+	batch := c.retry
+	c.retryMu.Unlock()
+	now := c.now()
+	live := make([]retryItem, 0, len(batch))
+	for _, it := range batch {
+		if !it.item.Entry.Expired(now) {
+			live = append(live, it)
+		}
+	}
+	if len(live) > 0 {
+		_ = c.upsert(ctx, live)
+	}
 }

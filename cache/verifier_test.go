@@ -96,3 +96,24 @@ func TestVerifierNeverSeesOtherTenants(t *testing.T) {
 		t.Errorf("the judge was asked about another tenant's entries: %v", v.asked)
 	}
 }
+
+func TestJudgedGuardIsLooserOnlyWithAVerdict(t *testing.T) {
+	strict := func(q, c string) (bool, string) { return false, "content" }
+	loose := func(q, c string) (bool, string) { return true, "" }
+	for _, noVerdict := range []bool{false, true} {
+		v := &scriptVerifier{floor: 0.8, verdicts: map[string]bool{qBase: true}, noVerdict: noVerdict}
+		c, _, _ := semanticCache(t, func(o *Options) { o.Verifier, o.Guard, o.JudgedGuard = v, strict, loose })
+		r, ok := c.Lookup(t.Context(), chatKey(t, "A", "S", qPara), LookupOptions{})
+		if !noVerdict && !ok {
+			t.Error("a candidate the judged guard passes and the judge accepts was not served")
+		}
+		if noVerdict {
+			if ok {
+				t.Errorf("without a verdict, a candidate the strict guard refuses was served: %+v", r)
+			}
+			if got := c.Stats(t.Context()).GuardRejections["content"]; got != 1 {
+				t.Errorf("strict guard rejections = %d, want 1", got)
+			}
+		}
+	}
+}

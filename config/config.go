@@ -13,12 +13,17 @@ package config
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/internal/retry"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -88,6 +93,10 @@ type ServerConfig struct {
 	// AdminAllowNoToken lets loopback clients use /admin/* when no admin
 	// token is set. Default false.
 	AdminAllowNoToken bool `toml:"admin_allow_no_token"`
+	// AdminListen moves /stats, /metrics, /dashboard and /admin/* to a
+	// listener of their own (host:port), off the API port. Default "": one
+	// listener serves everything.
+	AdminListen string `toml:"admin_listen"`
 	// ShutdownTimeout bounds graceful shutdown (drain requests, flush index
 	// writes). Default 15s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
@@ -123,7 +132,7 @@ type CacheConfig struct {
 	// (0, 1]. Default 0.92 (chosen on the dev set with the guard on: docs/PRECISION.md). A request's X-Breakwater-Threshold may raise it,
 	// never lower it.
 	Threshold float64 `toml:"threshold"`
-	// ExactMaxBytes is the exact tier's memory budget. Default 256 MiB.
+	// ExactMaxBytes is the exact tier's memory budget. Default 64 MiB.
 	// 0 disables the exact tier.
 	ExactMaxBytes Size `toml:"exact_max_bytes"`
 	// PartitionBy lists what separates tenants: "authorization" (HMAC of the
@@ -192,7 +201,7 @@ type VerifyConfig struct {
 	MinSimilarity float64 `toml:"min_similarity"`
 	// MinScore accepts a reranker relevance_score at or above it. Default 0.5.
 	MinScore float64 `toml:"min_score"`
-	// Candidates is how many guarded candidates one lookup may judge. Default 3.
+	// Candidates is how many guarded candidates one lookup may judge. Default 1.
 	Candidates int `toml:"candidates"`
 	// Timeout bounds one judge call; past it the static threshold decides.
 	// Default 1s.
@@ -286,7 +295,9 @@ type RetryConfig struct {
 	// BaseDelay is the first backoff step (exponential, full jitter).
 	// Default 200ms.
 	BaseDelay Duration `toml:"base_delay"`
-	// MaxDelay caps one backoff wait; must be >= BaseDelay. Default 5s.
+	// MaxDelay caps one computed backoff wait; must be >= BaseDelay. Default
+	// 5s. A server's Retry-After above it is honoured when the deadline
+	// leaves room for it (internal/retry).
 	MaxDelay Duration `toml:"max_delay"`
 	// Deadline bounds a whole request: every attempt, wait and fallback,
 	// the wait in the queue included. Default 60s.
@@ -308,7 +319,7 @@ type BreakerConfig struct {
 	// Window is the rolling window for FailureRatio. Default 30s.
 	Window Duration `toml:"window"`
 	// MinRequests is how many requests the window needs before FailureRatio
-	// can open the breaker. Default 10. Must be >= 1.
+	// can open the breaker. Default 20. Must be >= 1.
 	MinRequests int `toml:"min_requests"`
 	// FailureRatio opens the breaker when failures/requests in Window reach
 	// it, in (0, 1]. Default 0.5.
@@ -473,13 +484,13 @@ func defaults() *Config {
 			Enabled:            true,
 			TTL:                Duration(24 * time.Hour),
 			Threshold:          0.92,
-			ExactMaxBytes:      256 * MiB,
+			ExactMaxBytes:      Size(cache.DefaultExactMaxBytes),
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
 			PartitionSecretEnv: "BREAKWATER_PARTITION_SECRET",
 			MaxTemperature:     1.0,
 			StaleIfError:       true,
 			StaleThreshold:     0.85,
-			WriteQueue:         1024,
+			WriteQueue:         cache.DefaultQueueSize,
 			DataDir:            "./data",
 			Verify: VerifyConfig{
 				Judge:            JudgeNone,
@@ -494,37 +505,37 @@ func defaults() *Config {
 		},
 		Vector: VectorConfig{
 			Backend:       BackendEmbedded,
-			MaxEntries:    100000,
+			MaxEntries:    embedded.DefaultMaxEntries,
 			MaxBytes:      embedded.DefaultMaxBytes,
 			MaxEntryBytes: embedded.DefaultMaxEntryBytes,
 			Qdrant: QdrantConfig{
-				URL:        "localhost:6334",
-				Collection: "breakwater",
-				Timeout:    Duration(2 * time.Second),
+				URL:        qdrant.DefaultAddr,
+				Collection: qdrant.DefaultCollection,
+				Timeout:    Duration(qdrant.DefaultTimeout),
 			},
 		},
 		Embed: EmbedConfig{
 			Provider:   ProviderBuiltin,
 			CacheBytes: 32 * MiB,
 			OpenAI: OpenAIEmbedConfig{
-				Timeout: Duration(10 * time.Second),
+				Timeout: Duration(embed.DefaultOpenAITimeout),
 			},
 		},
 		Retry: RetryConfig{
-			MaxAttempts:   3,
-			BaseDelay:     Duration(200 * time.Millisecond),
-			MaxDelay:      Duration(5 * time.Second),
-			Deadline:      Duration(60 * time.Second),
+			MaxAttempts:   upstream.DefaultMaxAttempts,
+			BaseDelay:     Duration(upstream.DefaultBaseDelay),
+			MaxDelay:      Duration(upstream.DefaultMaxDelay),
+			Deadline:      Duration(upstream.DefaultDeadline),
 			RetryAfterCap: Duration(upstream.DefaultRetryAfterCap),
-			RetryOn:       []int{429, 500, 502, 503, 504, 529},
+			RetryOn:       slices.Clone(retry.DefaultStatuses),
 		},
 		Breaker: BreakerConfig{
-			Window:              Duration(30 * time.Second),
-			MinRequests:         10,
-			FailureRatio:        0.5,
-			ConsecutiveFailures: 5,
-			OpenFor:             Duration(15 * time.Second),
-			HalfOpenProbes:      1,
+			Window:              Duration(upstream.DefaultBreakerWindow),
+			MinRequests:         upstream.DefaultBreakerMinRequests,
+			FailureRatio:        upstream.DefaultBreakerFailureRatio,
+			ConsecutiveFailures: upstream.DefaultBreakerConsecutiveFailures,
+			OpenFor:             Duration(upstream.DefaultBreakerOpenFor),
+			HalfOpenProbes:      upstream.DefaultBreakerHalfOpenProbes,
 		},
 		Stream: StreamConfig{
 			Resume:        true,

@@ -116,6 +116,12 @@ func (c *Config) validateServer(v *validator) {
 			v.add(d.key, d.d, "must be >= 0 (0: none)")
 		}
 	}
+	if s.AdminListen != "" {
+		hostPort(v, "server.admin_listen", s.AdminListen, `must be host:port, e.g. "127.0.0.1:9901", or "" to serve admin paths on server.listen`)
+		if s.AdminListen == s.Listen && !strings.HasSuffix(s.Listen, ":0") {
+			v.add("server.admin_listen", s.AdminListen, "must differ from server.listen")
+		}
+	}
 	if s.MaxConnections < 0 {
 		v.add("server.max_connections", s.MaxConnections, "must be >= 0 (0: no limit)")
 	}

@@ -4,20 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"math"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unicode/utf8"
 
 	openai "github.com/sashabaranov/go-openai"
+
+	"github.com/breakwater-dev/breakwater/internal/retry"
 )
 
 // Defaults applied by NewOpenAI to zero-valued OpenAIOptions fields.
@@ -27,8 +25,11 @@ const (
 	DefaultOpenAITimeout    = 10 * time.Second
 	DefaultOpenAIBatchSize  = 256
 	DefaultOpenAIMaxRetries = 3
-	DefaultOpenAIBaseDelay  = 100 * time.Millisecond
-	DefaultOpenAIMaxDelay   = 5 * time.Second
+	// DefaultOpenAIBaseDelay is half the caller's retry.DefaultBaseDelay: an
+	// embedding sits in front of every semantic lookup, so its first retry
+	// comes sooner.
+	DefaultOpenAIBaseDelay = 100 * time.Millisecond
+	DefaultOpenAIMaxDelay  = retry.DefaultMaxDelay
 )
 
 // openAIProbeText is what Probe embeds; any short valid text does.
@@ -223,7 +224,7 @@ func checkOpenAITexts(texts []string) error {
 // embedBatch sends one batch, retrying what is worth retrying within ctx.
 func (o *OpenAI) embedBatch(ctx context.Context, texts []string) ([][]float32, error) {
 	for attempt := 1; ; attempt++ {
-		vecs, retryAfter, err := o.request(ctx, texts)
+		vecs, hdr, err := o.request(ctx, texts)
 		if err == nil {
 			return vecs, nil
 		}
@@ -236,39 +237,31 @@ func (o *OpenAI) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 		if attempt > o.maxRetries || !retryableOpenAIError(err) {
 			return nil, fmt.Errorf("request embeddings (attempt %d): %w", attempt, err)
 		}
-		wait := backoffFullJitter(o.baseDelay, o.maxDelay, attempt-1)
-		if retryAfter > 0 {
-			if retryAfter > o.maxDelay {
-				return nil, fmt.Errorf("request embeddings (attempt %d): retry-after %s exceeds max delay %s: %w",
-					attempt, retryAfter, o.maxDelay, err)
+		// The shared rules (internal/retry): a server's wait is honoured in
+		// full, even above MaxDelay, when the deadline leaves room for it.
+		wait, hinted := retry.Delay(attempt, o.baseDelay, o.maxDelay, hdr, time.Now())
+		deadline, hasDeadline := ctx.Deadline()
+		if !retry.Allowed(wait, hinted, o.maxDelay, time.Until(deadline), hasDeadline) {
+			what := "retry in"
+			if hinted {
+				what = "retry-after"
 			}
-			wait = retryAfter
+			if hasDeadline {
+				return nil, fmt.Errorf("request embeddings (attempt %d): %s %s would pass the deadline: %w", attempt, what, wait, err)
+			}
+			return nil, fmt.Errorf("request embeddings (attempt %d): retry-after %s exceeds max delay %s and no deadline bounds it: %w",
+				attempt, wait, o.maxDelay, err)
 		}
-		if deadline, ok := ctx.Deadline(); ok && time.Until(deadline) < wait {
-			return nil, fmt.Errorf("request embeddings (attempt %d): retry in %s would pass the deadline: %w",
-				attempt, wait, err)
-		}
-		if sleepErr := sleepCtx(ctx, wait); sleepErr != nil {
+		if sleepErr := retry.Sleep(ctx, wait); sleepErr != nil {
 			return nil, fmt.Errorf("request embeddings: %w (last error: %w)", sleepErr, err)
 		}
 	}
 }
 
-// sleepCtx waits for d or until ctx is done, returning ctx.Err() then.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}
-
 // request makes one attempt under the per-request timeout. On failure it
-// also returns the wait the server asked for, if any.
-func (o *OpenAI) request(ctx context.Context, texts []string) ([][]float32, time.Duration, error) {
+// also returns the response headers (nil without a response), which may ask
+// for a wait.
+func (o *OpenAI) request(ctx context.Context, texts []string) ([][]float32, http.Header, error) {
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	resp, err := o.client.CreateEmbeddings(ctx, openai.EmbeddingRequestStrings{
@@ -279,10 +272,10 @@ func (o *OpenAI) request(ctx context.Context, texts []string) ([][]float32, time
 	if err != nil {
 		// go-openai sets the response headers before it checks the status,
 		// so Retry-After is readable on an error response.
-		return nil, parseRetryAfter(resp.Header(), time.Now()), err
+		return nil, resp.Header(), err
 	}
 	vecs, err := o.decode(resp.Data, len(texts))
-	return vecs, 0, err
+	return vecs, nil, err
 }
 
 // decode checks a response against the request and returns its vectors in
@@ -346,83 +339,21 @@ func normalizeResponseVector(v []float32) error {
 	return nil
 }
 
-// retryableOpenAIError reports whether a failed request may succeed if sent again:
-// 429, 5xx overload statuses, connection failures and request timeouts.
-// Other 4xx and malformed responses are not retried.
+// retryableOpenAIError reports whether a failed request may succeed if sent
+// again, by the rules the upstream caller uses too (internal/retry): the
+// retried statuses, timeouts and network failures. Other 4xx and malformed
+// responses (a decoding error is no network failure) are not retried.
 func retryableOpenAIError(err error) bool {
 	var apiErr *openai.APIError
 	if errors.As(err, &apiErr) {
-		return retryableHTTPStatus(apiErr.HTTPStatusCode)
+		ok, _ := retry.Status(nil, apiErr.HTTPStatusCode)
+		return ok
 	}
 	var reqErr *openai.RequestError
 	if errors.As(err, &reqErr) {
-		return retryableHTTPStatus(reqErr.HTTPStatusCode)
+		ok, _ := retry.Status(nil, reqErr.HTTPStatusCode)
+		return ok
 	}
-	// Reached only while the caller's ctx is live, so this is the
-	// per-request timeout.
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var opErr *net.OpError
-	if errors.As(err, &opErr) {
-		return true
-	}
-	var netErr net.Error
-	if errors.As(err, &netErr) && netErr.Timeout() {
-		return true
-	}
-	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED)
-}
-
-func retryableHTTPStatus(code int) bool {
-	switch code {
-	case http.StatusTooManyRequests, http.StatusInternalServerError, http.StatusBadGateway,
-		http.StatusServiceUnavailable, http.StatusGatewayTimeout, 529:
-		return true
-	}
-	return false
-}
-
-// backoffFullJitter returns the wait before retry number attempt (0 for the first):
-// uniform in [0, min(max, base·2^attempt)) ("full jitter").
-func backoffFullJitter(base, maxDelay time.Duration, attempt int) time.Duration {
-	ceiling := maxDelay
-	if attempt < 32 {
-		if c := base << attempt; c > 0 && c < maxDelay {
-			ceiling = c
-		}
-	}
-	if ceiling <= 0 {
-		return 0
-	}
-	return rand.N(ceiling)
-}
-
-// parseRetryAfter reads the wait a server asked for: "retry-after-ms" (OpenAI)
-// first, then Retry-After in seconds or as an HTTP date. 0 when absent or
-// unparsable.
-func parseRetryAfter(h http.Header, now time.Time) time.Duration {
-	if h == nil {
-		return 0
-	}
-	if v := h.Get("Retry-After-Ms"); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms > 0 && ms < math.MaxInt64/float64(time.Millisecond) {
-			return time.Duration(ms * float64(time.Millisecond))
-		}
-	}
-	v := h.Get("Retry-After")
-	if v == "" {
-		return 0
-	}
-	if s, err := strconv.ParseInt(v, 10, 64); err == nil {
-		if s <= 0 || s > math.MaxInt64/int64(time.Second) {
-			return 0
-		}
-		return time.Duration(s) * time.Second
-	}
-	if t, err := http.ParseTime(v); err == nil && t.After(now) {
-		return t.Sub(now)
-	}
-	return 0
+	ok, reason := retry.Error(err)
+	return ok && (reason != "conn_error" || retry.IsNetwork(err))
 }

@@ -622,62 +622,45 @@ func TestRetryableOpenAIError(t *testing.T) {
 	}
 }
 
-func TestBackoffFullJitter(t *testing.T) {
+// TestOpenAIRetryAfterSharedRules: the embedder reads a server's wait by the
+// rules the upstream caller uses (internal/retry). Before they were shared,
+// the embedder ignored a fractional Retry-After and gave up on any wait above
+// MaxDelay even when the deadline left room for it (hardening audit, "two
+// retry loops").
+func TestOpenAIRetryAfterSharedRules(t *testing.T) {
 	tests := []struct {
-		attempt int
-		ceiling time.Duration
+		name, retryAfter string
+		maxDelay         time.Duration
+		minElapsed       time.Duration
 	}{
-		{attempt: 0, ceiling: 100 * time.Millisecond},
-		{attempt: 1, ceiling: 200 * time.Millisecond},
-		{attempt: 3, ceiling: 800 * time.Millisecond},
-		{attempt: 10, ceiling: time.Second},
-		{attempt: 100, ceiling: time.Second},
-	}
-	for _, tt := range tests {
-		t.Run(fmt.Sprintf("attempt=%d", tt.attempt), func(t *testing.T) {
-			var maxSeen time.Duration
-			for range 200 {
-				d := backoffFullJitter(100*time.Millisecond, time.Second, tt.attempt)
-				if d < 0 || d >= tt.ceiling {
-					t.Fatalf("backoff = %s, want in [0, %s)", d, tt.ceiling)
-				}
-				maxSeen = max(maxSeen, d)
-			}
-			if maxSeen < tt.ceiling/2 {
-				t.Errorf("largest of 200 waits = %s, want jitter spread up to %s", maxSeen, tt.ceiling)
-			}
-		})
-	}
-}
-
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	tests := []struct {
-		name   string
-		header map[string]string
-		want   time.Duration
-	}{
-		{name: "none", want: 0},
-		{name: "seconds", header: map[string]string{"Retry-After": "3"}, want: 3 * time.Second},
-		{name: "ms wins", header: map[string]string{"Retry-After": "3", "retry-after-ms": "250"}, want: 250 * time.Millisecond},
-		{name: "date", header: map[string]string{"Retry-After": now.Add(7 * time.Second).Format(http.TimeFormat)}, want: 7 * time.Second},
-		{name: "past date", header: map[string]string{"Retry-After": now.Add(-time.Minute).Format(http.TimeFormat)}, want: 0},
-		{name: "garbage", header: map[string]string{"Retry-After": "soon"}, want: 0},
-		{name: "negative", header: map[string]string{"Retry-After": "-1"}, want: 0},
-		{name: "huge", header: map[string]string{"Retry-After": "99999999999999999"}, want: 0},
+		{"fractional seconds", "0.4", 2 * time.Second, 400 * time.Millisecond},
+		{"above max delay within the deadline", "0.4", 50 * time.Millisecond, 400 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			for k, v := range tt.header {
-				h.Set(k, v)
+			f := &fakeEmbeddings{Dim: 4}
+			f.RespondFunc = func(n int, w http.ResponseWriter, _ *http.Request, req fakeRequest) {
+				if n == 1 {
+					w.Header().Set("Retry-After", tt.retryAfter)
+					writeAPIError(w, http.StatusTooManyRequests)
+					return
+				}
+				writeFakeJSON(w, http.StatusOK, f.body(req))
 			}
-			if got := parseRetryAfter(h, now); got != tt.want {
-				t.Errorf("parseRetryAfter(%v) = %s, want %s", tt.header, got, tt.want)
+			_, srv := newFakeServer(t, f)
+			e := newTestOpenAI(t, OpenAIOptions{BaseURL: srv.URL + "/v1", MaxDelay: tt.maxDelay, BaseDelay: time.Millisecond})
+			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+			defer cancel()
+			start := time.Now()
+			if _, err := e.Embed(ctx, []string{"hello"}); err != nil {
+				t.Fatalf("Embed: %v", err)
+			}
+			if d := time.Since(start); d < tt.minElapsed {
+				t.Errorf("took %s, want at least %s (the server's wait was not honoured)", d, tt.minElapsed)
+			}
+			if got := f.calls.Load(); got != 2 {
+				t.Errorf("attempts = %d, want 2", got)
 			}
 		})
-	}
-	if got := parseRetryAfter(nil, now); got != 0 {
-		t.Errorf("parseRetryAfter(nil) = %s, want 0", got)
 	}
 }

@@ -54,11 +54,21 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
 	}
 	if s.opts.Cache == nil {
-		// No cache, no key: one typed decode for what routing and
-		// streaming need (model, stream, stream_options); the upstream
-		// validates the rest of its own API.
-		if err := json.Unmarshal(body, &x.shape); err != nil {
-			return badBody(c, endpoint, body, err)
+		// No cache, no key: for an API whose key reads the body alone, a
+		// scan of what routing and streaming need (model, stream,
+		// stream_options); the upstream validates the rest of its own API.
+		// Anything else, or a body the scan leaves alone, is read by the
+		// Format's own strict key decoding.
+		_, scan := f.(bodyKeyed)
+		if !scan || scanShape(body, &x.shape) != nil {
+			k, err := f.Key(cache.SharedPartition, req.Header, body, s.opts.Group)
+			if err != nil {
+				if !json.Valid(body) {
+					return badBody(c, endpoint, body, err)
+				}
+				return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+			}
+			x.shape = requestShape{Model: k.Model, Stream: k.Stream, Temperature: k.Temperature, IncludeUsage: k.IncludeUsage}
 		}
 		if sh, ok := f.(requestShaper); ok {
 			sh.pathShape(&x.shape)
@@ -322,13 +332,20 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 	if m := s.opts.Metrics; m != nil {
 		m.observe(x.endpoint, outcome, total, x.upstream, similarity)
 	}
-	attrs := []any{"endpoint", x.endpoint, "outcome", outcome, "status", status,
-		"duration_ms", float64(total.Microseconds()) / 1000}
+	ctx := x.c.Request().Context()
+	if !x.log.Enabled(ctx, slog.LevelInfo) {
+		return
+	}
+	// Typed attributes: no boxing of each value into an any.
+	var buf [8]slog.Attr
+	attrs := append(buf[:0], slog.String("endpoint", x.endpoint), slog.String("outcome", outcome),
+		slog.Int("status", status), slog.Float64("duration_ms", float64(total.Microseconds())/1000))
 	if similarity > 0 {
-		attrs = append(attrs, "similarity", similarity)
+		attrs = append(attrs, slog.Float64("similarity", float64(similarity)))
 	}
 	if target != "" {
-		attrs = append(attrs, "target", target, "attempts", x.attempts, "upstream_ms", float64(x.upstream.Microseconds())/1000)
+		attrs = append(attrs, slog.String("target", target), slog.Int("attempts", x.attempts),
+			slog.Float64("upstream_ms", float64(x.upstream.Microseconds())/1000))
 	}
-	x.log.Info("request", attrs...)
+	x.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 }

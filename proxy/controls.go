@@ -61,16 +61,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	if r.ContentLength >= 0 {
-		// Known length (net/http enforces it): one exact allocation, not
-		// io.ReadAll's doubling, which holds up to twice the body.
-		b := make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, b); err != nil {
-			return nil, fmt.Errorf("read request body: %w", err)
-		}
-		return b, nil
-	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	b, err := readSized(io.LimitReader(r.Body, limit+1), r.ContentLength)
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
@@ -81,6 +72,30 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 var errTooLarge = errors.New("request body too large")
+
+// readSized is io.ReadAll with the buffer sized from a known length (a
+// Content-Length; -1 when unknown): one allocation and no copies, where
+// io.ReadAll grows from 512 bytes. The length is a hint; the reader decides
+// where the body ends.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 || size > 64<<20 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: room to see EOF without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
 
 // requestShape is the part of a request body the proxy itself needs. It is
 // filled from the cache key, never by decoding the body into a struct again:

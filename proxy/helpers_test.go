@@ -156,7 +156,8 @@ func (b *bagEmbedder) Name() string   { return "test:bag" }
 // failingIndex wraps an index and fails every call while down is set.
 type failingIndex struct {
 	cache.Index
-	down atomic.Bool
+	down       atomic.Bool
+	writesDown atomic.Bool // only Upsert fails, like a full disk
 }
 
 func (f *failingIndex) Search(ctx context.Context, q cache.SearchQuery) ([]cache.Match, error) {
@@ -169,6 +170,9 @@ func (f *failingIndex) Search(ctx context.Context, q cache.SearchQuery) ([]cache
 func (f *failingIndex) Upsert(ctx context.Context, items []cache.IndexItem) error {
 	if f.down.Load() {
 		return fmt.Errorf("index unreachable")
+	}
+	if f.writesDown.Load() {
+		return fmt.Errorf("append to wal: write /data/index.wal: no space left on device")
 	}
 	return f.Index.Upsert(ctx, items)
 }

@@ -78,7 +78,7 @@ func (o Options) withDefaults() (Options, error) {
 			*v = d
 		}
 	}
-	def(&o.MaxEntries, 100_000)
+	def(&o.MaxEntries, DefaultMaxEntries)
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultMaxBytes
 	}

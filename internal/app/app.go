@@ -36,8 +36,12 @@ type App struct {
 	verify   *verifyParts
 	server   *proxy.Server
 	http     *http.Server
-	closers  []func() error
-	once     sync.Once
+	// adminHTTP serves /stats, /metrics, /dashboard and /admin/* on
+	// adminLn when server.admin_listen is set; nil otherwise.
+	adminHTTP *http.Server
+	adminLn   net.Listener
+	closers   []func() error
+	once      sync.Once
 }
 
 // Options are what main hands over besides the config.
@@ -93,6 +97,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	a.server = srv
 	a.http = srv.HTTPServer(cfg.Server.Listen)
 	a.http.ErrorLog = slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)
+	if err := a.listenAdmin(); err != nil {
+		a.closeAll()
+		return nil, err
+	}
 	return a, nil
 }
 
@@ -107,10 +115,11 @@ func (a *App) Server() *proxy.Server { return a.server }
 // stores.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.server.SetReady(true)
-	a.log.Info("breakwater serving", "listen", ln.Addr().String(),
+	a.log.Info("breakwater serving", "listen", ln.Addr().String(), "admin_listen", a.AdminAddr(),
 		"cache", a.cfg.Cache.Enabled, "vector_backend", a.cfg.Vector.Backend, "embedder", a.cfg.Embed.Provider)
 	errc := make(chan error, 1)
 	go func() { errc <- a.http.Serve(a.server.Listener(ln)) }()
+	a.serveAdmin()
 	select {
 	case err := <-errc:
 		a.Shutdown(context.Background())
@@ -134,6 +143,9 @@ func (a *App) Shutdown(ctx context.Context) error {
 		if e := a.http.Shutdown(ctx); e != nil {
 			err = fmt.Errorf("shutdown http: %w", e)
 		}
+		if e := a.shutdownAdmin(ctx); e != nil && err == nil {
+			err = e
+		}
 		a.server.Close()
 		a.closeAll()
 		a.log.Info("shutdown complete")
@@ -148,6 +160,9 @@ func (a *App) closeAll() {
 			a.log.Warn("flush index writes", "err", err)
 		}
 		cancel()
+	}
+	if a.adminLn != nil {
+		_ = a.adminLn.Close() // already closed when it was served
 	}
 	for i := len(a.closers) - 1; i >= 0; i-- {
 		if err := a.closers[i](); err != nil {

@@ -178,7 +178,7 @@ func TestStalledBodiesDoNotFillTheHeap(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			fmt.Fprintf(c, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n", size)
-			_ = c.SetWriteDeadline(time.Now().Add(3 * time.Second))
+			_ = c.SetWriteDeadline(time.Now().Add(15 * time.Second))
 			_, _ = c.Write(body) // a refused body fails here, an admitted one stalls after it
 			_ = c.SetReadDeadline(time.Now().Add(500 * time.Millisecond))
 			line, _ := bufio.NewReader(c).ReadString('\n')
@@ -206,8 +206,8 @@ func TestStalledBodiesDoNotFillTheHeap(t *testing.T) {
 	}
 	grew := float64(peak-min(peak, base)) / (1 << 20)
 	t.Logf("%d stalled bodies: %d refused with 503, heap grew %.0f MiB", conns, refused, grew)
-	if grew > 64 {
-		t.Errorf("heap grew by %.0f MiB with %d stalled %d-byte bodies, want under 64 MiB (max_body_bytes_in_flight = 16 MiB)", grew, conns, size)
+	if grew > 48 {
+		t.Errorf("heap grew by %.0f MiB with %d stalled %d-byte bodies, want under 48 MiB (max_body_bytes_in_flight = 16 MiB)", grew, conns, size)
 	}
 	if refused < conns-inFlight/size-1 {
 		t.Errorf("%d of %d stalled bodies refused, want all but the %d that fit", refused, conns, inFlight/size)

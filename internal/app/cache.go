@@ -68,6 +68,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	a.closers = append(a.closers, func() error { a.verify.verifier.Close(); return nil })
 	if index != nil {
 		co.Verifier = a.verify.verifier
+		if a.verify.verifier.Enabled() {
+			co.JudgedGuard = guard.New(guard.Options{MaxUnmatched: verify.DefaultGuardSlack}).Check
+		}
 	}
 	c := cache.New(co)
 	registerCacheStats(a.registry, c)

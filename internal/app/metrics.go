@@ -58,7 +58,7 @@ var (
 	descGuard   = prometheus.NewDesc("breakwater_guard_rejections_total", "Semantic candidates above the threshold rejected by the guard, by reason.", []string{"reason"}, nil)
 	descLong    = prometheus.NewDesc("breakwater_longtext_rejections_total", "Semantic candidates rejected because a text was longer than the encoder sees.", nil, nil)
 	descPromo   = prometheus.NewDesc("breakwater_cache_promotions_total", "Semantic hits copied into the exact tier.", nil, nil)
-	descErrs    = prometheus.NewDesc("breakwater_cache_component_errors_total", "Errors of the semantic tier's components (component: embedder, index).", []string{"component"}, nil)
+	descErrs    = prometheus.NewDesc("breakwater_cache_component_errors_total", "Errors of the semantic tier's components (component: embedder, index reads and flushes, index_writes).", []string{"component"}, nil)
 )
 
 func (s *statsCollector) Describe(ch chan<- *prometheus.Desc) {
@@ -78,6 +78,7 @@ func (s *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPromo, prometheus.CounterValue, float64(st.Promotions))
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.EmbedErrors), "embedder")
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.IndexErrors), "index")
+	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.IndexWriteErrors), "index_writes")
 	for reason, n := range st.GuardRejections {
 		ch <- prometheus.MustNewConstMetric(descGuard, prometheus.CounterValue, float64(n), reason)
 	}

@@ -1,3 +1,5 @@
+//go:build unix
+
 package app
 
 import (
@@ -11,8 +13,10 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,7 +40,14 @@ var pathsAnswer = func() []byte {
 }()
 
 // pathsUpstream answers every request with pathsAnswer after reading the body.
-func pathsUpstream() *httptest.Server {
+func pathsUpstream() (srv *httptest.Server) {
+	pprof.Do(context.Background(), pprof.Labels("side", "upstream"), func(context.Context) {
+		srv = pathsUpstreamServer()
+	})
+	return srv
+}
+
+func pathsUpstreamServer() *httptest.Server {
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
@@ -81,7 +92,11 @@ base_url = "%s/v1"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- a.Serve(ctx, ln) }()
+	// Goroutines inherit profiler labels: everything the server runs is
+	// tagged side=breakwater (go tool pprof -tagfocus side=breakwater).
+	pprof.Do(ctx, pprof.Labels("side", "breakwater"), func(ctx context.Context) {
+		go func() { done <- a.Serve(ctx, ln) }()
+	})
 	b.Cleanup(func() {
 		cancel()
 		<-done
@@ -112,7 +127,15 @@ func BenchmarkPaths(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
 		b.ResetTimer()
+		cpu0 := processCPU()
+		defer func() {
+			// Process CPU per request (server, client and upstream in one
+			// process: subtract BenchmarkPaths/direct), steadier than wall
+			// time on a shared machine.
+			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		}()
 		b.RunParallel(func(pb *testing.PB) {
+			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
 			for pb.Next() {
 				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body(int(seq.Add(1)))))
 				req.Header.Set("Content-Type", "application/json")
@@ -148,4 +171,13 @@ func BenchmarkPaths(b *testing.B) {
 		resp.Body.Close()
 		run(b, url, func(int) []byte { return same }, "hit-exact")
 	})
+}
+
+// processCPU is the user+system CPU time of this process so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

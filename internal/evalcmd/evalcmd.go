@@ -101,8 +101,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer, d dep
 	c.register(fs)
 	plotPath := fs.String("plot", "", "write a PNG of precision and recall against threshold to this file")
 	reasonsAt := fs.Float64("reasons-at", -1, "count guard rejections among pairs scoring at least this (default: the lowest threshold)")
+	var tf traceFlags
+	tf.register(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if tf.active() {
+		return runTrace(ctx, tf, c.asJSON, stdout, stderr, d)
 	}
 	ths, err := ParseThresholds(c.thresholds)
 	if err != nil {

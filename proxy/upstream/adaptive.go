@@ -28,9 +28,11 @@ const (
 // per round trip (only refusals of attempts sent after the last cut count,
 // as TCP's fast recovery does). Without a refusal yet, each answer adds one
 // (slow start: the limit doubles every round trip). After a refusal the limit
-// grows by probeStart per round trip, and that increment doubles every two
-// round trips without a refusal: a model whose capacity did not change is
-// probed gently, one that came back is found again within a few round trips.
+// remembers where it was refused (as TCP CUBIC's W_max): it grows back by one
+// per round trip to one below that point, then by probeStart per round trip
+// up to it, so a model whose capacity did not change is kept full and probed
+// gently; beyond it the increment doubles every two round trips without a
+// refusal, so a model that came back is found again within a few round trips.
 const (
 	backoffRatio = 0.7
 	probeStart   = 0.25
@@ -40,12 +42,13 @@ const (
 // aimd is one lane's adaptive concurrency limit. It is not safe for concurrent
 // use: the lane's mutex guards it.
 type aimd struct {
-	limit    float64
-	ceiling  float64
-	cut      bool      // a refusal has been seen: slow start is over
-	lastCut  time.Time // when the limit was last cut
-	rounds   float64   // round trips (answers / limit) since the last cut
-	serviceE float64   // EWMA of answered attempts' durations, seconds; 0 = none yet
+	limit     float64
+	ceiling   float64
+	cut       bool      // a refusal has been seen: slow start is over
+	lastCut   time.Time // when the limit was last cut
+	refusedAt float64   // the limit at the last cut
+	rounds    float64   // round trips (answers / limit) spent above refusedAt
+	serviceE  float64   // EWMA of answered attempts' durations, seconds; 0 = none yet
 }
 
 func newAIMD(ceiling int) aimd {
@@ -76,10 +79,18 @@ func (a *aimd) answered(d time.Duration, inflight int) {
 		a.limit = min(a.limit+1, a.ceiling)
 		return
 	}
-	inc := probeStart * math.Pow(2, math.Floor(a.rounds/2))
-	inc = min(inc, a.limit) // never faster than slow start
+	var inc float64
+	switch {
+	case a.limit < a.refusedAt-1:
+		inc = 1
+	case a.limit < a.refusedAt:
+		inc = probeStart
+	default:
+		inc = probeStart * math.Pow(2, math.Floor(a.rounds/2))
+		inc = min(inc, a.limit) // never faster than slow start
+		a.rounds += 1 / a.limit
+	}
 	a.limit = min(a.limit+inc/a.limit, a.ceiling)
-	a.rounds += 1 / a.limit
 }
 
 // refused records a congestion signal for an attempt sent at sent; it
@@ -88,6 +99,7 @@ func (a *aimd) refused(sent, now time.Time) bool {
 	if a.cut && sent.Before(a.lastCut) {
 		return false // sent before the last cut, which already accounted for it
 	}
+	a.refusedAt = a.limit
 	a.limit = max(a.limit*backoffRatio, minLimit)
 	a.cut, a.lastCut, a.rounds = true, now, 0
 	return true

@@ -50,23 +50,35 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	a := newAIMD(0)
 	now := time.Now()
 	a.limit = 10
-	a.refused(now, now) // limit 7
-	answers := func(rounds int) float64 {
+	a.refused(now, now) // limit 7, refused at 10
+	rounds := func(n int) float64 {
 		before := a.limit
-		for range rounds {
+		for range n {
 			for range a.slots() {
 				a.answered(100*time.Millisecond, a.slots())
 			}
 		}
 		return a.limit - before
 	}
-	first := answers(2)
-	if first <= 0 || first > 1 {
-		t.Errorf("growth over the first 2 round trips after a cut = %.2f, want gentle (0, 1]", first)
+	// Far below where it was refused: back quickly, about one per round trip.
+	if got := rounds(2); got < 1.5 || got > 2.5 {
+		t.Errorf("growth over 2 round trips from 7 = %.2f, want about 2", got)
 	}
-	later := answers(4)
+	for a.limit < 9 {
+		rounds(1)
+	}
+	// Just below the refusal point: gently.
+	if got := rounds(2); got <= 0 || got > 0.6 {
+		t.Errorf("growth over 2 round trips near the refusal point = %.2f, want gentle (0, 0.6]", got)
+	}
+	for a.limit < 10 {
+		rounds(1)
+	}
+	// Beyond it, faster and faster: the capacity may have come back.
+	first := rounds(2)
+	later := rounds(4)
 	if later <= first {
-		t.Errorf("growth over the next 4 round trips = %.2f, want faster than the first %.2f (a model that came back is found again)", later, first)
+		t.Errorf("growth beyond the refusal point: %.2f over 4 round trips after %.2f over 2, want faster", later, first)
 	}
 	if a.limit > a.ceiling {
 		t.Errorf("limit %v above the ceiling %v", a.limit, a.ceiling)

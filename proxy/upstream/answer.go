@@ -15,11 +15,11 @@ var ErrDeadline = errors.New("the request deadline (retry.deadline) passed while
 
 // readCapped reads rc up to limit bytes (negative: no limit). over reports
 // that rc holds more: b then has limit+1 bytes and rc is left open.
-func readCapped(rc io.Reader, limit int64) (b []byte, over bool, err error) {
+func readCapped(rc io.Reader, limit, size int64) (b []byte, over bool, err error) {
 	if limit < 0 {
-		b, err = io.ReadAll(rc)
+		b, err = readSized(rc, size)
 		return b, false, err
 	}
-	b, err = io.ReadAll(io.LimitReader(rc, limit+1))
+	b, err = readSized(io.LimitReader(rc, limit+1), min(size, limit+1))
 	return b, err == nil && int64(len(b)) > limit, err
 }

@@ -319,6 +319,7 @@ func (k *call) stopped() error {
 }
 
 func (k *call) skipOpen(t *target) {
+	t.shed(ShedBreakerOpen)
 	state, wait := t.breaker.snapshot(k.c.now())
 	if state == StateOpen {
 		k.rep.note(t.name, fmt.Sprintf("circuit open for another %s", wait.Round(time.Second)))

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/retry"
 )
 
 // congestionMarkers are error types and statuses in refusal bodies that mean
@@ -42,7 +44,7 @@ func classifyAnswer(status int, h http.Header, body []byte, classify func(int, h
 	case status == http.StatusTooManyRequests || status == 529:
 		v.Congestion = true
 	case status == http.StatusServiceUnavailable:
-		if _, ok := retryAfterHeader(h, time.Now()); ok {
+		if _, ok := retry.After(h, time.Now()); ok {
 			v.Congestion = true
 			break
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -97,7 +98,7 @@ func (k *call) send(x *exchange) result {
 		if k.stream {
 			limit = maxErrorBody
 		}
-		r.body, over, err = readCapped(r.resp.Body, limit)
+		r.body, over, err = readCapped(r.resp.Body, limit, r.resp.ContentLength)
 		if over && k.stream {
 			over = false // a 4xx of a stream: its first MiB says enough
 		}
@@ -235,4 +236,27 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// readSized is io.ReadAll with the buffer sized from the response's
+// Content-Length (-1 when unknown): one allocation and no copies for the
+// usual JSON answer, where io.ReadAll grows from 512 bytes.
+func readSized(r io.Reader, size int64) ([]byte, error) {
+	if size < 0 || size > 64<<20 {
+		return io.ReadAll(r)
+	}
+	b := make([]byte, 0, size+1) // +1: room to see EOF without growing
+	for {
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
 }

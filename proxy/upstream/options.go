@@ -85,7 +85,8 @@ type RetryPolicy struct {
 	MaxAttempts int
 	// BaseDelay is the first backoff ceiling; 0 means 200ms.
 	BaseDelay time.Duration
-	// MaxDelay caps a computed backoff (not a server's Retry-After); 0 means 10s.
+	// MaxDelay caps a computed backoff (not a server's Retry-After, which is
+	// honoured when the deadline leaves room: internal/retry); 0 means 5s.
 	MaxDelay time.Duration
 	// Deadline bounds the whole request: every attempt, wait and fallback. The
 	// context's own deadline wins when it comes first. 0 means 60s.
@@ -107,7 +108,7 @@ type BreakerOptions struct {
 	// ConsecutiveFailures opens the breaker after that many failures in a row; 0 means
 	// 5, a negative value disables the rule.
 	ConsecutiveFailures int
-	// OpenFor is how long an open breaker rejects before it admits probes; 0 means 30s.
+	// OpenFor is how long an open breaker rejects before it admits probes; 0 means 15s.
 	OpenFor time.Duration
 	// HalfOpenProbes is how many probes a half-open breaker admits; that many
 	// successes close it, one failure re-opens it. 0 means 1.
@@ -157,16 +158,16 @@ type Options struct {
 
 // Defaults applied by New to zero fields.
 const (
-	defaultMaxAttempts  = 3
-	defaultBaseDelay    = 200 * time.Millisecond
-	defaultMaxDelay     = 10 * time.Second
-	defaultDeadline     = 60 * time.Second
-	defaultWindow       = 30 * time.Second
-	defaultMinRequests  = 20
-	defaultFailureRatio = 0.5
-	defaultConsecutive  = 5
-	defaultOpenFor      = 30 * time.Second
-	defaultProbes       = 1
+	defaultMaxAttempts  = DefaultMaxAttempts
+	defaultBaseDelay    = DefaultBaseDelay
+	defaultMaxDelay     = DefaultMaxDelay
+	defaultDeadline     = DefaultDeadline
+	defaultWindow       = DefaultBreakerWindow
+	defaultMinRequests  = DefaultBreakerMinRequests
+	defaultFailureRatio = DefaultBreakerFailureRatio
+	defaultConsecutive  = DefaultBreakerConsecutiveFailures
+	defaultOpenFor      = DefaultBreakerOpenFor
+	defaultProbes       = DefaultBreakerHalfOpenProbes
 	defaultPool         = "default"
 )
 

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/retry"
 )
 
 // pacer holds a lane (a target, or a target and forwarded key) back until the
@@ -87,20 +89,13 @@ func (p *pacer) observe(now time.Time, h http.Header, limit time.Duration) time.
 	return hold
 }
 
-// parseReset reads a reset as a Go duration, seconds, or an RFC 3339 time
-// relative to now.
+// parseReset reads a reset as a Go duration or seconds (retry.Reset), or as
+// an RFC 3339 time relative to now (Anthropic's anthropic-ratelimit-*-reset).
 func parseReset(v string, now time.Time) (time.Duration, bool) {
-	v = strings.TrimSpace(v)
-	if v == "" {
-		return 0, false
-	}
-	if d, err := time.ParseDuration(v); err == nil && d >= 0 {
+	if d, ok := retry.Reset(v); ok {
 		return d, true
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 && s < 1e6 {
-		return time.Duration(s * float64(time.Second)), true
-	}
-	if t, err := time.Parse(time.RFC3339, v); err == nil {
+	if t, err := time.Parse(time.RFC3339, strings.TrimSpace(v)); err == nil {
 		return max(t.Sub(now), 0), true
 	}
 	return 0, false

@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // capacityModel is a loopback model that takes cap calls at once, each lasting
@@ -250,6 +253,7 @@ func TestKeysAreIsolated(t *testing.T) {
 	up := keyedModel(t)
 	opts := oneTarget(up.url())
 	opts.Retry = RetryPolicy{Deadline: 5 * time.Second}
+	opts.Metrics = NewMetrics(prometheus.NewRegistry())
 	c := newCaller(t, opts)
 
 	_, err := c.Do(t.Context(), keyed("sk-a"))
@@ -297,6 +301,12 @@ func TestKeysAreIsolated(t *testing.T) {
 	if c.Busy("gpt-4o") != true {
 		t.Error("Busy = false while keys are paced")
 	}
+	if got := testutil.ToFloat64(opts.Metrics.sheds.WithLabelValues("a/*", ShedRateLimited)); got != 2 {
+		t.Errorf("shed_total{reason=rate_limited} = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(opts.Metrics.limits.WithLabelValues("a/*")); got < 4 {
+		t.Errorf("limit gauge = %v, want the lanes' limits (≥ 4)", got)
+	}
 }
 
 // TestBreakerPerModel: with a default upstream, a model that always fails
@@ -325,8 +335,8 @@ func TestBreakerPerModel(t *testing.T) {
 			t.Errorf("target = %q, want %q", got, want)
 		}
 	}
-	if got := statsOf(t, c, DefaultModelName, "local/broken-model").State; got != "open" {
-		t.Errorf("broken-model breaker = %s, want open", got)
+	if ts := statsOf(t, c, DefaultModelName, "local/broken-model"); ts.State != "open" || ts.Sheds[ShedBreakerOpen] == 0 {
+		t.Errorf("broken-model breaker = %s, sheds %v; want open, with breaker_open sheds", ts.State, ts.Sheds)
 	}
 	if got := statsOf(t, c, DefaultModelName, "local/fine-model").State; got != "closed" {
 		t.Errorf("fine-model breaker = %s, want closed", got)

@@ -1,19 +1,11 @@
 package upstream
 
 import (
-	"context"
-	"crypto/x509"
-	"errors"
-	"io"
-	"math"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"slices"
-	"strconv"
-	"strings"
-	"syscall"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/retry"
 )
 
 // CheckRetry decides whether an attempt that returned resp or err is worth retrying,
@@ -26,9 +18,9 @@ type CheckRetry func(resp *http.Response, err error) (retry bool, reason string)
 // network error.
 type Backoff func(attempt int, min, max time.Duration, resp *http.Response) time.Duration
 
-// DefaultRetryOn are the statuses retried by default; 529 is Anthropic's
-// "overloaded".
-var DefaultRetryOn = []int{429, 500, 502, 503, 504, 529}
+// DefaultRetryOn are the statuses retried by default (retry.DefaultStatuses);
+// 529 is Anthropic's "overloaded".
+var DefaultRetryOn = slices.Clone(retry.DefaultStatuses)
 
 // DefaultCheckRetry retries DefaultRetryOn statuses, timeouts and connection
 // failures; never 4xx other than 429, and never a cancelled context.
@@ -50,87 +42,29 @@ func RetryOnStatus(statuses []int) CheckRetry {
 
 func checkRetry(statuses []int, resp *http.Response, err error) (bool, string) {
 	if err != nil {
-		return retryableErr(err)
+		return retry.Error(err)
 	}
 	if resp == nil {
 		return false, "no_response"
 	}
-	s := resp.StatusCode
-	switch {
-	case slices.Contains(statuses, s) && s == http.StatusTooManyRequests:
-		return true, "rate_limited"
-	case slices.Contains(statuses, s):
-		return true, "server_error"
-	case s < 400:
-		return false, "success"
-	case s < 500:
-		return false, "client_error"
-	}
-	return false, "server_error"
+	return retry.Status(statuses, resp.StatusCode)
 }
 
-func retryableErr(err error) (bool, string) {
-	var cert *x509.UnknownAuthorityError
-	var host x509.HostnameError
-	var inval x509.CertificateInvalidError
-	switch {
-	case errors.Is(err, context.Canceled):
-		return false, "canceled"
-	case isTimeout(err):
-		return true, "timeout"
-	case errors.Is(err, syscall.ECONNREFUSED):
-		return true, "conn_refused"
-	case errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
-		errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
-		return true, "conn_reset"
-	case errors.As(err, &cert), errors.As(err, &host), errors.As(err, &inval):
-		// A certificate problem does not heal on retry.
-		return false, "tls_error"
-	}
-	var nerr net.Error
-	var op *net.OpError
-	if errors.As(err, &nerr) || errors.As(err, &op) {
-		return true, "conn_error"
-	}
-	// Unknown transport failures (a proxy hiccup, a malformed response) are
-	// usually transient; the deadline bounds the cost of being wrong.
-	return true, "conn_error"
-}
+func isTimeout(err error) bool { return retry.IsTimeout(err) }
 
-func isTimeout(err error) bool {
-	if err == nil {
-		return false
-	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return true
-	}
-	var t interface{ Timeout() bool }
-	return errors.As(err, &t) && t.Timeout()
-}
-
-// DefaultBackoff honours the server's retry-after-ms or Retry-After (seconds or an
-// HTTP date) when present, else waits a full-jitter exponential delay: a uniform
-// random duration in [0, min(max, min·2^(attempt-1))].
+// DefaultBackoff honours the server's retry-after-ms or Retry-After (seconds,
+// fractional ones included, or an HTTP date) when present, even above max (a
+// wait the deadline cannot hold skips the target instead), else waits a
+// full-jitter exponential delay: a uniform random duration in
+// [0, min(max, min·2^(attempt-1))]. The rules live in internal/retry, shared
+// with the OpenAI embedder.
 func DefaultBackoff(attempt int, min, max time.Duration, resp *http.Response) time.Duration {
-	if d, ok := RetryAfter(resp, time.Now()); ok {
-		return d
+	var h http.Header
+	if resp != nil {
+		h = resp.Header
 	}
-	ceil := backoffCeiling(attempt, min, max)
-	if ceil <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Int64N(int64(ceil) + 1))
-}
-
-func backoffCeiling(attempt int, min, max time.Duration) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	f := float64(min) * math.Pow(2, float64(attempt-1))
-	if f > float64(max) || math.IsInf(f, 0) {
-		return max
-	}
-	return time.Duration(f)
+	d, _ := retry.Delay(attempt, min, max, h, time.Now())
+	return d
 }
 
 // RetryAfter returns the wait a response asks for: the "retry-after-ms" header
@@ -140,31 +74,5 @@ func RetryAfter(resp *http.Response, now time.Time) (d time.Duration, ok bool) {
 	if resp == nil {
 		return 0, false
 	}
-	return retryAfterHeader(resp.Header, now)
-}
-
-func retryAfterHeader(h http.Header, now time.Time) (time.Duration, bool) {
-	if v := strings.TrimSpace(h.Get("Retry-After-Ms")); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 && !math.IsInf(ms, 0) {
-			return time.Duration(ms * float64(time.Millisecond)), true
-		}
-	}
-	v := strings.TrimSpace(h.Get("Retry-After"))
-	if v == "" {
-		return 0, false
-	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil {
-		if s < 0 || math.IsInf(s, 0) || math.IsNaN(s) {
-			return 0, false
-		}
-		return time.Duration(s * float64(time.Second)), true
-	}
-	if t, err := http.ParseTime(v); err == nil {
-		d := t.Sub(now)
-		if d < 0 {
-			d = 0
-		}
-		return d, true
-	}
-	return 0, false
+	return retry.After(resp.Header, now)
 }

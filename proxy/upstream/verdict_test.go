@@ -44,7 +44,7 @@ func TestClassifyVerdict(t *testing.T) {
 		}
 		classify := func(status int, _ http.Header, body []byte) Verdict {
 			if strings.Contains(string(body), "daily") {
-				return Verdict{Congestion: true, NoRetrySameTarget: true, RetryAfter: time.Minute, Reason: "daily quota Q exhausted"}
+				return Verdict{Congestion: true, NoRetrySameTarget: true, RetryAfter: time.Hour, Reason: "daily quota Q exhausted"}
 			}
 			return Verdict{}
 		}
@@ -62,7 +62,7 @@ func TestClassifyVerdict(t *testing.T) {
 			t.Errorf("attempts a=%d b=%d, answered by %s; want one each, b answering", a.count(), b.count(), resp.Model)
 		}
 		if d := time.Since(start); d > 2*time.Second {
-			t.Errorf("fallback took %s: the minute-long delay was waited for", d)
+			t.Errorf("fallback took %s: the hour-long delay was waited for", d)
 		}
 
 		solo := startUpstream(t, quota)
@@ -75,8 +75,9 @@ func TestClassifyVerdict(t *testing.T) {
 		if solo.count() != 1 {
 			t.Errorf("%d attempts on a spent daily quota, want 1", solo.count())
 		}
-		if ue.RetryAfter < time.Minute {
-			t.Errorf("RetryAfter = %s, want the body's minute", ue.RetryAfter)
+		// The body's hour, within retry.retry_after_cap.
+		if ue.RetryAfter != DefaultRetryAfterCap {
+			t.Errorf("RetryAfter = %s, want the body's hour capped at %s", ue.RetryAfter, DefaultRetryAfterCap)
 		}
 	})
 }

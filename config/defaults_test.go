@@ -1,0 +1,58 @@
+package config
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/qdrant"
+	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/internal/retry"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// TestDefaultsAgreeWithLibraries is the one-source-of-defaults check: a key
+// left out of the file and a field left zero in a library's options mean the
+// same value. They disagreed before (hardening audit): retry max delay 5s vs
+// 10s, breaker min requests 10 vs 20, open-for 15s vs 30s, exact tier
+// 256 MiB vs 64 MiB.
+func TestDefaultsAgreeWithLibraries(t *testing.T) {
+	c := Default()
+	checks := []struct {
+		name      string
+		got, want any
+	}{
+		{"cache.threshold", float32(c.Cache.Threshold), cache.DefaultThreshold},
+		{"cache.exact_max_bytes", int64(c.Cache.ExactMaxBytes), int64(cache.DefaultExactMaxBytes)},
+		{"cache.write_queue", c.Cache.WriteQueue, cache.DefaultQueueSize},
+		{"vector.max_entries", c.Vector.MaxEntries, embedded.DefaultMaxEntries},
+		{"vector.qdrant.url", c.Vector.Qdrant.URL, qdrant.DefaultAddr},
+		{"vector.qdrant.collection", c.Vector.Qdrant.Collection, qdrant.DefaultCollection},
+		{"vector.qdrant.timeout", c.Vector.Qdrant.Timeout.D(), qdrant.DefaultTimeout},
+		{"embed.openai.timeout", c.Embed.OpenAI.Timeout.D(), embed.DefaultOpenAITimeout},
+		{"retry.max_attempts", c.Retry.MaxAttempts, upstream.DefaultMaxAttempts},
+		{"retry.base_delay", c.Retry.BaseDelay.D(), upstream.DefaultBaseDelay},
+		{"retry.max_delay", c.Retry.MaxDelay.D(), upstream.DefaultMaxDelay},
+		{"retry.max_delay (embedder)", c.Retry.MaxDelay.D(), embed.DefaultOpenAIMaxDelay},
+		{"retry.deadline", c.Retry.Deadline.D(), upstream.DefaultDeadline},
+		{"retry.retry_on", slices.Equal(c.Retry.RetryOn, retry.DefaultStatuses) && slices.Equal(upstream.DefaultRetryOn, retry.DefaultStatuses), true},
+		{"breaker.window", c.Breaker.Window.D(), upstream.DefaultBreakerWindow},
+		{"breaker.min_requests", c.Breaker.MinRequests, upstream.DefaultBreakerMinRequests},
+		{"breaker.failure_ratio", c.Breaker.FailureRatio, upstream.DefaultBreakerFailureRatio},
+		{"breaker.consecutive_failures", c.Breaker.ConsecutiveFailures, upstream.DefaultBreakerConsecutiveFailures},
+		{"breaker.open_for", c.Breaker.OpenFor.D(), upstream.DefaultBreakerOpenFor},
+		{"breaker.half_open_probes", c.Breaker.HalfOpenProbes, upstream.DefaultBreakerHalfOpenProbes},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: config default %v, library default %v", ch.name, ch.got, ch.want)
+		}
+	}
+	// The values decided in the audit, so a change is deliberate.
+	if c.Retry.MaxDelay.D() != 5*time.Second || c.Breaker.MinRequests != 20 || c.Breaker.OpenFor.D() != 15*time.Second || c.Cache.ExactMaxBytes != 64*MiB {
+		t.Errorf("decided defaults changed: max_delay %v, min_requests %d, open_for %v, exact_max_bytes %v",
+			c.Retry.MaxDelay.D(), c.Breaker.MinRequests, c.Breaker.OpenFor.D(), c.Cache.ExactMaxBytes)
+	}
+}

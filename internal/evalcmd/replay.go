@@ -1,0 +1,354 @@
+package evalcmd
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/cache/guard"
+	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/proxy"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// Replay modes.
+const (
+	ModeStatic   = "static"
+	ModeVerified = "verified"
+)
+
+// ReplayOptions configure a replay.
+type ReplayOptions struct {
+	// Threshold is the static similarity threshold (both modes: in the
+	// verified mode it decides when the judge gives no verdict).
+	Threshold float32
+	// MinSimilarity, Candidates and SampleRate are [cache.verify]'s.
+	MinSimilarity float32
+	Candidates    int
+	SampleRate    float64
+	// JudgeAccuracy is the probability that the simulated reranker's verdict
+	// on a pair is right.
+	JudgeAccuracy float64
+	// Seed fixes the simulated judge's mistakes and the sampling.
+	Seed uint64
+	// Progress, if set, is called every few hundred requests.
+	Progress func(mode string, done, total int)
+}
+
+// ModeReport is what one mode served.
+type ModeReport struct {
+	Mode     string `json:"mode"`
+	Requests int    `json:"requests"`
+	// ExactHits are repeats served from the exact tier; ExactWrong those
+	// whose answer is wrong (a wrong semantic hit promoted under its key).
+	ExactHits  int `json:"exact_hits"`
+	ExactWrong int `json:"exact_wrong"`
+	// SemanticHits are answers served from the semantic tier; WrongHits
+	// those whose answer id differs from the request's.
+	SemanticHits int `json:"semantic_hits"`
+	RightHits    int `json:"right_semantic_hits"`
+	WrongHits    int `json:"wrong_semantic_hits"`
+	// WrongRate = WrongHits / SemanticHits, the measured false-hit rate.
+	WrongRate Interval `json:"wrong_rate"`
+	// RightHitRate = (ExactHits - ExactWrong + RightHits) / Requests: requests answered
+	// rightly without an upstream call.
+	RightHitRate Interval `json:"right_hit_rate"`
+	// Sampled are would-be semantic hits answered fresh for the estimate.
+	Sampled       int               `json:"sampled"`
+	UpstreamCalls int64             `json:"upstream_calls"`
+	Judge         verify.JudgeStats `json:"judge"`
+	// Live is the proxy's own estimate of WrongRate from its samples;
+	// Contains says whether its interval holds the measured WrongRate.
+	Live     verify.EstimateStats `json:"live"`
+	Contains bool                 `json:"live_interval_contains_measured"`
+}
+
+// simulator is the replay's upstream: chat answers name the question's
+// answer id, and /v1/rerank is a reranker right with a fixed probability.
+type simulator struct {
+	answers  map[string]string
+	accuracy float64
+	seed     uint64
+	chats    atomic.Int64
+	reranks  atomic.Int64
+}
+
+// AnswerFor is the simulated model's answer to a question whose answer id is id.
+func AnswerFor(id string) string { return "The answer is " + id + "." }
+
+func (s *simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	switch r.URL.Path {
+	case "/v1/chat/completions":
+		s.chats.Add(1)
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Content string `json:"content"`
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		id := s.answers[req.Messages[len(req.Messages)-1].Content]
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-sim", "object": "chat.completion", "created": 1700000000, "model": req.Model,
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": AnswerFor(id)}}},
+		})
+	case "/v1/rerank":
+		s.reranks.Add(1)
+		var req struct {
+			Query     string   `json:"query"`
+			Documents []string `json:"documents"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, "bad request", http.StatusBadRequest)
+			return
+		}
+		type result struct {
+			Index int     `json:"index"`
+			Score float64 `json:"relevance_score"`
+		}
+		res := make([]result, len(req.Documents))
+		for i, d := range req.Documents {
+			same := s.judge(req.Query, d)
+			res[i] = result{Index: i, Score: 0.1}
+			if same {
+				res[i].Score = 0.9
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"results": res})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+// judge is the simulated reranker's verdict: the truth, flipped for a fixed
+// share of pairs chosen by a hash of the pair (so a pair always gets the
+// same verdict, as from a deterministic model).
+func (s *simulator) judge(query, doc string) bool {
+	a, b := s.answers[query], s.answers[doc]
+	truth := a != "" && a == b
+	h := fnv.New64a()
+	var seed [8]byte
+	binary.LittleEndian.PutUint64(seed[:], s.seed)
+	h.Write(seed[:])
+	h.Write([]byte(query))
+	h.Write([]byte{0})
+	h.Write([]byte(doc))
+	u := float64(h.Sum64()>>11) / float64(1<<53)
+	if u < s.accuracy {
+		return truth
+	}
+	return !truth
+}
+
+// countingIndex counts the items written, so the replay can wait for each
+// miss to be indexed before the next request (as a trace spread over time
+// would be) and stay reproducible.
+type countingIndex struct {
+	cache.Index
+	written atomic.Int64
+}
+
+func (c *countingIndex) Upsert(ctx context.Context, items []cache.IndexItem) error {
+	err := c.Index.Upsert(ctx, items)
+	if err == nil {
+		c.written.Add(int64(len(items)))
+	}
+	return err
+}
+
+// Replay runs trace through the real tiers (exact tier, built-in encoder,
+// embedded index, guard, proxy, caller) against a simulated upstream, once
+// per mode, and reports each. emb is shared by both modes.
+func Replay(ctx context.Context, trace []TraceLine, emb embed.Embedder, newIndex func(entries int) (cache.Index, error), o ReplayOptions) ([]ModeReport, error) {
+	sim := &simulator{answers: map[string]string{}, accuracy: o.JudgeAccuracy, seed: o.Seed}
+	for _, l := range trace {
+		if prev, ok := sim.answers[l.Question]; ok && prev != l.Answer {
+			return nil, fmt.Errorf("replay trace: %q has two answer ids, %s and %s", l.Question, prev, l.Answer)
+		}
+		sim.answers[l.Question] = l.Answer
+	}
+	srv := httptest.NewServer(sim)
+	defer srv.Close()
+	var out []ModeReport
+	for _, mode := range []string{ModeStatic, ModeVerified} {
+		rep, err := replayMode(ctx, trace, emb, newIndex, sim, srv.URL, mode, o)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, rep)
+	}
+	return out, nil
+}
+
+func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newIndex func(int) (cache.Index, error),
+	sim *simulator, url, mode string, o ReplayOptions) (ModeReport, error) {
+	rep := ModeReport{Mode: mode, Requests: len(trace)}
+	inner, err := newIndex(len(trace))
+	if err != nil {
+		return rep, fmt.Errorf("open index: %w", err)
+	}
+	defer inner.Close()
+	idx := &countingIndex{Index: inner}
+	var judged func(q, c string) (bool, string)
+	vo := verify.Options{MinSimilarity: o.MinSimilarity, Candidates: o.Candidates}
+	if mode == ModeVerified {
+		j, err := verify.NewRerank(verify.RerankOptions{URL: url + "/v1", Model: "simulated-reranker"})
+		if err != nil {
+			return rep, err
+		}
+		vo.Judge = j
+		judged = guard.New(guard.Options{MaxUnmatched: verify.DefaultGuardSlack}).Check
+	}
+	v, err := verify.New(vo)
+	if err != nil {
+		return rep, err
+	}
+	defer v.Close()
+	c := cache.New(cache.Options{
+		Index: idx, Embedder: emb, Threshold: o.Threshold, Verifier: v,
+		Guard: guard.New(guard.Options{}).Check, JudgedGuard: judged, QueueSize: 4096,
+	})
+	defer c.Close(context.Background())
+	caller, err := upstream.New(upstream.Options{
+		Upstreams:       []upstream.Upstream{{Name: "sim", BaseURL: url + "/v1", Timeout: 30 * time.Second}},
+		DefaultUpstream: "sim",
+		Retry:           upstream.RetryPolicy{MaxAttempts: 1, Deadline: 30 * time.Second},
+	})
+	if err != nil {
+		return rep, err
+	}
+	part, err := cache.NewPartitioner([]byte("replay-partition-secret-0123456789"), []string{cache.ByAuthorization})
+	if err != nil {
+		return rep, err
+	}
+	est := verify.NewEstimator(nil, nil)
+	cmp := &verify.Comparer{Embedder: emb, Guard: guard.New(guard.Options{}).Check}
+	var rngMu sync.Mutex
+	rng := newSplitMix(o.Seed ^ 0x73616d706c65)
+	srv, err := proxy.New(proxy.Options{
+		Cache: c, Caller: caller, Partitioner: part, MaxTemperature: 1,
+		Logger: slog.New(slog.DiscardHandler),
+		Verify: &proxy.Verify{
+			Rate: o.SampleRate, Estimator: est, Judge: v, Compare: cmp.Same,
+			Rand: func() float64 { rngMu.Lock(); defer rngMu.Unlock(); return rng.float() },
+		},
+	})
+	if err != nil {
+		return rep, err
+	}
+	defer srv.Close()
+	h := srv.Handler()
+	chats0 := sim.chats.Load()
+	var stored int64
+	for i, l := range trace {
+		if err := ctx.Err(); err != nil {
+			return rep, err
+		}
+		body, _ := json.Marshal(map[string]any{
+			"model": "sim-model", "temperature": 0,
+			"messages": []any{map[string]any{"role": "user", "content": l.Question}},
+		})
+		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(string(body)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer replay")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			return rep, fmt.Errorf("replay %s: request %d: status %d: %.200s", mode, i+1, rec.Code, rec.Body.String())
+		}
+		switch rec.Header().Get(proxy.HeaderCache) {
+		case proxy.OutcomeHitExact:
+			rep.ExactHits++
+			if verify.AnswerText(rec.Body.Bytes()) != AnswerFor(l.Answer) {
+				rep.ExactWrong++
+			}
+		case proxy.OutcomeHitSemantic:
+			rep.SemanticHits++
+			if verify.AnswerText(rec.Body.Bytes()) == AnswerFor(l.Answer) {
+				rep.RightHits++
+			} else {
+				rep.WrongHits++
+			}
+		case proxy.OutcomeMissSampled:
+			rep.Sampled++
+			stored++
+		case proxy.OutcomeMiss:
+			stored++
+		}
+		waitWritten(idx, stored)
+		if o.Progress != nil && (i+1)%250 == 0 {
+			o.Progress(mode, i+1, len(trace))
+		}
+	}
+	rep.WrongRate = Wilson(rep.WrongHits, rep.SemanticHits)
+	rep.RightHitRate = Wilson(rep.ExactHits-rep.ExactWrong+rep.RightHits, rep.Requests)
+	rep.UpstreamCalls = sim.chats.Load() - chats0
+	rep.Judge = v.Stats()
+	rep.Live = est.Stats()
+	rep.Live.Timeline = nil
+	m := rep.WrongRate.Value
+	rep.Contains = rep.Live.FalseHitRate.Low <= m && m <= rep.Live.FalseHitRate.High
+	return rep, nil
+}
+
+// waitWritten waits (bounded) until idx has written n items.
+func waitWritten(idx *countingIndex, n int64) {
+	deadline := time.Now().Add(10 * time.Second)
+	for idx.written.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Microsecond)
+	}
+}
+
+// splitMix is a small seeded generator for the sampling draws.
+type splitMix struct{ s uint64 }
+
+func newSplitMix(seed uint64) *splitMix { return &splitMix{s: seed} }
+
+func (r *splitMix) float() float64 {
+	r.s += 0x9e3779b97f4a7c15
+	z := r.s
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9
+	z = (z ^ (z >> 27)) * 0x94d049bb133111eb
+	z ^= z >> 31
+	return float64(z>>11) / float64(1<<53)
+}
+
+// writeReplay prints the modes side by side.
+func writeReplay(w io.Writer, reps []ModeReport, o ReplayOptions) error {
+	fmt.Fprintf(w, "replay: %d requests; static threshold %.2f; verified: judge from %.2f, simulated reranker right %.0f %% of the time; %.0f %% of would-be semantic hits sampled\n\n",
+		reps[0].Requests, o.Threshold, o.MinSimilarity, o.JudgeAccuracy*100, o.SampleRate*100)
+	fmt.Fprintf(w, "%-9s %7s %6s %9s %7s %6s %-22s %-22s %7s %8s %8s %-22s %s\n",
+		"mode", "exact", "(wrong)", "semantic", "right", "wrong", "wrong rate [95% CI]", "right-hit rate [95% CI]", "judge", "upstream", "sampled", "live estimate [95% CI]", "contains")
+	for _, r := range reps {
+		fmt.Fprintf(w, "%-9s %7d %6d %9d %7d %6d %-22s %-22s %7d %8d %8d %-22s %v\n",
+			r.Mode, r.ExactHits, r.ExactWrong, r.SemanticHits, r.RightHits, r.WrongHits, fmtInterval(r.WrongRate), fmtInterval(r.RightHitRate),
+			r.Judge.Calls, r.UpstreamCalls, r.Live.Samples,
+			fmtInterval(Interval{Value: r.Live.FalseHitRate.Value, Low: r.Live.FalseHitRate.Low, High: r.Live.FalseHitRate.High}), r.Contains)
+	}
+	if len(reps) == 2 && reps[0].RightHits > 0 {
+		fmt.Fprintf(w, "\nverified / static right semantic hits: %.2f×\n", float64(reps[1].RightHits)/float64(reps[0].RightHits))
+	}
+	return nil
+}
+
+func fmtInterval(iv Interval) string {
+	return fmt.Sprintf("%.3f [%.3f, %.3f]", iv.Value, iv.Low, iv.High)
+}

@@ -1,0 +1,148 @@
+package evalcmd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/breakwater-dev/breakwater/embed"
+)
+
+// lockedEmbedder makes the fake embedder safe for the replay's concurrent
+// callers (the proxy and the write-back queue).
+type lockedEmbedder struct {
+	mu sync.Mutex
+	f  *fakeEmbedder
+}
+
+func (l *lockedEmbedder) Name() string   { return l.f.Name() }
+func (l *lockedEmbedder) Dimension() int { return l.f.Dimension() }
+func (l *lockedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.f.Embed(ctx, texts)
+}
+
+var tracePairs = []Pair{
+	{A: "How do I learn Go fast?", B: "How can I learn Go fast?", Duplicate: true},
+	{A: "How can I learn Go fast?", B: "What is the fastest way to learn Go?", Duplicate: true},
+	{A: "How do I learn Go fast?", B: "How do I learn Rust fast?", Duplicate: false},
+	{A: "How can I improve my English?", B: "How can I improve my English", Duplicate: true},
+	{A: "How can I improve my English?", B: "How can I improve my French?", Duplicate: false},
+	{A: "How can I improve my English?", B: "How can I really improve my English?", Duplicate: false},
+	{A: "Why is the sky blue?", B: "Why is the sea blue?", Duplicate: false},
+}
+
+func TestBuildTrace(t *testing.T) {
+	tr, err := BuildTrace(tracePairs, TraceOptions{Requests: 3000, Seed: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tr) != 3000 {
+		t.Fatalf("len = %d", len(tr))
+	}
+	answer := map[string]string{}
+	count := map[string]int{}
+	for _, l := range tr {
+		if prev, ok := answer[l.Question]; ok && prev != l.Answer {
+			t.Fatalf("%q has answers %s and %s", l.Question, prev, l.Answer)
+		}
+		answer[l.Question] = l.Answer
+		count[l.Answer]++
+	}
+	same := func(a, b string) bool { return answer[a] != "" && answer[a] == answer[b] }
+	if !same("How do I learn Go fast?", "What is the fastest way to learn Go?") {
+		t.Error("union-find did not join a cluster through a shared question")
+	}
+	if !same("How can I improve my English?", "How can I improve my English") {
+		t.Error("duplicate pair not one cluster")
+	}
+	for _, d := range []string{"How do I learn Rust fast?", "How can I improve my French?"} {
+		if answer[d] == "" || same(d, "How do I learn Go fast?") || same(d, "How can I improve my English?") {
+			t.Errorf("distractor %q missing or sharing an answer", d)
+		}
+	}
+	for _, q := range []string{"Why is the sky blue?", "Why is the sea blue?"} {
+		if _, ok := answer[q]; ok {
+			t.Errorf("%q is neither in a paraphrase cluster nor a distractor of one, but was drawn", q)
+		}
+	}
+	// Zipf(1.0) over 5 ranks: the top rank gets 1/H(5) = 0.438 of the draws.
+	top := 0
+	for _, n := range count {
+		top = max(top, n)
+	}
+	if f := float64(top) / 3000; f < 0.40 || f > 0.48 {
+		t.Errorf("top rank share = %.3f, want about 0.44", f)
+	}
+	again, _ := BuildTrace(tracePairs, TraceOptions{Requests: 3000, Seed: 7})
+	for i := range tr {
+		if tr[i] != again[i] {
+			t.Fatal("the same seed built a different trace")
+		}
+	}
+}
+
+func TestReadTrace(t *testing.T) {
+	tr, err := ReadTrace(strings.NewReader("{\"question\":\"q\",\"answer\":\"a1\"}\n\n{\"question\":\"r\",\"answer\":\"a2\"}\n"))
+	if err != nil || len(tr) != 2 || tr[1].Answer != "a2" {
+		t.Fatalf("ReadTrace = %v, %v", tr, err)
+	}
+	for _, bad := range []string{"{\"question\":\"q\"}\n", "not json\n"} {
+		if _, err := ReadTrace(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "line 1") {
+			t.Errorf("ReadTrace(%q) error = %v, want one naming line 1", bad, err)
+		}
+	}
+}
+
+func replayReport(t *testing.T, accuracy string) TraceReport {
+	t.Helper()
+	d := testDeps(t, nil)
+	le := &lockedEmbedder{f: &fakeEmbedder{}}
+	d.newEmbedder = func() (embed.Embedder, error) { return le, nil }
+	var out, errb bytes.Buffer
+	args := []string{"-from-pairs", writePairs(t, tracePairs), "-requests", "300", "-json", "-judge-accuracy", accuracy, "-sample-rate", "0.2"}
+	if err := runEval(t.Context(), args, &out, &errb, d); err != nil {
+		t.Fatalf("eval: %v\n%s", err, errb.String())
+	}
+	var rep TraceReport
+	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Modes) != 2 || rep.Modes[0].Mode != ModeStatic || rep.Modes[1].Mode != ModeVerified {
+		t.Fatalf("modes = %+v", rep.Modes)
+	}
+	return rep
+}
+
+func TestReplayStaticAndVerified(t *testing.T) {
+	rep := replayReport(t, "1")
+	for _, m := range rep.Modes {
+		if served := int64(m.ExactHits + m.SemanticHits); m.UpstreamCalls != int64(m.Requests)-served {
+			t.Errorf("%s: upstream calls %d, want requests - hits = %d", m.Mode, m.UpstreamCalls, int64(m.Requests)-served)
+		}
+		if m.RightHits+m.WrongHits != m.SemanticHits {
+			t.Errorf("%s: right %d + wrong %d != semantic %d", m.Mode, m.RightHits, m.WrongHits, m.SemanticHits)
+		}
+	}
+	static, verified := rep.Modes[0], rep.Modes[1]
+	if static.Judge.Calls != 0 || verified.Judge.Calls == 0 {
+		t.Errorf("judge calls: static %d, verified %d; want 0 and some", static.Judge.Calls, verified.Judge.Calls)
+	}
+	if verified.WrongHits != 0 {
+		t.Errorf("a judge that is always right let %d wrong hits through", verified.WrongHits)
+	}
+	if verified.RightHits < static.RightHits {
+		t.Errorf("verified right hits %d < static %d", verified.RightHits, static.RightHits)
+	}
+}
+
+func TestReplayWrongJudgeServesWrongHits(t *testing.T) {
+	rep := replayReport(t, "0")
+	if v := rep.Modes[1]; v.WrongHits == 0 || v.RightHits != 0 {
+		t.Errorf("a judge that is always wrong: right %d, wrong %d; want only wrong hits", v.RightHits, v.WrongHits)
+	}
+}

@@ -1,0 +1,166 @@
+package proxy
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/cache"
+)
+
+// responsesFormat is OpenAI's Responses API, POST /v1/responses: exact and
+// semantic tiers, streams relayed and replayed as its typed events, answers
+// served with the id the provider gave them.
+var responsesFormat Format = responsesAPI{}
+
+type responsesAPI struct{}
+
+func (responsesAPI) Endpoint() string { return cache.ResponsesEndpoint }
+
+func (responsesAPI) Semantic() bool { return true }
+
+func (responsesAPI) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
+	return cache.ResponsesKey(partition, body, group)
+}
+
+// Finished: only a response whose status is "completed". "incomplete" (cut
+// by max_output_tokens or the content filter), "failed", "cancelled",
+// "queued" and "in_progress" are never served to the next asker.
+func (responsesAPI) Finished(body []byte) bool {
+	f, err := exactFields(body)
+	if err != nil {
+		return false
+	}
+	var object, id, status string
+	if json.Unmarshal(f["object"], &object) != nil || object != "response" ||
+		json.Unmarshal(f["id"], &id) != nil || id == "" ||
+		json.Unmarshal(f["status"], &status) != nil || status != "completed" {
+		return false
+	}
+	if e := f["error"]; len(e) > 0 && !bytes.Equal(e, []byte("null")) {
+		return false
+	}
+	var background bool
+	if b := f["background"]; len(b) > 0 && json.Unmarshal(b, &background) == nil && background {
+		return false
+	}
+	return true
+}
+
+// Fresh serves the stored response as the provider sent it. Its id is the
+// provider's: the client may send it back as previous_response_id, and only
+// an id the provider issued (and stored) works there. Minting a new one, as
+// Chat Completions hits do, would break the next turn.
+func (responsesAPI) Fresh(body []byte, _ time.Time) []byte { return body }
+
+func (responsesAPI) Replay(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
+	return replayResponse(w, flush, stored)
+}
+
+func (responsesAPI) NewAssembler() StreamAssembler { return newResponsesStream() }
+
+// Resume: never. A continuation would be a second response with its own id
+// whose context holds the cut text and a continuation instruction; the
+// client would chain its next turn (previous_response_id) onto that, not
+// onto the answer it saw. A cut stream ends with an error event instead.
+func (responsesAPI) Resume([]byte, StreamAssembler) ([]byte, error) { return nil, errNoResume }
+
+// ForModel: the caller's default, the body's "model" field rewritten.
+func (responsesAPI) ForModel(string, []byte) func(string) (string, []byte) { return nil }
+
+// Error: the Responses API answers errors in the same shape as the rest of
+// OpenAI's API ({"error":{"message","type","param","code"}}).
+func (responsesAPI) Error(status int, code, message string) (int, []byte) {
+	return openAIFormat{}.Error(status, code, message)
+}
+
+// StreamError ends a cut stream with the API's "error" event
+// ({"type":"error","code","message","param"}) that also carries an "error"
+// object: the SDKs (openai-go's ssestream, openai-python, openai-node) stop
+// and raise on a data payload with a top-level "error", so the client sees
+// an error, never a response that silently stopped.
+func (responsesAPI) StreamError(err error) []byte {
+	msg := "breakwater: the response stream was interrupted: " + err.Error()
+	b, _ := json.Marshal(map[string]any{
+		"type": "error", "code": "stream_interrupted", "message": msg, "param": nil,
+		"error": map[string]any{"message": msg, "type": "server_error", "param": nil, "code": "stream_interrupted"},
+	})
+	return []byte("event: error\ndata: " + string(b) + "\n\n")
+}
+
+// handleResponses serves POST /v1/responses. Requests bound to state the
+// provider keeps and changes pass through to the default upstream untouched,
+// as retrieval, deletion and cancellation of responses do (GET/DELETE
+// /v1/responses/{id}, .../input_items, POST .../cancel go to /v1/*):
+//   - background: true: the answer is a queued response polled later by id;
+//   - conversation: the conversation's items grow with every turn, so the
+//     same request body asks a different question each time, and a cached
+//     answer would never be added to the conversation;
+//   - a stored prompt without a model: the prompt names it, and the request
+//     can be neither routed nor keyed.
+//
+// Everything else goes through the cached flow.
+func (s *Server) handleResponses(c echo.Context) error {
+	c.Set(formatCtxKey, responsesFormat)
+	req := c.Request()
+	body, err := readBody(req, s.opts.MaxBodyBytes)
+	if errors.Is(err, errTooLarge) {
+		return writeError(c, http.StatusRequestEntityTooLarge, "request_too_large",
+			"breakwater: request body is larger than server.max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)", 0)
+	}
+	if err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(body))
+	req.ContentLength = int64(len(body))
+	if why := responsesStateful(body); why != "" {
+		s.logger(c).Debug("responses request passed through", "reason", why)
+		return s.handleForward(c)
+	}
+	return s.serveCached(c, responsesFormat)
+}
+
+// responsesStateful names why a Responses request must pass through
+// uncached, or "" when it may be cached. Field names are matched exactly, as
+// the API matches them; a body that is not a JSON object is left to the
+// cached flow, which answers it 400.
+func responsesStateful(body []byte) string {
+	f, err := exactFields(body)
+	if err != nil {
+		return ""
+	}
+	if bytes.Equal(bytes.TrimSpace(f["background"]), []byte("true")) {
+		return "background"
+	}
+	if c, ok := f["conversation"]; ok && !bytes.Equal(bytes.TrimSpace(c), []byte("null")) {
+		return "conversation"
+	}
+	if _, ok := f["model"]; !ok {
+		if _, ok := f["prompt"]; ok {
+			// A stored prompt may name the model itself; without one the
+			// request can be neither routed nor keyed.
+			return "prompt without model"
+		}
+	}
+	return ""
+}
+
+// exactFields decodes the top level of a JSON object into its fields by
+// their exact names (decoding into a struct would match names
+// case-insensitively and let "Status" stand in for "status").
+func exactFields(body []byte) (map[string]json.RawMessage, error) {
+	var f map[string]json.RawMessage
+	if err := json.Unmarshal(body, &f); err != nil {
+		return nil, err
+	}
+	if f == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	return f, nil
+}
