@@ -197,3 +197,28 @@ func TestGeminiKeyBadRequests(t *testing.T) {
 		t.Errorf("no model: err = %v, want ErrBadRequest", err)
 	}
 }
+
+// BenchmarkGeminiKey: the key of a multi-turn generateContent request next
+// to ChatKey on the same conversation in Chat Completions form.
+func BenchmarkGeminiKey(b *testing.B) {
+	chat := []byte(`{"model":"gemini-2.5-flash","temperature":0.2,"max_tokens":256,"stop":["END"],
+	  "messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"Hi"},
+	  {"role":"assistant","content":"Hello."},{"role":"user","content":"What is the capital of France?"}],
+	  "tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object"}}}],"tool_choice":"auto"}`)
+	b.Run("gemini", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := GeminiKey("p", "gemini-2.5-flash", false, []byte(geminiBase), nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("chat", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ChatKey("p", chat, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

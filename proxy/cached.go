@@ -70,6 +70,9 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 			}
 			x.shape = requestShape{Model: k.Model, Stream: k.Stream, Temperature: k.Temperature, IncludeUsage: k.IncludeUsage}
 		}
+		if sh, ok := f.(requestShaper); ok {
+			sh.pathShape(&x.shape)
+		}
 		if x.shape.Model == "" {
 			return writeError(c, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
 		}

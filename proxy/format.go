@@ -120,6 +120,9 @@ func passthroughFormat(h http.Header) Format {
 // and its refusals are read from the body.
 type requestShaper interface {
 	shapeRequest(r *upstream.Request)
+	// pathShape sets what the path says (model, stream) when no key is
+	// built (the cache is off).
+	pathShape(sh *requestShape)
 }
 
 // shapeRequest lets f adjust the upstream request r built by the flow.

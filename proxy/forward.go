@@ -44,6 +44,11 @@ func (s *Server) newForwarder(root *url.URL, key, auth string) *httputil.Reverse
 }
 
 func (s *Server) handleForward(c echo.Context) error {
+	// A Gemini-style ?key= never travels in a URL: the proxy's error names
+	// the URL it failed to reach, and that error is logged.
+	if err := moveGeminiKey(c.Request()); err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
 	fwd := s.fwd
 	if c.Request().Header.Get(headerAnthropicVersion) != "" && s.anthropicFwd != nil {
 		fwd = s.anthropicFwd

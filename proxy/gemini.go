@@ -86,6 +86,10 @@ func (f geminiFormat) shapeRequest(r *upstream.Request) {
 	r.Classify = classifyGemini
 }
 
+func (f geminiFormat) pathShape(sh *requestShape) {
+	sh.Model, sh.Stream = f.model, f.stream
+}
+
 // upstreamPath is the path sent upstream for model. It starts with "/v1",
 // which the caller replaces with the upstream's base URL (e.g.
 // https://generativelanguage.googleapis.com/v1beta): the API version is the

@@ -21,7 +21,7 @@ const geminiPassEndpoint = "/v1beta/*"
 // generateContent and streamGenerateContent?alt=sse go through the cached
 // flow, every other Gemini request is passed through to the model's route.
 func (s *Server) mountGemini(e *echo.Echo) {
-	e.Any("/v1beta/*", s.handleGemini)
+	e.Any("/v1beta/*", s.handleGemini, s.bodyBudget)
 	// /v1/models/{model}:{method} is Gemini's stable API; any other
 	// /v1/models/... request is OpenAI's (GET /v1/models/{id}), passed
 	// through as before.
@@ -30,7 +30,7 @@ func (s *Server) mountGemini(e *echo.Echo) {
 			return s.handleGemini(c)
 		}
 		return s.handleForward(c)
-	})
+	}, s.bodyBudget)
 }
 
 // handleGemini serves one Gemini API request.
@@ -190,5 +190,9 @@ func (s *Server) geminiPassthrough(c echo.Context, model, rest string, query url
 		ct = echo.MIMEApplicationJSON
 	}
 	s.finish(x, OutcomeBypass, resp.Status, 0, resp.Target)
+	if resp.Rest != nil {
+		defer resp.Rest.Close()
+		return relayLong(c, resp, ct)
+	}
 	return c.Blob(resp.Status, ct, resp.Body)
 }

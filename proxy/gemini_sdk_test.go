@@ -275,7 +275,11 @@ func TestGeminiKeyInURLNotLogged(t *testing.T) {
 	down := closed.URL
 	closed.Close() // connection refused: the caller's error names the URL
 	g := newGeminiEnv(t, envOptions{
-		proxy: func(o *Options) { o.Logger = logger; o.Metrics = NewMetrics(reg) },
+		proxy: func(o *Options) {
+			o.Logger = logger
+			o.Metrics = NewMetrics(reg)
+			o.Passthrough = mustURL(t, down+"/v1") // OpenAI pass-through fails: its error names the URL
+		},
 		caller: func(o *upstream.Options) {
 			o.Logger = logger
 			o.Upstreams = append(o.Upstreams, upstream.Upstream{Name: "down", BaseURL: down + "/v1beta"})
@@ -318,6 +322,8 @@ func TestGeminiKeyInURLNotLogged(t *testing.T) {
 	do("POST", "/v1beta/models/"+geminiFlash+":generateContent?key="+secret+"&key=other", question)
 	do("GET", "/v1beta/models/"+geminiFlash+"?key="+secret, "")
 	do("GET", "/v1beta/models?key="+secret, "")
+	do("GET", "/v1/models/"+geminiFlash+"?key="+secret, "")
+	do("POST", "/v1/files?key="+secret, "{}")
 	do("GET", "/stats", "")
 	g.waitStreams()
 
@@ -457,4 +463,53 @@ func TestGeminiSDKCoalesces(t *testing.T) {
 func toJSON(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// One key's spent quota never slows another key: the refusal's retryDelay
+// holds the first key's requests only.
+func TestGeminiRateLimitStaysWithItsKey(t *testing.T) {
+	g := newGeminiEnv(t, envOptions{})
+	g.api.handle = func(w http.ResponseWriter, c geminiCall, n int) bool {
+		if c.key == "key-a" {
+			geminiRefuse(w, 429, strings.Replace(geminiPerMinute, `"21.5s"`, `"4s"`, 1))
+			return true
+		}
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := g.client("key-a").Models.GenerateContent(ctx, geminiFlash, genai.Text("A asks"), zeroTemp())
+		done <- err
+	}()
+	// Wait until the caller has read key-a's refusal (its hold is in place).
+	refused := func() bool {
+		for _, m := range g.server.opts.Caller.Snapshot() {
+			for _, ts := range m.Targets {
+				if ts.Name == "gemini/"+geminiFlash && ts.RateLimited > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !refused() {
+		if time.Now().After(deadline) {
+			t.Fatal("key-a's refusal was never counted")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	start := time.Now()
+	text, _, err := g.generate(g.client("key-b"), geminiFlash, "B asks")
+	if err != nil || text != geminiFlash+" says: B asks" {
+		t.Fatalf("key-b: %q, %v", text, err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("key-b waited %s behind key-a's 4s retryDelay", d)
+	}
+	if err := <-done; err == nil {
+		t.Error("key-a was answered although its quota was spent")
+	}
 }

@@ -233,7 +233,8 @@ func normalise(s string) string {
 }
 
 // AnswerText is the text of a completion body: the first choice's message
-// content (chat) or text (completions); "" when there is none.
+// content (chat) or text (completions), or the first Gemini candidate's
+// text parts (thoughts left out); "" when there is none.
 func AnswerText(body []byte) string {
 	var c struct {
 		Choices []struct {
@@ -242,9 +243,29 @@ func AnswerText(body []byte) string {
 			} `json:"message"`
 			Text string `json:"text"`
 		} `json:"choices"`
+		Candidates []struct {
+			Content struct {
+				Parts []struct {
+					Text    string `json:"text"`
+					Thought bool   `json:"thought"`
+				} `json:"parts"`
+			} `json:"content"`
+		} `json:"candidates"`
 	}
-	if json.Unmarshal(body, &c) != nil || len(c.Choices) == 0 {
+	if json.Unmarshal(body, &c) != nil {
 		return ""
+	}
+	if len(c.Choices) == 0 {
+		if len(c.Candidates) == 0 {
+			return ""
+		}
+		var b strings.Builder
+		for _, p := range c.Candidates[0].Content.Parts {
+			if !p.Thought {
+				b.WriteString(p.Text)
+			}
+		}
+		return b.String()
 	}
 	if c.Choices[0].Message.Content != "" {
 		return c.Choices[0].Message.Content
