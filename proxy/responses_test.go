@@ -329,3 +329,23 @@ func TestResponsesErrors(t *testing.T) {
 		t.Errorf("unknown previous id: %v", err)
 	}
 }
+
+// Models of one cache group share chat answers but never responses: the
+// response id belongs to the provider that served the model asked for.
+func TestResponsesNoCrossModelSharing(t *testing.T) {
+	e := newEnv(t, envOptions{proxy: func(o *Options) { o.Group = func(string) string { return "one-group" } }})
+	f := newFakeResponses()
+	f.install(e)
+	c := responsesClient(e, "sk-tenant-a")
+	first, _ := create(t, c, ask("What is the boiling point of water?"))
+	e.waitIndexed(1)
+	other := ask("What is the boiling point of water?")
+	other.Model = "gpt-other"
+	got, outcome := create(t, c, other)
+	if outcome != OutcomeMiss || got.ID == first.ID {
+		t.Errorf("another model of the group: outcome %q id %q, want a miss", outcome, got.ID)
+	}
+	if n := f.creates.Load(); n != 2 {
+		t.Errorf("upstream created %d responses, want 2", n)
+	}
+}
