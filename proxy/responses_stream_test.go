@@ -336,3 +336,17 @@ func BenchmarkReplayResponse1000Tokens(b *testing.B) {
 		}
 	})
 }
+
+// The delta fast path writes the bytes the general encoder writes.
+func TestReplayDeltasMatchSend(t *testing.T) {
+	pieces := words(`Say "hi" <to> the wörld` + "\n\ttwice.")
+	var slow, fast bytes.Buffer
+	sw, fw := &eventWriter{w: &slow}, &eventWriter{w: &fast}
+	for _, p := range pieces {
+		sw.send("response.output_text.delta", "item_id", "msg_1", "output_index", int64(2), "content_index", int64(1), "delta", p, "logprobs", json.RawMessage(`[]`))
+	}
+	fw.deltas("response.output_text.delta", pieces, "item_id", "msg_1", "output_index", int64(2), "content_index", int64(1))
+	if sw.err != nil || fw.err != nil || slow.String() != fast.String() || fw.seq != int64(len(pieces)) {
+		t.Errorf("deltas differ from send (%v %v):\n%s\n%s", sw.err, fw.err, fast.String(), slow.String())
+	}
+}
