@@ -203,15 +203,31 @@ func TestResponsesKeyBadRequest(t *testing.T) {
 	}
 }
 
+// BenchmarkResponsesKey: the key of a Responses request next to the
+// ChatKey of the same conversation, for the ratio.
 func BenchmarkResponsesKey(b *testing.B) {
 	body := []byte(`{"model":"gpt-test","instructions":"You are terse.","previous_response_id":"resp_123",` +
 		`"input":[{"role":"user","content":[{"type":"input_text","text":"What is the capital of France, and why?"}]}],` +
 		`"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}],` +
 		`"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"stream":true}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ResponsesKey("p1", body); err != nil {
-			b.Fatal(err)
+	chat := []byte(`{"model":"gpt-test","messages":[{"role":"system","content":"You are terse."},` +
+		`{"role":"user","content":[{"type":"text","text":"What is the capital of France, and why?"}]}],` +
+		`"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}],` +
+		`"response_format":{"type":"text"},"reasoning_effort":"low","stream":true}`)
+	b.Run("responses", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ResponsesKey("p1", body); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
+	b.Run("chat", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ChatKey("p1", chat, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
