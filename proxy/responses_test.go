@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -327,6 +328,26 @@ func TestResponsesErrors(t *testing.T) {
 	_, err = c.Responses.New(context.Background(), followUp("resp_never_issued", "hi"))
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "previous_response_not_found" {
 		t.Errorf("unknown previous id: %v", err)
+	}
+
+	// The upstream keeps failing: after the retries, the SDK gets an error
+	// in OpenAI's shape, streamed or not, and nothing is stored.
+	var calls atomic.Int64
+	e.model.HandleFunc = func(w http.ResponseWriter, r *http.Request, body map[string]any) bool {
+		calls.Add(1)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"message": "overloaded", "type": "server_error", "code": nil}})
+		return true
+	}
+	_, err = c.Responses.New(context.Background(), ask("Are you there?"))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode < 500 || apiErr.Type != "server_error" {
+		t.Errorf("upstream down: %v", err)
+	}
+	_, err = createStream(t, c, ask("Are you there?"))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode < 500 || apiErr.Type != "server_error" {
+		t.Errorf("upstream down, streamed: %v", err)
+	}
+	if calls.Load() < 2 {
+		t.Errorf("upstream called %d times", calls.Load())
 	}
 }
 
