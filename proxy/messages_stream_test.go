@@ -64,7 +64,7 @@ func TestMessagesFinished(t *testing.T) {
 		`{"type":"message","role":"assistant","content":[],"stop_reason":"refusal"}`:       false,
 		`{"type":"message","role":"assistant","content":[],"stop_reason":"pause_turn"}`:    false,
 		`{"type":"message","role":"assistant","content":[],"stop_reason":null}`:            false,
-		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`:       false,
+		`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`:      false,
 	} {
 		if got := messagesFormat.Finished([]byte(body)); got != want {
 			t.Errorf("Finished(%s) = %v, want %v", body, got, want)
