@@ -261,16 +261,6 @@ func TestGeminiReplayRoundTrip(t *testing.T) {
 	}
 }
 
-func jsonEqual(t *testing.T, a, b []byte) bool {
-	t.Helper()
-	var x, y any
-	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
-		t.Fatalf("not JSON: %s / %s", a, b)
-	}
-	xb, _ := json.Marshal(x)
-	yb, _ := json.Marshal(y)
-	return bytes.Equal(xb, yb)
-}
 
 func TestGeminiResume(t *testing.T) {
 	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"Tell me a story"}]}],"generationConfig":{"temperature":0}}`)

@@ -47,7 +47,7 @@ type streamEvent struct {
 	Index        *int                       `json:"index"`
 	Message      map[string]json.RawMessage `json:"message"`
 	ContentBlock map[string]json.RawMessage `json:"content_block"`
-	Delta        map[string]json.RawMessage `json:"delta"`
+	Delta        json.RawMessage            `json:"delta"`
 	Usage        map[string]json.RawMessage `json:"usage"`
 	Error        json.RawMessage            `json:"error"`
 }
@@ -87,7 +87,11 @@ func (s *messageStream) Feed(ev sseEvent, raw []byte, _ bool) ([]byte, bool, err
 		if s.delta == nil {
 			s.delta = map[string]json.RawMessage{}
 		}
-		for k, v := range e.Delta {
+		var d map[string]json.RawMessage
+		if err := json.Unmarshal(e.Delta, &d); err != nil {
+			return nil, false, fmt.Errorf("parse stream event: %w", err)
+		}
+		for k, v := range d {
 			s.delta[k] = v
 		}
 		if s.usage == nil {
@@ -138,8 +142,7 @@ func (s *messageStream) block(e streamEvent, data, raw []byte) ([]byte, bool, er
 			Signature   string          `json:"signature"`
 			Citation    json.RawMessage `json:"citation"`
 		}
-		dr, _ := json.Marshal(e.Delta)
-		if err := json.Unmarshal(dr, &d); err != nil {
+		if err := json.Unmarshal(e.Delta, &d); err != nil {
 			return nil, false, fmt.Errorf("parse stream event: %w", err)
 		}
 		switch d.Type {
@@ -149,7 +152,7 @@ func (s *messageStream) block(e streamEvent, data, raw []byte) ([]byte, bool, er
 				s.dropSpace = ""
 				if t != d.Text {
 					d.Text = t
-					e.Delta["text"], _ = json.Marshal(t)
+					e.Delta = mustJSON(map[string]string{"type": "text_delta", "text": t})
 					raw = nil // re-encoded below
 				}
 			}
@@ -173,7 +176,7 @@ func (s *messageStream) block(e streamEvent, data, raw []byte) ([]byte, bool, er
 }
 
 // reencode rewrites a block event (its data) with a new index and delta.
-func reencode(typ string, data []byte, idx int, delta map[string]json.RawMessage) ([]byte, bool, error) {
+func reencode(typ string, data []byte, idx int, delta json.RawMessage) ([]byte, bool, error) {
 	var m map[string]json.RawMessage
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, false, fmt.Errorf("parse stream event: %w", err)

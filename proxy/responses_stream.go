@@ -217,9 +217,7 @@ func replayItem(r *eventWriter, index int64, item map[string]json.RawMessage) {
 				logprobs := orEmpty(part["logprobs"])
 				r.send("response.content_part.added", at("content_index", ci,
 					"part", map[string]any{"type": "output_text", "text": "", "annotations": json.RawMessage(`[]`), "logprobs": json.RawMessage(`[]`)})...)
-				for _, piece := range words(text) {
-					r.send("response.output_text.delta", at("content_index", ci, "delta", piece, "logprobs", json.RawMessage(`[]`))...)
-				}
+				r.deltas("response.output_text.delta", words(text), at("content_index", ci)...)
 				r.send("response.output_text.done", at("content_index", ci, "text", text, "logprobs", logprobs)...)
 			case "refusal":
 				var refusal string
@@ -285,30 +283,79 @@ func (r *eventWriter) send(typ string, fields ...any) {
 	}
 	b := &r.buf
 	b.Reset()
-	b.WriteString("event: ")
-	b.WriteString(typ)
-	b.WriteString("\ndata: {\"type\":")
-	writeJSONValue(b, typ)
-	for i := 0; i+1 < len(fields); i += 2 {
-		b.WriteString(",")
-		writeJSONValue(b, fields[i].(string))
-		b.WriteString(":")
-		if err := writeJSONValue(b, fields[i+1]); err != nil {
-			r.err = fmt.Errorf("replay cached response: %w", err)
-			return
-		}
+	if err := eventFields(b, typ, fields); err != nil {
+		r.err = fmt.Errorf("replay cached response: %w", err)
+		return
 	}
 	b.WriteString(`,"sequence_number":`)
 	b.WriteString(strconv.FormatInt(r.seq, 10))
 	b.WriteString("}\n\n")
-	r.seq++
-	if _, err := r.w.Write(b.Bytes()); err != nil {
-		r.err = err
+	r.write(b.Bytes())
+}
+
+// deltas sends one delta event per piece, with fields before "delta" and an
+// empty logprobs after it. The envelope is encoded once; a 1,000-piece
+// answer was ~22 allocations a piece when every event went through send
+// (BenchmarkReplayResponse1000Tokens). The bytes are the ones send writes.
+func (r *eventWriter) deltas(typ string, pieces []string, fields ...any) {
+	if r.err != nil || len(pieces) == 0 {
 		return
+	}
+	var head bytes.Buffer
+	if err := eventFields(&head, typ, fields); err != nil {
+		r.err = fmt.Errorf("replay cached response: %w", err)
+		return
+	}
+	head.WriteString(`,"delta":`)
+	buf := make([]byte, 0, 512)
+	for _, p := range pieces {
+		pb, err := json.Marshal(p)
+		if err != nil {
+			r.err = fmt.Errorf("replay cached response: %w", err)
+			return
+		}
+		buf = append(append(buf[:0], head.Bytes()...), pb...)
+		buf = append(buf, `,"logprobs":[],"sequence_number":`...)
+		buf = strconv.AppendInt(buf, r.seq, 10)
+		buf = append(buf, "}\n\n"...)
+		if !r.write(buf) {
+			return
+		}
+	}
+}
+
+// write sends one encoded event and counts it; false once writing failed.
+func (r *eventWriter) write(ev []byte) bool {
+	r.seq++
+	if _, err := r.w.Write(ev); err != nil {
+		r.err = err
+		return false
 	}
 	if r.flush != nil {
 		r.flush()
 	}
+	return true
+}
+
+// eventFields encodes an event up to, not including, its sequence_number.
+func eventFields(b *bytes.Buffer, typ string, fields []any) error {
+	b.WriteString("event: ")
+	b.WriteString(typ)
+	b.WriteString("\ndata: {\"type\":")
+	if err := writeJSONValue(b, typ); err != nil {
+		return err
+	}
+	for i := 0; i+1 < len(fields); i += 2 {
+		b.WriteString(",")
+		if err := writeJSONValue(b, fields[i].(string)); err != nil {
+			return err
+		}
+		b.WriteString(":")
+		if err := writeJSONValue(b, fields[i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func writeJSONValue(b *bytes.Buffer, v any) error {

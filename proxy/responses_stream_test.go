@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"reflect"
 	"strings"
 	"testing"
 
@@ -35,17 +34,6 @@ func sdkStream(body []byte) *ssestream.Stream[responses.ResponseStreamEventUnion
 	return ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(res), nil)
 }
 
-func sameResponsesJSON(t *testing.T, got, want []byte) bool {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatal(err)
-	}
-	return reflect.DeepEqual(g, w)
-}
 
 // The replay is read by the official SDK event by event: every event
 // decodes to its typed form, sequence numbers count from 0, the deltas add
@@ -109,7 +97,7 @@ func TestReplayResponseSDK(t *testing.T) {
 	if types[0] != "response.created" || types[1] != "response.in_progress" || types[len(types)-1] != "response.completed" {
 		t.Errorf("events: %v", types)
 	}
-	if final.ID != "resp_abc" || final.Status != "completed" || !sameResponsesJSON(t, []byte(final.RawJSON()), []byte(storedResponse)) {
+	if final.ID != "resp_abc" || final.Status != "completed" || !jsonEqual(t, []byte(final.RawJSON()), []byte(storedResponse)) {
 		t.Errorf("response.completed differs from the stored response: %s", final.RawJSON())
 	}
 }
@@ -129,7 +117,7 @@ func TestResponsesStreamRoundTrip(t *testing.T) {
 		t.Error("the relayed bytes differ from the upstream's")
 	}
 	body, err := asm.Body()
-	if err != nil || !sameResponsesJSON(t, body, []byte(storedResponse)) {
+	if err != nil || !jsonEqual(t, body, []byte(storedResponse)) {
 		t.Errorf("assembled body (%v): %s", err, body)
 	}
 	if !responsesFormat.Finished(body) {
@@ -162,7 +150,7 @@ func TestResponsesStreamRoundTrip(t *testing.T) {
 	}
 	asm, _ = feedResponses(t, stripped.Bytes())
 	body, err = asm.Body()
-	if err != nil || !sameResponsesJSON(t, body, []byte(storedResponse)) {
+	if err != nil || !jsonEqual(t, body, []byte(storedResponse)) {
 		t.Errorf("body rebuilt from output items (%v): %s", err, body)
 	}
 }
@@ -306,7 +294,7 @@ func TestResponsesStreamErrorSDK(t *testing.T) {
 		t.Errorf("events mode: %#v", st.Current().AsAny())
 	}
 	status, body := responsesFormat.Error(http.StatusTooManyRequests, "rate_limited", "slow down")
-	if status != http.StatusTooManyRequests || !sameResponsesJSON(t, body, []byte(`{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limited"}}`)) {
+	if status != http.StatusTooManyRequests || !jsonEqual(t, body, []byte(`{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limited"}}`)) {
 		t.Errorf("error body %d %s", status, body)
 	}
 }
@@ -335,4 +323,18 @@ func BenchmarkReplayResponse1000Tokens(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The delta fast path writes the bytes the general encoder writes.
+func TestReplayDeltasMatchSend(t *testing.T) {
+	pieces := words(`Say "hi" <to> the wörld` + "\n\ttwice.")
+	var slow, fast bytes.Buffer
+	sw, fw := &eventWriter{w: &slow}, &eventWriter{w: &fast}
+	for _, p := range pieces {
+		sw.send("response.output_text.delta", "item_id", "msg_1", "output_index", int64(2), "content_index", int64(1), "delta", p, "logprobs", json.RawMessage(`[]`))
+	}
+	fw.deltas("response.output_text.delta", pieces, "item_id", "msg_1", "output_index", int64(2), "content_index", int64(1))
+	if sw.err != nil || fw.err != nil || slow.String() != fast.String() || fw.seq != int64(len(pieces)) {
+		t.Errorf("deltas differ from send (%v %v):\n%s\n%s", sw.err, fw.err, fast.String(), slow.String())
+	}
 }

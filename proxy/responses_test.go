@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -327,5 +328,45 @@ func TestResponsesErrors(t *testing.T) {
 	_, err = c.Responses.New(context.Background(), followUp("resp_never_issued", "hi"))
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusNotFound || apiErr.Code != "previous_response_not_found" {
 		t.Errorf("unknown previous id: %v", err)
+	}
+
+	// The upstream keeps failing: after the retries, the SDK gets an error
+	// in OpenAI's shape, streamed or not, and nothing is stored.
+	var calls atomic.Int64
+	e.model.HandleFunc = func(w http.ResponseWriter, r *http.Request, body map[string]any) bool {
+		calls.Add(1)
+		writeJSON(w, http.StatusServiceUnavailable, map[string]any{"error": map[string]any{"message": "overloaded", "type": "server_error", "code": nil}})
+		return true
+	}
+	_, err = c.Responses.New(context.Background(), ask("Are you there?"))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode < 500 || apiErr.Type != "server_error" {
+		t.Errorf("upstream down: %v", err)
+	}
+	_, err = createStream(t, c, ask("Are you there?"))
+	if !errors.As(err, &apiErr) || apiErr.StatusCode < 500 || apiErr.Type != "server_error" {
+		t.Errorf("upstream down, streamed: %v", err)
+	}
+	if calls.Load() < 2 {
+		t.Errorf("upstream called %d times", calls.Load())
+	}
+}
+
+// Models of one cache group share chat answers but never responses: the
+// response id belongs to the provider that served the model asked for.
+func TestResponsesNoCrossModelSharing(t *testing.T) {
+	e := newEnv(t, envOptions{proxy: func(o *Options) { o.Group = func(string) string { return "one-group" } }})
+	f := newFakeResponses()
+	f.install(e)
+	c := responsesClient(e, "sk-tenant-a")
+	first, _ := create(t, c, ask("What is the boiling point of water?"))
+	e.waitIndexed(1)
+	other := ask("What is the boiling point of water?")
+	other.Model = "gpt-other"
+	got, outcome := create(t, c, other)
+	if outcome != OutcomeMiss || got.ID == first.ID {
+		t.Errorf("another model of the group: outcome %q id %q, want a miss", outcome, got.ID)
+	}
+	if n := f.creates.Load(); n != 2 {
+		t.Errorf("upstream created %d responses, want 2", n)
 	}
 }

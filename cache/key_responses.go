@@ -31,18 +31,24 @@ var responsesIgnored = map[string]bool{
 
 // ResponsesKey builds the key of a POST /v1/responses request (OpenAI's
 // Responses API). Every field that shapes the answer is part of both the
-// exact key and the context fingerprint: model (or its cache group, in the
-// fingerprint only), instructions, the input items, tools, text.format,
+// exact key and the context fingerprint: model, instructions, the input items, tools, text.format,
 // reasoning, include, store, and previous_response_id, so that a follow-up in
 // one conversation is never answered from another's. The embedded query is
 // the text of the final input item when that item is a user message made of
 // text only (a string input counts as one); a final turn with images, files
 // or audio, a tool output, or no input at all uses the exact tier only.
 //
+// Unlike ChatKey there is no cache group: a response is served with the id
+// its provider gave it, and that id only works as previous_response_id at
+// the provider (and account) that created it. Models sharing a group may be
+// served by different upstreams (the example config groups an OpenAI model
+// with a local one), so sharing across models would hand out ids the next
+// turn's provider does not know.
+//
 // Field names are matched exactly (the API is case-sensitive; encoding/json
 // into a struct would not be), so the key reads the same fields the provider
 // does.
-func ResponsesKey(partition string, body []byte, group func(model string) string) (Key, error) {
+func ResponsesKey(partition string, body []byte) (Key, error) {
 	obj, err := parseObject(body)
 	if err != nil {
 		return Key{}, err
@@ -62,11 +68,6 @@ func ResponsesKey(partition string, body []byte, group func(model string) string
 	k.Exact = digest("breakwater-exact-v1", []byte(partition), []byte(ResponsesEndpoint), exact)
 
 	fp := canon // canon is a fresh map; the fingerprint may change it
-	if group != nil {
-		if g := group(k.Model); g != "" {
-			fp["model"] = g
-		}
-	}
 	query, rest, ok := responsesQuery(obj["input"])
 	if ok {
 		k.Query = query

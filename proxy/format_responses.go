@@ -25,8 +25,9 @@ func (responsesAPI) Endpoint() string { return cache.ResponsesEndpoint }
 
 func (responsesAPI) Semantic() bool { return true }
 
-func (responsesAPI) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
-	return cache.ResponsesKey(partition, body, group)
+// Key ignores the cache group: see cache.ResponsesKey.
+func (responsesAPI) Key(partition string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
+	return cache.ResponsesKey(partition, body)
 }
 
 // Finished: only a response whose status is "completed". "incomplete" (cut

@@ -7,7 +7,7 @@ import (
 
 func responsesKey(t *testing.T, body string) Key {
 	t.Helper()
-	k, err := ResponsesKey("p1", []byte(body), nil)
+	k, err := ResponsesKey("p1", []byte(body))
 	if err != nil {
 		t.Fatalf("ResponsesKey(%s): %v", body, err)
 	}
@@ -94,30 +94,26 @@ func TestResponsesKeySameContext(t *testing.T) {
 	}
 }
 
-// The cache group replaces the model in the fingerprint only: grouped models
-// share semantic entries, never exact ones.
-func TestResponsesKeyGroup(t *testing.T) {
-	group := func(m string) string { return "family" }
-	a, err := ResponsesKey("p1", []byte(`{"model":"gpt-a","input":"hi there"}`), group)
+// Two models never share an entry, not even semantically: a response id
+// only works at the provider that issued it.
+func TestResponsesKeyNoGroup(t *testing.T) {
+	a, err := ResponsesKey("p1", []byte(`{"model":"gpt-a","input":"hi there"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := ResponsesKey("p1", []byte(`{"model":"gpt-b","input":"hi there"}`), group)
+	b, err := ResponsesKey("p1", []byte(`{"model":"gpt-b","input":"hi there"}`))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a.Fingerprint != b.Fingerprint {
-		t.Error("models of one group have different fingerprints")
-	}
-	if a.Exact == b.Exact {
-		t.Error("models of one group share an exact key")
+	if a.Fingerprint == b.Fingerprint || a.Exact == b.Exact {
+		t.Error("two models share a key")
 	}
 }
 
 func TestResponsesKeyPartition(t *testing.T) {
 	body := []byte(`{"model":"gpt-test","input":"hi there"}`)
-	a, _ := ResponsesKey("tenant-a", body, nil)
-	b, _ := ResponsesKey("tenant-b", body, nil)
+	a, _ := ResponsesKey("tenant-a", body)
+	b, _ := ResponsesKey("tenant-b", body)
 	if a.Exact == b.Exact {
 		t.Error("two partitions share an exact key")
 	}
@@ -200,22 +196,38 @@ func TestResponsesKeyBadRequest(t *testing.T) {
 		"not an object":       `["model"]`,
 	}
 	for name, body := range bad {
-		_, err := ResponsesKey("p1", []byte(body), nil)
+		_, err := ResponsesKey("p1", []byte(body))
 		if !errors.Is(err, ErrBadRequest) {
 			t.Errorf("%s: err = %v, want ErrBadRequest", name, err)
 		}
 	}
 }
 
+// BenchmarkResponsesKey: the key of a Responses request next to the
+// ChatKey of the same conversation, for the ratio.
 func BenchmarkResponsesKey(b *testing.B) {
 	body := []byte(`{"model":"gpt-test","instructions":"You are terse.","previous_response_id":"resp_123",` +
 		`"input":[{"role":"user","content":[{"type":"input_text","text":"What is the capital of France, and why?"}]}],` +
 		`"tools":[{"type":"function","name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}],` +
 		`"text":{"format":{"type":"text"}},"reasoning":{"effort":"low"},"stream":true}`)
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, err := ResponsesKey("p1", body, nil); err != nil {
-			b.Fatal(err)
+	chat := []byte(`{"model":"gpt-test","messages":[{"role":"system","content":"You are terse."},` +
+		`{"role":"user","content":[{"type":"text","text":"What is the capital of France, and why?"}]}],` +
+		`"tools":[{"type":"function","function":{"name":"lookup","parameters":{"type":"object","properties":{"q":{"type":"string"}}}}}],` +
+		`"response_format":{"type":"text"},"reasoning_effort":"low","stream":true}`)
+	b.Run("responses", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ResponsesKey("p1", body); err != nil {
+				b.Fatal(err)
+			}
 		}
-	}
+	})
+	b.Run("chat", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := ChatKey("p1", chat, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
