@@ -261,7 +261,6 @@ func TestGeminiReplayRoundTrip(t *testing.T) {
 	}
 }
 
-
 func TestGeminiResume(t *testing.T) {
 	body := []byte(`{"contents":[{"role":"user","parts":[{"text":"Tell me a story"}]}],"generationConfig":{"temperature":0}}`)
 	a := newGeminiStream(false)

@@ -34,7 +34,6 @@ func sdkStream(body []byte) *ssestream.Stream[responses.ResponseStreamEventUnion
 	return ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(res), nil)
 }
 
-
 // The replay is read by the official SDK event by event: every event
 // decodes to its typed form, sequence numbers count from 0, the deltas add
 // up to the stored text, arguments and summary, and response.completed
