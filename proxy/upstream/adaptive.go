@@ -38,6 +38,7 @@ const (
 	backoffRatio = 0.7
 	probeStart   = 0.25
 	minLimit     = 1.0
+	probeEvery   = time.Second
 )
 
 // aimd is one lane's adaptive concurrency limit. It is not safe for concurrent
@@ -100,6 +101,12 @@ func (a *aimd) answered(d time.Duration, inflight int) {
 		a.rounds += 1 / a.limit
 	}
 	a.limit = min(a.limit+inc/a.limit, a.ceiling)
+	// Probe the slot count that was refused at most once per probeEvery,
+	// however short the round trip: a refusal costs the same whatever the
+	// model's speed.
+	if refused := math.Floor(a.refusedAt); a.cut && a.limit >= refused && time.Since(a.lastCut) < probeEvery {
+		a.limit = max(refused-0.01, minLimit)
+	}
 }
 
 // refused records a congestion signal for an attempt sent at sent; it

@@ -71,6 +71,12 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	if got := rounds(2); got <= 0 || got > 0.6 {
 		t.Errorf("growth over 2 round trips near the refusal point = %.2f, want gentle (0, 0.6]", got)
 	}
+	// The refused slot count is probed at most once per probeEvery.
+	rounds(20)
+	if a.slots() >= 10 {
+		t.Errorf("slots = %d within %s of the refusal at 10, want fewer", a.slots(), probeEvery)
+	}
+	a.lastCut = a.lastCut.Add(-probeEvery)
 	for a.limit < 10 {
 		rounds(1)
 	}

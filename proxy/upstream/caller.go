@@ -353,6 +353,9 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		}
 	}
 	l := t.laneFor(laneKey(k.req.Header, t.up.cfg))
+	if t.answeredWithin(c.now(), aliveWindow) {
+		k.rep.alive = true
+	}
 	x := &exchange{
 		m: m, pool: t.up.pool(k.req.Class), lane: l, method: k.req.method(), body: body,
 		url:    upstreamURL(t.up.cfg.BaseURL, path),

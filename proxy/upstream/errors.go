@@ -37,7 +37,8 @@ const (
 //   - 429 capacity_exceeded: every eligible target's queue was full (shed);
 //   - 503 no_healthy_target: no attempt was made because every target was open,
 //     paced out beyond the deadline or otherwise unavailable;
-//   - 504 deadline_exceeded: the deadline ran out during attempts or waits;
+//   - 504 deadline_exceeded: the deadline ran out during attempts or waits (429
+//     when a target tried answers other requests: it is congested);
 //   - upstream_error: attempts were made and all failed; Status is the last
 //     upstream status when it was 429, 500, 502, 503 or 504, 503 for 529 and other
 //     retryable statuses, 502 after a connection error, 504 after an attempt timeout;
@@ -95,6 +96,7 @@ type report struct {
 	hints      map[string]time.Duration // per target: the longest wait it asked for or needs
 	shed       []string                 // shed messages
 	congested  bool                     // the last attempt was refused as congestion by a target that answers others
+	alive      bool                     // a target tried had answered within aliveWindow
 }
 
 func (r *report) note(target, event string) {
@@ -184,10 +186,18 @@ func (r *report) exhausted() *Error {
 }
 
 // deadline builds the error for a request whose deadline ran out.
+//
+// The status is 504, or 429 when a target it tried answered other requests
+// within aliveWindow: a model that answers, only not in time for this
+// request, is congested, and the app should come back later.
 func (r *report) deadline(d time.Duration) *Error {
 	ra := atLeastSecond(r.retryAfter())
+	status := 504
+	if r.alive {
+		status = 429
+	}
 	return &Error{
-		Status: 504, Code: CodeDeadlineExceeded, RetryAfter: ra, Attempts: r.attempts, Err: context.DeadlineExceeded,
+		Status: status, Code: CodeDeadlineExceeded, RetryAfter: ra, Attempts: r.attempts, Err: context.DeadlineExceeded,
 		Message: fmt.Sprintf("breakwater: model %q got no answer within the %s deadline after %d attempts (%s); retry after %s",
 			r.model, d.Round(time.Millisecond), r.attempts, r.summary(), ra),
 	}
