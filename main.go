@@ -7,6 +7,7 @@
 //
 //	breakwater [serve] [-config FILE] [-check]  serve (the default command)
 //	breakwater eval -pairs FILE.jsonl           measure precision/recall of the semantic tier
+//	breakwater eval -from-pairs FILE | -trace FILE   replay a trace: static vs verified hits
 //	breakwater calibrate -pairs FILE            pick a threshold for a false-hit target
 //	breakwater sim -listen ADDR                 a simulated model endpoint
 //	breakwater bench -url URL -rate N -duration D   an open-loop load generator

@@ -206,8 +206,8 @@ type VerifyConfig struct {
 	// Timeout bounds one judge call; past it the static threshold decides.
 	// Default 1s.
 	Timeout Duration `toml:"timeout"`
-	// Concurrency bounds judge calls in flight; beyond it lookups fall back
-	// at once. Default 8.
+	// Concurrency bounds judge calls in flight; a lookup that finds no free
+	// slot within 100ms falls back. Default 16.
 	Concurrency int `toml:"concurrency"`
 	// SampleRate is the share of would-be semantic hits answered fresh to
 	// estimate the false-hit rate, in [0, 1]. Default 0.05; 0 turns sampling off.

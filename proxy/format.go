@@ -38,8 +38,9 @@ type Format interface {
 	// NewAssembler returns the assembler of one upstream stream.
 	NewAssembler() StreamAssembler
 	// Resume builds the body asking the next target to continue a stream
-	// cut after asm's events; an error when this API (or this answer)
-	// cannot be resumed.
+	// cut after asm's events, and readies asm to splice that continuation
+	// onto what the client already has; an error (errNoResume) when this API
+	// or this answer cannot be resumed.
 	Resume(body []byte, asm StreamAssembler) ([]byte, error)
 	// ForModel returns the upstream.Request.ForModel hook for a request with
 	// this body: how to rewrite it for a target serving another model. nil

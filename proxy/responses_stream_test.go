@@ -35,7 +35,7 @@ func sdkStream(body []byte) *ssestream.Stream[responses.ResponseStreamEventUnion
 	return ssestream.NewStream[responses.ResponseStreamEventUnion](ssestream.NewDecoder(res), nil)
 }
 
-func sameJSON(t *testing.T, got, want []byte) bool {
+func sameResponsesJSON(t *testing.T, got, want []byte) bool {
 	t.Helper()
 	var g, w any
 	if err := json.Unmarshal(got, &g); err != nil {
@@ -109,7 +109,7 @@ func TestReplayResponseSDK(t *testing.T) {
 	if types[0] != "response.created" || types[1] != "response.in_progress" || types[len(types)-1] != "response.completed" {
 		t.Errorf("events: %v", types)
 	}
-	if final.ID != "resp_abc" || final.Status != "completed" || !sameJSON(t, []byte(final.RawJSON()), []byte(storedResponse)) {
+	if final.ID != "resp_abc" || final.Status != "completed" || !sameResponsesJSON(t, []byte(final.RawJSON()), []byte(storedResponse)) {
 		t.Errorf("response.completed differs from the stored response: %s", final.RawJSON())
 	}
 }
@@ -129,7 +129,7 @@ func TestResponsesStreamRoundTrip(t *testing.T) {
 		t.Error("the relayed bytes differ from the upstream's")
 	}
 	body, err := asm.Body()
-	if err != nil || !sameJSON(t, body, []byte(storedResponse)) {
+	if err != nil || !sameResponsesJSON(t, body, []byte(storedResponse)) {
 		t.Errorf("assembled body (%v): %s", err, body)
 	}
 	if !responsesFormat.Finished(body) {
@@ -162,7 +162,7 @@ func TestResponsesStreamRoundTrip(t *testing.T) {
 	}
 	asm, _ = feedResponses(t, stripped.Bytes())
 	body, err = asm.Body()
-	if err != nil || !sameJSON(t, body, []byte(storedResponse)) {
+	if err != nil || !sameResponsesJSON(t, body, []byte(storedResponse)) {
 		t.Errorf("body rebuilt from output items (%v): %s", err, body)
 	}
 }
@@ -306,7 +306,7 @@ func TestResponsesStreamErrorSDK(t *testing.T) {
 		t.Errorf("events mode: %#v", st.Current().AsAny())
 	}
 	status, body := responsesFormat.Error(http.StatusTooManyRequests, "rate_limited", "slow down")
-	if status != http.StatusTooManyRequests || !sameJSON(t, body, []byte(`{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limited"}}`)) {
+	if status != http.StatusTooManyRequests || !sameResponsesJSON(t, body, []byte(`{"error":{"message":"slow down","type":"rate_limit_error","param":null,"code":"rate_limited"}}`)) {
 		t.Errorf("error body %d %s", status, body)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/verify"
@@ -37,6 +38,9 @@ type Verify struct {
 	Compare func(ctx context.Context, a, b string) bool
 	// Rand returns a number in [0, 1). Nil: math/rand/v2.
 	Rand func() float64
+
+	once  sync.Once
+	slots chan struct{}
 }
 
 // VerifyStats is the "verify" section of /stats.
@@ -99,12 +103,34 @@ func (s *Server) checkFresh(x *exchange, resp *upstream.Response) {
 		return
 	}
 	ctx := context.WithoutCancel(x.c.Request().Context())
-	same := s.sameAnswer(ctx, verify.AnswerText(x.probe.cached), verify.AnswerText(resp.Body))
+	cached, fresh := verify.AnswerText(x.probe.cached), verify.AnswerText(resp.Body)
 	if x.probe.sampled {
-		v.Estimator.Sample(same)
-	} else {
-		v.Estimator.NearMiss(same)
+		// Rare (a share of the semantic hits) and the estimate itself:
+		// compared before the answer goes out.
+		v.Estimator.Sample(s.sameAnswer(ctx, cached, fresh))
+		return
 	}
+	// Near misses are common; their comparison (two embeddings when the
+	// texts differ) runs beside the response, on a few bounded slots, and
+	// is dropped when they are all taken.
+	select {
+	case s.nearSlots() <- struct{}{}:
+	default:
+		return
+	}
+	go func() {
+		defer func() { <-s.nearSlots() }()
+		v.Estimator.NearMiss(s.sameAnswer(ctx, cached, fresh))
+	}()
+}
+
+// nearCompareSlots bounds near-miss comparisons in flight.
+const nearCompareSlots = 4
+
+func (s *Server) nearSlots() chan struct{} {
+	v := s.opts.Verify
+	v.once.Do(func() { v.slots = make(chan struct{}, nearCompareSlots) })
+	return v.slots
 }
 
 func (s *Server) sameAnswer(ctx context.Context, a, b string) bool {

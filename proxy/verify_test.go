@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // busyCallerStub adds Busy to a Caller, as *upstream.Caller does when the
@@ -136,7 +138,44 @@ func TestNearMissMatched(t *testing.T) {
 	if got := r.header.Get(HeaderCache); got != OutcomeMiss {
 		t.Fatalf("X-Breakwater-Cache = %q, want a miss (0.83 < 0.9, no judge)", got)
 	}
+	deadline := time.Now().Add(10 * time.Second)
+	for est.Stats().NearMissesMatched == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
 	if st := est.Stats(); st.NearMissesMatched != 1 || st.NearMissesDiffered != 0 {
 		t.Errorf("near misses = %d matched, %d differed; want 1, 0", st.NearMissesMatched, st.NearMissesDiffered)
+	}
+}
+
+// snapshotCaller reports a queue on its only target, through Snapshot only
+// (no Busy method).
+type snapshotCaller struct {
+	Caller
+	queued int
+	state  string
+}
+
+func (s snapshotCaller) Snapshot() []upstream.ModelStats {
+	return []upstream.ModelStats{{Name: "gpt-test", Targets: []upstream.TargetStats{{Name: "fake/gpt-test", State: s.state, Queued: s.queued}}}}
+}
+
+func TestSamplingSkipFromSnapshot(t *testing.T) {
+	for _, c := range []struct {
+		queued int
+		state  string
+	}{{3, "closed"}, {0, "open"}, {0, "half-open"}} {
+		e, est := verifyEnv(t, 1, false, func(eo *envOptions) {
+			inner := eo.proxy
+			eo.proxy = func(o *Options) {
+				inner(o)
+				o.Caller = snapshotCaller{Caller: o.Caller, queued: c.queued, state: c.state}
+			}
+		})
+		if r := e.post("/v1/chat/completions", chat(qPara)); r.header.Get(HeaderCache) != OutcomeHitSemantic {
+			t.Errorf("queued %d, breaker %s: X-Breakwater-Cache = %q, want a hit (sample skipped)", c.queued, c.state, r.header.Get(HeaderCache))
+		}
+		if st := est.Stats(); st.Skipped[verify.SkipBusy] != 1 {
+			t.Errorf("queued %d, breaker %s: skipped = %v", c.queued, c.state, st.Skipped)
+		}
 	}
 }

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
+	"sync/atomic"
 )
 
 // maxJudgeBody bounds a judge's response body.
@@ -34,6 +37,12 @@ type RerankOptions struct {
 // the candidates' questions are the documents.
 type Rerank struct {
 	o RerankOptions
+	// endpoints are URL+"/rerank" and, when URL ends in a version segment
+	// (/v1, /v2), the same path without it: vLLM serves both, Cohere and
+	// Jina serve /v1/rerank or /v2/rerank, Infinity only /rerank at the
+	// root. A 404 on one moves to the next, and the one that answers is kept.
+	endpoints []string
+	use       atomic.Int32
 }
 
 // NewRerank returns a Rerank judge.
@@ -51,8 +60,14 @@ func NewRerank(o RerankOptions) (*Rerank, error) {
 	if o.Client == nil {
 		o.Client = &http.Client{}
 	}
-	return &Rerank{o: o}, nil
+	r := &Rerank{o: o, endpoints: []string{o.URL + "/rerank"}}
+	if i := strings.LastIndexByte(o.URL, '/'); i > 0 && versionSegment.MatchString(o.URL[i+1:]) {
+		r.endpoints = append(r.endpoints, o.URL[:i]+"/rerank")
+	}
+	return r, nil
 }
+
+var versionSegment = regexp.MustCompile(`^v[0-9]+$`)
 
 // Name implements Judge.
 func (r *Rerank) Name() string { return JudgeRerank }
@@ -78,7 +93,24 @@ func (r *Rerank) Judge(ctx context.Context, query string, candidates []string) (
 	if err != nil {
 		return nil, fmt.Errorf("encode rerank request: %w", err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, r.o.URL+"/rerank", bytes.NewReader(body))
+	first := int(r.use.Load())
+	for i := first; i < len(r.endpoints); i++ {
+		out, err := r.post(ctx, r.endpoints[i], body, candidates)
+		if errors.Is(err, errNotFound) && i+1 < len(r.endpoints) {
+			continue
+		}
+		if err == nil && i != first {
+			r.use.Store(int32(i))
+		}
+		return out, err
+	}
+	return nil, fmt.Errorf("call reranker: no endpoint")
+}
+
+var errNotFound = errors.New("not found")
+
+func (r *Rerank) post(ctx context.Context, endpoint string, body []byte, candidates []string) ([]bool, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
 		return nil, fmt.Errorf("build rerank request: %w", err)
 	}
@@ -98,6 +130,9 @@ func (r *Rerank) Judge(ctx context.Context, query string, candidates []string) (
 	}
 	if len(data) > maxJudgeBody {
 		return nil, fmt.Errorf("read rerank response: larger than %d bytes", maxJudgeBody)
+	}
+	if resp.StatusCode == http.StatusNotFound {
+		return nil, fmt.Errorf("call reranker %s: %w", endpoint, errNotFound)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("call reranker: status %d: %.200s", resp.StatusCode, data)

@@ -26,9 +26,8 @@ const (
 // Defaults for zero Options fields.
 const (
 	// DefaultMinSimilarity is the lowest cosine similarity a candidate needs
-	// to be put to the judge. Below about 0.80 the built-in encoder's
-	// neighbours are rarely paraphrases (docs/PRECISION.md), so judging them
-	// costs calls for few hits.
+	// to be put to the judge: the lowest threshold docs/PRECISION.md
+	// measures for the built-in encoder.
 	DefaultMinSimilarity = 0.80
 	// DefaultCandidates is how many guarded candidates, best first, one
 	// lookup puts to the judge. Each wrong candidate judged is one more
@@ -47,9 +46,12 @@ const (
 	// DefaultTimeout bounds one judge call. A cross-encoder scores a few
 	// short pairs in tens of milliseconds; past this the lookup falls back.
 	DefaultTimeout = time.Second
-	// DefaultConcurrency bounds judge calls in flight; a lookup that finds
-	// them all busy falls back to the static threshold at once.
-	DefaultConcurrency = 8
+	// DefaultConcurrency bounds judge calls in flight.
+	DefaultConcurrency = 16
+	// DefaultSlotWait is how long a lookup waits for a free judge slot
+	// before it falls back to the static threshold: long enough to ride out
+	// a burst of lookups, short next to an upstream call.
+	DefaultSlotWait = 100 * time.Millisecond
 	// DefaultVerdicts bounds the verdict cache (entries).
 	DefaultVerdicts = 1 << 16
 	// DefaultMinScore accepts a reranker's relevance score at or above it.
@@ -89,6 +91,9 @@ type Options struct {
 	Timeout time.Duration
 	// Concurrency bounds judge calls in flight. Zero: DefaultConcurrency.
 	Concurrency int
+	// SlotWait is how long a lookup waits for a free slot before falling
+	// back. Zero: DefaultSlotWait; negative: no wait.
+	SlotWait time.Duration
 	// Verdicts bounds the verdict cache. Zero: DefaultVerdicts.
 	Verdicts int
 	// Busy reports pressure (e.g. the chat model a judge calls is queueing);
@@ -107,6 +112,7 @@ type Verifier struct {
 	limit    int
 	timeout  time.Duration
 	slots    chan struct{}
+	slotWait time.Duration
 	busy     func() bool
 	metrics  *Metrics
 	verdicts *ristretto.Cache[uint64, bool]
@@ -121,7 +127,10 @@ type Verifier struct {
 func New(o Options) (*Verifier, error) {
 	v := &Verifier{
 		judge: o.Judge, floor: o.MinSimilarity, limit: o.Candidates, timeout: o.Timeout,
-		busy: o.Busy, metrics: o.Metrics, fallbacks: map[string]uint64{},
+		busy: o.Busy, metrics: o.Metrics, fallbacks: map[string]uint64{}, slotWait: o.SlotWait,
+	}
+	if v.slotWait == 0 {
+		v.slotWait = DefaultSlotWait
 	}
 	if v.floor <= 0 {
 		v.floor = DefaultMinSimilarity
@@ -213,13 +222,11 @@ func (v *Verifier) Verify(ctx context.Context, partition, query string, cands []
 		v.fallback(FallbackBusy)
 		return nil, false
 	}
-	select {
-	case v.slots <- struct{}{}:
-		defer func() { <-v.slots }()
-	default:
+	if !v.acquire(ctx) {
 		v.fallback(FallbackBusy)
 		return nil, false
 	}
+	defer func() { <-v.slots }()
 	texts := make([]string, len(ask))
 	for j, i := range ask {
 		texts[j] = cands[i].Query
@@ -263,6 +270,28 @@ func (v *Verifier) Verify(ctx context.Context, partition, query string, cands []
 	}
 	v.verdicts.Wait()
 	return out, true
+}
+
+// acquire takes a judge slot, waiting at most slotWait.
+func (v *Verifier) acquire(ctx context.Context) bool {
+	select {
+	case v.slots <- struct{}{}:
+		return true
+	default:
+	}
+	if v.slotWait <= 0 {
+		return false
+	}
+	t := time.NewTimer(v.slotWait)
+	defer t.Stop()
+	select {
+	case v.slots <- struct{}{}:
+		return true
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return false
+	}
 }
 
 func (v *Verifier) fallback(reason string) {

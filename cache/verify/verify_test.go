@@ -268,10 +268,10 @@ func TestVerifierFallsBackWhenDown(t *testing.T) {
 	}
 }
 
-func TestVerifierBusyFallsBackAtOnce(t *testing.T) {
+func TestVerifierFallsBackWhenSlotsStayBusy(t *testing.T) {
 	s := &rerankServer{same: sameFirstWord, delay: make(chan struct{})}
 	r, _ := newRerank(t, s)
-	v := newVerifier(t, Options{Judge: r, Concurrency: 1, Timeout: time.Minute})
+	v := newVerifier(t, Options{Judge: r, Concurrency: 1, Timeout: time.Minute, SlotWait: 20 * time.Millisecond})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -400,5 +400,37 @@ func TestEstimatorCounts(t *testing.T) {
 	}
 	if len(st.Timeline) != 2 || st.Timeline[0].FalseHitRate.Value != 0.5 || st.Timeline[1].Samples != 4 {
 		t.Errorf("Timeline = %+v, want one point per minute", st.Timeline)
+	}
+}
+
+// TestRerankAtTheRoot: a reranker serving only /rerank at the root (as
+// Infinity does) is found from a URL ending in /v1, and kept.
+func TestRerankAtTheRoot(t *testing.T) {
+	var paths []string
+	var mu sync.Mutex
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		paths = append(paths, r.URL.Path)
+		mu.Unlock()
+		if r.URL.Path != "/rerank" {
+			http.NotFound(w, r)
+			return
+		}
+		fmt.Fprint(w, `{"results":[{"index":0,"relevance_score":0.8}]}`)
+	}))
+	defer srv.Close()
+	r, err := NewRerank(RerankOptions{URL: srv.URL + "/v1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if got, err := r.Judge(t.Context(), "q", []string{"d"}); err != nil || !got[0] {
+			t.Fatalf("Judge = %v, %v", got, err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := "[/v1/rerank /rerank /rerank]"; fmt.Sprint(paths) != want {
+		t.Errorf("paths = %v, want %s", paths, want)
 	}
 }

@@ -33,6 +33,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	workload := fs.String("workload", "builtin", `"builtin", "qqp" (with -pairs) or a file of questions`)
 	pairs := fs.String("pairs", loadgen.DefaultPairs, "Quora question pairs for -workload qqp")
 	scenario := fs.String("scenario", "cache,drop", `comma-separated: "cache" (repeats and paraphrases at 3× capacity), "capacity" (distinct prompts at 3× capacity), "drop" (distinct prompts while the capacity drops and comes back)`)
+	fs.StringVar(&o.API, "api", loadgen.APIOpenAI, `wire API of the app: "openai" (Chat Completions) or "anthropic" (Messages streams; the model answers 529 beyond capacity and cuts some streams)`)
+	fs.Float64Var(&o.CutRate, "cut-rate", 0.1, "-api anthropic: share of the model's streams cut by an error event halfway, in [0,1]")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	verbose := fs.Bool("v", false, "show Breakwater's log (warnings and errors) on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -43,6 +45,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if o.Capacity < 1 {
 		return fmt.Errorf("parse flags: -capacity %d: must be >= 1", o.Capacity)
+	}
+	if o.API != loadgen.APIOpenAI && o.API != loadgen.APIAnthropic {
+		return fmt.Errorf("parse flags: -api %q: want %q or %q", o.API, loadgen.APIOpenAI, loadgen.APIAnthropic)
+	}
+	if o.CutRate < 0 || o.CutRate > 1 {
+		return fmt.Errorf("parse flags: -cut-rate %v: must be in [0,1]", o.CutRate)
 	}
 	if o.Jitter == 0 {
 		o.Jitter = -1 // explicit zero: no jitter

@@ -46,6 +46,13 @@ type Options struct {
 	// DataDir holds Breakwater's cache files. Empty: a temporary folder,
 	// removed at the end.
 	DataDir string
+	// API is the wire API the app speaks: loadgen.APIOpenAI (default, JSON
+	// answers; the model refuses with 429) or loadgen.APIAnthropic (Messages
+	// streams; the model refuses with 529 overloaded_error and cuts CutRate
+	// of its streams with an error event halfway).
+	API string
+	// CutRate is the share of Messages streams the model cuts. Zero: 0.1.
+	CutRate float64
 }
 
 // Phase is one side of the table.
@@ -92,6 +99,12 @@ func (o *Options) defaults() {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	if o.API == "" {
+		o.API = loadgen.APIOpenAI
+	}
+	if o.CutRate == 0 {
+		o.CutRate = 0.1
+	}
 }
 
 // throughput is what the model answers per second when kept full.
@@ -105,8 +118,12 @@ func Demo(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
 	res := &Result{Options: o, Throughput: throughput(o)}
 	simOpts := sim.Options{Capacity: o.Capacity, Latency: o.Latency, Jitter: o.Jitter, Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1}
+	if o.API == loadgen.APIAnthropic {
+		simOpts.CutRate = o.CutRate
+	}
 	bench := loadgen.Config{
 		Rate: o.Rate, Duration: o.Duration, Items: o.Items, Mix: o.Mix,
+		API: o.API, Stream: o.API == loadgen.APIAnthropic,
 		Progress: o.Progress,
 		// The app waits a little longer than Breakwater's request deadline.
 		Timeout: config.Default().Retry.Deadline.D() + 5*time.Second,

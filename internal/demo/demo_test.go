@@ -1,6 +1,8 @@
 package demo
 
 import (
+	"github.com/breakwater-dev/breakwater/internal/loadgen"
+
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -118,4 +120,34 @@ func TestPeakDrop(t *testing.T) {
 	if got, want := len(res.Through.Phases), 4; got != want {
 		t.Errorf("phases = %d, want 3 and the drain", got)
 	}
+}
+
+// The Anthropic demo: the model answers 529 beyond its capacity and cuts
+// some streams with an error event; through Breakwater the app sees neither.
+func TestDemoAnthropic(t *testing.T) {
+	res, err := Demo(t.Context(), Options{
+		Capacity: 2, Latency: 100 * time.Millisecond, Jitter: 50 * time.Millisecond,
+		Rate: 20, Duration: 3 * time.Second, DataDir: t.TempDir(), API: loadgen.APIAnthropic, CutRate: 0.2,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, b := res.Direct, res.Breakwater
+	if d.Bench.Overloaded == 0 || d.Bench.StreamErrors == 0 {
+		t.Errorf("direct: %d 529s, %d cut streams; want both > 0 (the load must overload the model)", d.Bench.Overloaded, d.Bench.StreamErrors)
+	}
+	// A stream cut again on each of its resumes (the same simulated model,
+	// 20% of streams) may still reach the app; 529s may not.
+	if b.Bench.Overloaded != 0 || b.Bench.StreamErrors >= d.Bench.StreamErrors || b.Bench.OK+b.Bench.StreamErrors != b.Bench.Scheduled {
+		t.Errorf("through breakwater: %d 529s, %d cut streams (direct %d), %d of %d answered; want no 529, fewer cuts, the rest answered",
+			b.Bench.Overloaded, b.Bench.StreamErrors, d.Bench.StreamErrors, b.Bench.OK, b.Bench.Scheduled)
+	}
+	var out bytes.Buffer
+	res.WriteTable(&out)
+	for _, want := range []string{"529s (overloaded) seen by the app", "streams cut mid-answer", "refused by the model (529)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	t.Log(out.String())
 }

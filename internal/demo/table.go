@@ -29,6 +29,12 @@ func (r *Result) WriteTable(w io.Writer) {
 	row("successful answers", func(p Phase) string {
 		return fmt.Sprintf("%d / %d (%.0f%%)", p.Bench.OK, p.Bench.Scheduled, share(p.Bench.OK, p.Bench.Scheduled))
 	})
+	refusal := "429"
+	if o.API == loadgen.APIAnthropic {
+		refusal = "529"
+		row("529s (overloaded) seen by the app", func(p Phase) string { return fmt.Sprint(p.Bench.Overloaded) })
+		row("streams cut mid-answer", func(p Phase) string { return fmt.Sprint(p.Bench.StreamErrors) })
+	}
 	row("429s seen by the app", func(p Phase) string { return fmt.Sprint(p.Bench.RateLimited) })
 	row("other errors", func(p Phase) string { return fmt.Sprint(otherErrors(p.Bench)) })
 	row("upstream calls (model)", func(p Phase) string {
@@ -37,7 +43,7 @@ func (r *Result) WriteTable(w io.Writer) {
 		}
 		return fmt.Sprintf("%d (%+.0f%%)", p.Model.Calls, 100*(float64(p.Model.Calls)/float64(d.Model.Calls)-1))
 	})
-	row("  refused by the model (429)", func(p Phase) string { return fmt.Sprint(p.Model.RateLimited) })
+	row("  refused by the model ("+refusal+")", func(p Phase) string { return fmt.Sprint(p.Model.RateLimited) })
 	row("  peak in flight at the model", func(p Phase) string { return fmt.Sprint(p.Model.InFlightPeak) })
 	row("answered from the cache", func(p Phase) string {
 		bo := p.Bench.ByOutcome
@@ -65,12 +71,21 @@ func (r *Result) Findings() []string {
 	} else {
 		out = append(out, fmt.Sprintf("✗ Breakwater shed %d requests with 429: its queue for the model was full (upstreams.max_queue) or a wait would not fit retry.deadline; raise them or lower the load.", shed))
 	}
+	if r.Options.API == loadgen.APIAnthropic {
+		if b.Bench.Overloaded == 0 && b.Bench.StreamErrors == 0 {
+			out = append(out, fmt.Sprintf("✓ 529s and cut streams seen by the app: 0 through Breakwater (straight to the model: %d and %d) — refusals were queued and retried, cut streams resumed.", d.Bench.Overloaded, d.Bench.StreamErrors))
+		} else {
+			out = append(out, fmt.Sprintf("✗ through Breakwater the app still saw %d 529s and %d cut streams.", b.Bench.Overloaded, b.Bench.StreamErrors))
+		}
+	}
 	if e := otherErrors(b.Bench); e > 0 {
 		out = append(out, fmt.Sprintf("✗ %d other errors through Breakwater (timeouts or 5xx): the queue wait outgrew the deadline; lower -rate or raise -capacity.", e))
 	}
 	repeat := share(d.Bench.ByKind[loadgen.KindRepeat].Count, d.Bench.Scheduled)
 	if d.Model.Calls > 0 {
-		drop := 100 * (1 - float64(b.Model.OK)/float64(d.Model.Calls))
+		// The model's answers through Breakwater against its calls straight (a
+		// cut stream's call is left out: it answered nothing).
+		drop := 100 * (1 - float64(b.Model.OK)/float64(d.Model.Calls-d.Model.Errors))
 		mark := "✓"
 		if drop < repeat {
 			mark = "✗"
@@ -89,14 +104,18 @@ func (r *Result) Problems() []string {
 	if b.Bench.RateLimited != 0 {
 		out = append(out, fmt.Sprintf("breakwater returned %d 429s", b.Bench.RateLimited))
 	}
+	if b.Bench.Overloaded != 0 || b.Bench.StreamErrors != 0 {
+		out = append(out, fmt.Sprintf("breakwater returned %d 529s and %d cut streams", b.Bench.Overloaded, b.Bench.StreamErrors))
+	}
 	if b.Bench.OK != b.Bench.Scheduled {
 		out = append(out, fmt.Sprintf("breakwater answered %d of %d", b.Bench.OK, b.Bench.Scheduled))
 	}
 	// The model's answers through Breakwater (its refusals while the limit
 	// probes for capacity are not work saved or spent).
 	repeats := d.Bench.ByKind[loadgen.KindRepeat].Count
-	if saved := d.Model.Calls - b.Model.OK; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(d.Model.Calls) {
-		out = append(out, fmt.Sprintf("model answers %d → %d: fewer saved than the %d repeats", d.Model.Calls, b.Model.OK, repeats))
+	dc := d.Model.Calls - d.Model.Errors // cut calls left out, as in Findings
+	if saved := dc - b.Model.OK; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(dc) {
+		out = append(out, fmt.Sprintf("model answers %d → %d: fewer saved than the %d repeats", dc, b.Model.OK, repeats))
 	}
 	return out
 }

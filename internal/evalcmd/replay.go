@@ -38,6 +38,8 @@ type ReplayOptions struct {
 	MinSimilarity float32
 	Candidates    int
 	SampleRate    float64
+	// GuardSlack is guard.Options.MaxUnmatched for judged candidates.
+	GuardSlack int
 	// JudgeAccuracy is the probability that the simulated reranker's verdict
 	// on a pair is right.
 	JudgeAccuracy float64
@@ -215,7 +217,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 			return rep, err
 		}
 		vo.Judge = j
-		judged = guard.New(guard.Options{MaxUnmatched: verify.DefaultGuardSlack}).Check
+		judged = guard.New(guard.Options{MaxUnmatched: o.GuardSlack}).Check
 	}
 	v, err := verify.New(vo)
 	if err != nil {

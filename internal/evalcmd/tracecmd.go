@@ -23,7 +23,7 @@ type traceFlags struct {
 	requests, clusters           int
 	seed                         uint64
 	threshold, minSimilarity     float64
-	candidates                   int
+	candidates, guardSlack       int
 	sampleRate, accuracy         float64
 }
 
@@ -32,11 +32,12 @@ func (t *traceFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.fromPairs, "from-pairs", "", "build the trace from this pairs file (union-find clusters, their not-duplicate distractors, Zipf(1.0) popularity) and replay it")
 	fs.StringVar(&t.writeTrace, "write-trace", "", "with -from-pairs: also write the built trace to this file")
 	fs.IntVar(&t.requests, "requests", 10000, "with -from-pairs: requests in the trace")
-	fs.IntVar(&t.clusters, "clusters", 1000, "with -from-pairs: paraphrase clusters chosen (each brings its distractors); 0: all")
+	fs.IntVar(&t.clusters, "clusters", 0, "with -from-pairs: paraphrase clusters chosen (each brings its distractors); 0: all")
 	fs.Uint64Var(&t.seed, "trace-seed", 1, "seed of the trace, the simulated judge's mistakes and the sampling")
 	fs.Float64Var(&t.threshold, "static", float64(cache.DefaultThreshold), "static similarity threshold (both modes; the verified mode's fallback)")
 	fs.Float64Var(&t.minSimilarity, "min-similarity", verify.DefaultMinSimilarity, "verified mode: lowest similarity judged ([cache.verify] min_similarity)")
 	fs.IntVar(&t.candidates, "candidates", verify.DefaultCandidates, "verified mode: candidates judged per lookup ([cache.verify] candidates)")
+	fs.IntVar(&t.guardSlack, "guard-slack", verify.DefaultGuardSlack, "verified mode: content words without a counterpart the guard tolerates in a judged candidate")
 	fs.Float64Var(&t.sampleRate, "sample-rate", verify.DefaultSampleRate, "share of would-be semantic hits answered fresh for the live estimate ([cache.verify] sample_rate)")
 	fs.Float64Var(&t.accuracy, "judge-accuracy", DefaultJudgeAccuracy, "probability that the simulated reranker's verdict on a pair is right")
 }
@@ -115,7 +116,7 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	}
 	defer emb.Close()
 	o := ReplayOptions{
-		Threshold: float32(t.threshold), MinSimilarity: float32(t.minSimilarity), Candidates: t.candidates,
+		Threshold: float32(t.threshold), MinSimilarity: float32(t.minSimilarity), Candidates: t.candidates, GuardSlack: t.guardSlack,
 		SampleRate: t.sampleRate, JudgeAccuracy: t.accuracy, Seed: t.seed,
 		Progress: func(mode string, done, total int) {
 			fmt.Fprintf(stderr, "\r%s: %d/%d requests", mode, done, total)

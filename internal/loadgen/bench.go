@@ -40,6 +40,11 @@ type Config struct {
 	APIKey string
 	// Stream asks for SSE answers ("stream": true).
 	Stream bool
+	// API is the wire API spoken: APIOpenAI (Chat Completions, the default)
+	// or APIAnthropic (Messages: POST /v1/messages, x-api-key and
+	// anthropic-version headers; a stream counts as OK only when it ends
+	// with message_stop and carries no error event).
+	API string
 	// MaxInFlight bounds requests in flight; a request due while the bound
 	// is reached is not sent and counts as dropped (the generator stays
 	// open-loop instead of slowing down). Zero: 1024.
@@ -54,10 +59,17 @@ type Config struct {
 	Progress io.Writer
 }
 
+// Wire APIs Bench can speak.
+const (
+	APIOpenAI    = "openai"
+	APIAnthropic = "anthropic"
+)
+
 // result is one finished request.
 type result struct {
 	kind    string
-	status  int // 0: transport error
+	cut     bool // a 200 stream that broke off
+	status  int  // 0: transport error
 	outcome string
 	latency time.Duration
 }
@@ -86,8 +98,17 @@ func Bench(ctx context.Context, cfg Config) (*Summary, error) {
 	if cfg.Items == nil {
 		cfg.Items = Builtin(cfg.Mix.Seed)
 	}
+	if cfg.API == "" {
+		cfg.API = APIOpenAI
+	}
+	if cfg.API != APIOpenAI && cfg.API != APIAnthropic {
+		return nil, fmt.Errorf("run bench: api %q: want %q or %q", cfg.API, APIOpenAI, APIAnthropic)
+	}
 	if cfg.Model == "" {
 		cfg.Model = "gpt-test"
+		if cfg.API == APIAnthropic {
+			cfg.Model = "claude-sim"
+		}
 	}
 	if cfg.APIKey == "" {
 		cfg.APIKey = "sk-breakwater-bench"
@@ -107,15 +128,22 @@ func Bench(ctx context.Context, cfg Config) (*Summary, error) {
 	}
 	endpoint := strings.TrimRight(cfg.URL, "/")
 	endpoint = strings.TrimSuffix(endpoint, "/v1") + "/v1/chat/completions"
+	if cfg.API == APIAnthropic {
+		endpoint = strings.TrimSuffix(endpoint, "/chat/completions") + "/messages"
+	}
 
 	plan := Plan(cfg.Items, n, cfg.Mix)
 	bodies := make([][]byte, len(plan))
 	for i, r := range plan {
-		b, err := json.Marshal(map[string]any{
+		req := map[string]any{
 			"model":    cfg.Model,
 			"stream":   cfg.Stream,
 			"messages": []map[string]string{{"role": "user", "content": r.Question}},
-		})
+		}
+		if cfg.API == APIAnthropic {
+			req["max_tokens"] = 1024 // required by the Messages API
+		}
+		b, err := json.Marshal(req)
 		if err != nil {
 			return nil, fmt.Errorf("encode request: %w", err)
 		}
@@ -192,16 +220,51 @@ func send(ctx context.Context, cfg Config, endpoint string, body []byte, due tim
 		return result{latency: time.Since(due)}
 	}
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
+	if cfg.API == APIAnthropic {
+		req.Header.Set("X-Api-Key", cfg.APIKey)
+		req.Header.Set("Anthropic-Version", "2023-06-01")
+	} else {
+		req.Header.Set("Authorization", "Bearer "+cfg.APIKey)
+	}
 	resp, err := cfg.Client.Do(req)
 	if err != nil {
 		return result{latency: time.Since(due)}
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
+	var tail streamTail
+	_, err = io.Copy(&tail, resp.Body)
 	resp.Body.Close()
 	r := result{status: resp.StatusCode, outcome: resp.Header.Get("X-Breakwater-Cache"), latency: time.Since(due)}
 	if err != nil {
 		r.status = 0 // a body cut short is an error, whatever the status said
 	}
+	if cfg.API == APIAnthropic && cfg.Stream && r.status == http.StatusOK {
+		r.cut = tail.sawError || !tail.sawStop
+	}
 	return r
+}
+
+// streamTail watches a Messages stream go by for its error and
+// message_stop events, keeping only a line's worth of bytes.
+type streamTail struct {
+	line              []byte
+	sawError, sawStop bool
+}
+
+func (t *streamTail) Write(p []byte) (int, error) {
+	for _, c := range p {
+		if c != '\n' {
+			if len(t.line) < 64 {
+				t.line = append(t.line, c)
+			}
+			continue
+		}
+		switch strings.TrimSpace(string(t.line)) {
+		case "event: error":
+			t.sawError = true
+		case "event: message_stop":
+			t.sawStop = true
+		}
+		t.line = t.line[:0]
+	}
+	return len(p), nil
 }

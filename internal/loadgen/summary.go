@@ -61,8 +61,14 @@ type Summary struct {
 	ElapsedSeconds float64       `json:"elapsed_s"`
 	// OK are 2xx answers; RateLimited 429; ServerErrors 5xx; ClientErrors
 	// other 4xx; Errors transport failures and timeouts.
-	OK           int `json:"ok"`
-	RateLimited  int `json:"rate_limited"`
+	OK          int `json:"ok"`
+	RateLimited int `json:"rate_limited"`
+	// Overloaded are 529s (Anthropic's overloaded_error), counted apart
+	// from ServerErrors.
+	Overloaded int `json:"overloaded"`
+	// StreamErrors are streams that answered 200 and then broke off: an
+	// error event or no end marker. They do not count as OK.
+	StreamErrors int `json:"stream_errors"`
 	ServerErrors int `json:"server_errors"`
 	ClientErrors int `json:"client_errors"`
 	Errors       int `json:"errors"`
@@ -94,14 +100,18 @@ func summarise(rs []result, cfg Config, scheduled, dropped, late int, span, elap
 	outLat := map[string][]time.Duration{}
 	kindLat := map[string][]time.Duration{}
 	for _, r := range rs {
-		ok := r.status >= 200 && r.status < 300
+		ok := r.status >= 200 && r.status < 300 && !r.cut
 		switch {
+		case r.cut:
+			s.StreamErrors++
 		case r.status == 0:
 			s.Errors++
 		case ok:
 			s.OK++
 		case r.status == 429:
 			s.RateLimited++
+		case r.status == 529:
+			s.Overloaded++
 		case r.status >= 500:
 			s.ServerErrors++
 		default:

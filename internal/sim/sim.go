@@ -51,6 +51,9 @@ type Options struct {
 	RetryAfter time.Duration
 	// ErrorRate is the share of admitted calls answered 503, in [0, 1].
 	ErrorRate float64
+	// CutRate is the share of /v1/messages streams that end halfway with an
+	// overloaded_error event after the 200, in [0, 1].
+	CutRate float64
 	// Seed makes jitter and errors reproducible. Zero: 1.
 	Seed uint64
 	// Models are the names /v1/models lists. Nil: ["gpt-test"].
@@ -101,6 +104,7 @@ type Sim struct {
 }
 
 // NewHandler returns a simulated model endpoint serving /v1/chat/completions,
+// /v1/messages (Anthropic),
 // /v1/completions, /v1/embeddings, /v1/models and GET /sim/stats.
 func NewHandler(opts Options) http.Handler { return New(opts) }
 
@@ -126,6 +130,7 @@ func New(opts Options) *Sim {
 	s.mux.HandleFunc("POST /v1/chat/completions", s.model(s.chat))
 	s.mux.HandleFunc("POST /v1/completions", s.model(s.completion))
 	s.mux.HandleFunc("POST /v1/embeddings", s.model(s.embeddings))
+	s.mux.HandleFunc("POST /v1/messages", s.model(s.messages))
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Stats())
@@ -171,6 +176,11 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 			ra := s.opts.RetryAfter
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra.Seconds()))))
 			w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
+			if r.URL.Path == "/v1/messages" {
+				// Anthropic's answer to a model at capacity.
+				writeAnthropicError(w, 529, "overloaded_error", "Overloaded")
+				return
+			}
 			writeError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded",
 				fmt.Sprintf("model is at capacity (%d requests in flight); retry after %s", s.capacity(), ra))
 			return

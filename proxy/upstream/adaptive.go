@@ -31,8 +31,9 @@ const (
 // remembers where it was refused (as TCP CUBIC's W_max): it grows back by one
 // per round trip to one below that point, then by probeStart per round trip
 // up to it, so a model whose capacity did not change is kept full and probed
-// gently; beyond it the increment doubles every two round trips without a
-// refusal, so a model that came back is found again within a few round trips.
+// gently; beyond it the increment doubles every round trip without a refusal
+// (it is refused at once if the capacity did not change), so a model that
+// came back is found again within a few round trips.
 const (
 	backoffRatio = 0.7
 	probeStart   = 0.25
@@ -44,12 +45,17 @@ const (
 type aimd struct {
 	limit     float64
 	ceiling   float64
-	cut       bool      // a refusal has been seen: slow start is over
-	lastCut   time.Time // when the limit was last cut
-	refusedAt float64   // the limit at the last cut
-	rounds    float64   // round trips (answers / limit) spent above refusedAt
-	serviceE  float64   // EWMA of answered attempts' durations, seconds; 0 = none yet
+	cut       bool                // a refusal has been seen: slow start is over
+	lastCut   time.Time           // when the limit was last cut
+	refusedAt float64             // the limit at the last cut
+	rounds    float64             // round trips (answers / limit) spent above refusedAt
+	serviceE  float64             // EWMA of answered attempts' durations, seconds; 0 = none yet
+	recent    [rateRing]time.Time // when the last answers came, a ring
+	next, n   int
 }
+
+// rateRing is how many recent answers the measured completion rate spans.
+const rateRing = 32
 
 func newAIMD(ceiling int) aimd {
 	if ceiling <= 0 {
@@ -65,6 +71,9 @@ func (a *aimd) slots() int { return max(int(a.limit), 1) }
 // in flight when it came back, this one included: the limit only grows while
 // it is used, so an idle lane does not inflate it.
 func (a *aimd) answered(d time.Duration, inflight int) {
+	a.recent[a.next] = time.Now()
+	a.next = (a.next + 1) % rateRing
+	a.n = min(a.n+1, rateRing)
 	const alpha = 0.2
 	s := d.Seconds()
 	if a.serviceE == 0 {
@@ -86,7 +95,7 @@ func (a *aimd) answered(d time.Duration, inflight int) {
 	case a.limit < a.refusedAt:
 		inc = probeStart
 	default:
-		inc = probeStart * math.Pow(2, math.Floor(a.rounds/2))
+		inc = probeStart * math.Pow(2, math.Floor(a.rounds))
 		inc = min(inc, a.limit) // never faster than slow start
 		a.rounds += 1 / a.limit
 	}
@@ -108,11 +117,23 @@ func (a *aimd) refused(sent, now time.Time) bool {
 // service is the measured time per answer; 0 when nothing was answered yet.
 func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float64(time.Second)) }
 
-// rate is the measured service rate in answers per second at the current
-// limit (Little's law: slots ÷ time per answer); 0 when unknown.
+// rate is the measured service rate in answers per second: the faster of
+// the rate at the current limit by Little's law (slots ÷ time per answer) and
+// the rate at which the last answers came. The faster one, because a request
+// admitted on an optimistic estimate still leaves the queue with a 429 before
+// its deadline, while one refused on a pessimistic one is lost. 0 when
+// unknown.
 func (a *aimd) rate() float64 {
 	if a.serviceE <= 0 {
 		return 0
 	}
-	return float64(a.slots()) / a.serviceE
+	r := float64(a.slots()) / a.serviceE
+	if a.n >= 8 {
+		newest := a.recent[(a.next+rateRing-1)%rateRing]
+		oldest := a.recent[(a.next+rateRing-a.n)%rateRing]
+		if span := newest.Sub(oldest).Seconds(); span > 0 && time.Since(newest) < 2*time.Second {
+			r = max(r, float64(a.n-1)/span)
+		}
+	}
+	return r
 }

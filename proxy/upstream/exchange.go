@@ -181,8 +181,12 @@ func (k *call) send(x *exchange) result {
 		return r
 	}
 	lv := v
-	if r.out == outTimeout {
-		lv = congested // an upstream too slow to answer in time is full, whatever else it is
+	var at *attemptTimeout
+	if errors.As(r.err, &at) {
+		// The upstream's own timeout: one too slow to answer in time is full,
+		// whatever else it is. A cut by the request's deadline says nothing
+		// about the upstream: the request came late.
+		lv = congested
 	}
 	release(lv)
 	c.settle(t, x.probe, r.out, v, dur, x.log)

@@ -128,20 +128,25 @@ func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error 
 	wait, ahead := l.expectedWait(rank)
 	service := l.lim.service()
 	slots := l.lim.slots()
-	if ahead == 0 && l.inflight < slots {
+	var reason string
+	retryAfter := wait
+	switch {
+	case service > left:
+		// Not even an answer's time is left: an attempt would be cut by the
+		// deadline, after costing the upstream the work.
+		reason = ShedWaitBeyond
+	case ahead == 0 && l.inflight < slots:
 		l.inflight++
 		l.mu.Unlock()
 		return nil
-	}
-	shed := &laneShed{target: l.t.name, retryAfter: wait, waiting: l.waiters.Len(), inflight: l.inflight, slots: slots, left: left}
-	switch {
 	case l.waiters.Len() >= l.maxQueue:
-		shed.reason = ShedQueueFull
-		shed.retryAfter = max(wait, shedRetryAfter)
+		reason, retryAfter = ShedQueueFull, max(wait, shedRetryAfter)
 	case wait+service > left:
-		shed.reason = ShedWaitBeyond
+		reason = ShedWaitBeyond
 	}
-	if shed.reason != "" {
+	shed := &laneShed{target: l.t.name, reason: reason, retryAfter: retryAfter, waiting: l.waiters.Len(),
+		inflight: l.inflight, slots: slots, left: left}
+	if reason != "" {
 		l.mu.Unlock()
 		return shed
 	}
@@ -151,25 +156,21 @@ func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error 
 	l.mu.Unlock()
 	defer l.t.stats.queued.Add(-1)
 
-	// Leave the queue while an answer can still arrive before the deadline.
-	timer := time.NewTimer(max(left-service, 0))
+	// Leave the queue while an answer can still arrive before the deadline,
+	// with room for one more answer's time, since service is an average.
+	timer := time.NewTimer(max(left-2*service, 0))
 	defer timer.Stop()
 	select {
 	case <-w.ready:
-		l.waited(time.Since(now))
-		return nil
+		if time.Until(deadline) > service {
+			l.waited(time.Since(now))
+			return nil
+		}
+		l.release() // granted too late for an answer to fit: pass the slot on
 	case <-ctx.Done():
+		l.leave(e, w)
 	case <-timer.C:
-	}
-	l.mu.Lock()
-	select {
-	case <-w.ready:
-		// Granted while giving up: pass the slot on.
-		l.mu.Unlock()
-		l.release()
-	default:
-		l.waiters.Remove(e)
-		l.mu.Unlock()
+		l.leave(e, w)
 	}
 	if err := ctx.Err(); errors.Is(err, context.Canceled) {
 		return err
@@ -180,6 +181,20 @@ func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error 
 	l.mu.Unlock()
 	shed.reason, shed.retryAfter, shed.left = ShedQueueTimeout, wait, time.Until(deadline)
 	return shed
+}
+
+// leave takes w out of the queue, passing its slot on if it was granted
+// meanwhile.
+func (l *lane) leave(e *list.Element, w *waiter) {
+	l.mu.Lock()
+	select {
+	case <-w.ready:
+		l.mu.Unlock()
+		l.release()
+	default:
+		l.waiters.Remove(e)
+		l.mu.Unlock()
+	}
 }
 
 // insert queues w behind every waiter of the same or a lower rank. The caller

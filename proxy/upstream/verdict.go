@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"net/http"
 	"time"
 )
 
@@ -22,9 +21,6 @@ type Verdict struct {
 	// "" means the status alone.
 	Reason string
 }
-
-// Classifier reads a non-2xx answer; body is the whole (bounded) body.
-type Classifier func(status int, header http.Header, body []byte) Verdict
 
 // Busy reports whether the model's first target is under pressure: requests
 // are queueing for it, it is paced by rate-limit state, or its breaker is not
