@@ -3,7 +3,7 @@ package verify
 import "testing"
 
 // The verifier compares answers of every wire format the proxy caches.
-func TestAnswerTextEveryFormat(t *testing.T) {
+func TestAnswerTextGemini(t *testing.T) {
 	for body, want := range map[string]string{
 		`{"choices":[{"message":{"role":"assistant","content":"Paris"}}]}`: "Paris",
 		`{"choices":[{"text":"Paris"}]}`:                                   "Paris",
