@@ -69,10 +69,10 @@ func TestPoolNoQueue(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 2s")
+			t.Fatal("condition not met within 10s")
 		}
 		time.Sleep(time.Millisecond)
 	}
