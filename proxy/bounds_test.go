@@ -377,7 +377,7 @@ func TestLongAnswerCoalescedRequestsEachGetIt(t *testing.T) {
 		}
 		return 0
 	}
-	deadline := time.Now().Add(4 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for waiters() < n && time.Now().Before(deadline) {
 		time.Sleep(5 * time.Millisecond)
 	}

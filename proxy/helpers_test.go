@@ -380,7 +380,7 @@ func (e *env) waitStreams() {
 // waitIndexed waits until the async write-back has put n entries in the index.
 func (e *env) waitIndexed(n int) {
 	e.t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		if got, _ := e.index.Len(context.Background()); got >= n {
 			return
@@ -388,7 +388,7 @@ func (e *env) waitIndexed(n int) {
 		time.Sleep(5 * time.Millisecond)
 	}
 	got, _ := e.index.Len(context.Background())
-	e.t.Fatalf("index has %d entries after 5s, want %d", got, n)
+	e.t.Fatalf("index has %d entries after 10s, want %d", got, n)
 }
 
 func chat(question string, extra ...string) string {

@@ -98,7 +98,7 @@ func TestOverload(t *testing.T) {
 		work       = 50 * time.Millisecond
 		queue      = 96
 		deadline   = 5 * time.Second
-		slack      = time.Second
+		slack      = deadline // generous: see the check on bw.slowest
 		naiveTries = 20
 	)
 	questions := make([]string, requests)
@@ -207,6 +207,11 @@ func TestOverload(t *testing.T) {
 	if got, want := bw.peak, int64(limit); got > want {
 		t.Errorf("Breakwater: the upstream saw %d requests at once, want at most %d", got, want)
 	}
+	// slack covers writing the refusal and the client reading it; on two
+	// busy cores under -race that alone has taken over a second. The bound
+	// still fails a request that outlives its deadline by another deadline
+	// (an unbounded queue, a Retry-After slept past the deadline, a retry
+	// that restarts the clock).
 	if got, want := bw.slowest, deadline+slack; got > want {
 		t.Errorf("Breakwater: the slowest request took %s, want at most the deadline %s + %s", got, deadline, slack)
 	}

@@ -119,7 +119,7 @@ func TestStreamFlushesAsItArrives(t *testing.T) {
 		if !strings.Contains(l, "first ") {
 			t.Errorf("first line %q, want the first chunk", l)
 		}
-	case <-time.After(3 * time.Second):
+	case <-time.After(10 * time.Second):
 		t.Fatal("first chunk not flushed while the upstream was still streaming")
 	}
 }
@@ -330,7 +330,7 @@ func TestStreamCoalescedFollowersGetChunksLive(t *testing.T) {
 			if !strings.Contains(l, "part one") {
 				t.Errorf("client %d first line %q", i, l)
 			}
-		case <-time.After(3 * time.Second):
+		case <-time.After(10 * time.Second):
 			t.Fatalf("only %d of %d clients got the first chunk before the stream ended", i, n)
 		}
 	}

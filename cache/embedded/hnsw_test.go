@@ -42,7 +42,7 @@ func recallAt1(t *testing.T, x *Index, items []cache.IndexItem, live func(int) b
 }
 
 func TestHNSWRecall(t *testing.T) {
-	const n, dim, queries = 5000, 64, 300
+	const n, dim, queries = 2000, 64, 300
 	rng := rand.New(rand.NewPCG(6, 6))
 	x := open(t, Options{Dimension: dim, FlatLimit: 256, M: 16, EfConstruction: 100, EfSearch: 64, SweepEvery: -1})
 	now := time.Now()

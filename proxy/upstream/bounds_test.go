@@ -41,7 +41,7 @@ func TestOpenStreamEndsAtTheDeadline(t *testing.T) {
 	up := startUpstream(t, endless)
 	opts := oneTarget(up.url())
 	opts.Retry = fastRetry
-	opts.Retry.Deadline = 300 * time.Millisecond
+	opts.Retry.Deadline = time.Second // room for the headers on a busy CI core
 	c := newCaller(t, opts)
 	start := time.Now()
 	s, err := c.Open(t.Context(), streamReq())
@@ -53,8 +53,8 @@ func TestOpenStreamEndsAtTheDeadline(t *testing.T) {
 	if !errors.Is(err, ErrDeadline) {
 		t.Fatalf("read %d lines, err = %v, want ErrDeadline", len(lines), err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("stream ended after %s, want about the 300ms deadline", d)
+	if d := time.Since(start); d > 10*time.Second { // the upstream gives up at 20 s
+		t.Errorf("stream ended after %s, want about the 1s deadline", d)
 	}
 	if len(lines) == 0 {
 		t.Errorf("no lines before the deadline")
@@ -128,7 +128,7 @@ func TestDoEndlessBodyEndsAtTheDeadline(t *testing.T) {
 	})
 	opts := oneTarget(up.url())
 	opts.Retry = fastRetry
-	opts.Retry.Deadline = 300 * time.Millisecond
+	opts.Retry.Deadline = time.Second // room for the headers on a busy CI core
 	opts.MaxAnswerBytes = 64 << 10
 	c := newCaller(t, opts)
 	start := time.Now()
@@ -144,7 +144,7 @@ func TestDoEndlessBodyEndsAtTheDeadline(t *testing.T) {
 	if !errors.Is(err, ErrDeadline) {
 		t.Fatalf("read %d bytes, err = %v, want ErrDeadline", n, err)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("answer ended after %s, want about the 300ms deadline", d)
+	if d := time.Since(start); d > 10*time.Second { // the upstream gives up at 20 s
+		t.Errorf("answer ended after %s, want about the 1s deadline", d)
 	}
 }

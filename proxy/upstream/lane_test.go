@@ -86,8 +86,11 @@ func TestLaneShedsWhenTheWaitWouldNotFit(t *testing.T) {
 	if !errors.As(err, &shed) || shed.reason != ShedWaitBeyond || !errors.Is(err, ErrShed) {
 		t.Fatalf("acquire = %v, want a wait_beyond_deadline shed", err)
 	}
-	if d := time.Since(start); d > 500*time.Millisecond {
-		t.Errorf("shed after %s, want at once", d)
+	// A shed decided up front returns long before the 2 s deadline; one
+	// that waited in the queue would take the whole 2 s (and carry
+	// queue_timeout, caught above). 1.5 s leaves room for a busy CI core.
+	if d := time.Since(start); d > 1500*time.Millisecond {
+		t.Errorf("shed after %s, want at once (well before the 2s deadline)", d)
 	}
 	if shed.retryAfter < 4*time.Second || shed.retryAfter > 5*time.Second {
 		t.Errorf("retry after = %s, want the expected wait of 4 answers at 1/s", shed.retryAfter)
