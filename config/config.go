@@ -356,6 +356,11 @@ type StreamConfig struct {
 	// MaxEventBytes caps one SSE event of an upstream stream. Default 1 MiB
 	// (proxy.DefaultMaxEventBytes). 0 means no limit.
 	MaxEventBytes Size `toml:"max_event_bytes"`
+	// MaxDuration bounds one stream, counted from the request; never less
+	// than Retry.Deadline, which bounds the wait for its first byte.
+	// Default 10m (upstream.DefaultMaxStreamDuration). 0 means
+	// Retry.Deadline alone.
+	MaxDuration Duration `toml:"max_duration"`
 }
 
 // Upstream is one [[upstreams]] entry: an OpenAI-compatible endpoint.
@@ -547,6 +552,7 @@ func defaults() *Config {
 			IdleTimeout:   Duration(30 * time.Second),
 			MaxBytes:      proxy.DefaultMaxStreamBytes,
 			MaxEventBytes: proxy.DefaultMaxEventBytes,
+			MaxDuration:   Duration(upstream.DefaultMaxStreamDuration),
 		},
 	}
 }

@@ -202,7 +202,7 @@ func limitOf(cut error) string {
 	case errors.Is(cut, errEventTooLarge):
 		return "stream.max_event_bytes"
 	case errors.Is(cut, upstream.ErrDeadline):
-		return "retry.deadline"
+		return "stream.max_duration"
 	}
 	return ""
 }

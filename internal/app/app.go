@@ -191,9 +191,10 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*up
 			OpenFor:             cfg.Breaker.OpenFor.D(),
 			HalfOpenProbes:      cfg.Breaker.HalfOpenProbes,
 		},
-		MaxAnswerBytes: noLimit(int64(cfg.Server.MaxAnswerBytes)),
-		Metrics:        upstream.NewMetrics(reg),
-		Logger:         opts.Logger,
+		MaxAnswerBytes:    noLimit(int64(cfg.Server.MaxAnswerBytes)),
+		MaxStreamDuration: noTimeout(cfg.Stream.MaxDuration.D()),
+		Metrics:           upstream.NewMetrics(reg),
+		Logger:            opts.Logger,
 	}
 	for _, u := range cfg.Upstreams {
 		up := upstream.Upstream{

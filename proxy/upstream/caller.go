@@ -26,6 +26,7 @@ type Caller struct {
 	transport http.RoundTripper
 	metrics   *Metrics
 	maxAnswer int64 // negative: no limit
+	maxStream time.Duration
 	log       *slog.Logger
 	now       func() time.Time
 	rand      func() float64
@@ -67,6 +68,12 @@ func New(opts Options) (*Caller, error) {
 	}
 	if c.raCap <= 0 {
 		c.raCap = DefaultRetryAfterCap
+	}
+	switch {
+	case opts.MaxStreamDuration == 0:
+		c.maxStream = DefaultMaxStreamDuration
+	default:
+		c.maxStream = max(opts.MaxStreamDuration, 0)
 	}
 	switch {
 	case opts.MaxAnswerBytes == 0:

@@ -164,9 +164,14 @@ func (k *call) send(x *exchange) result {
 	if live || over {
 		// The body outlives this call: the request deadline keeps running
 		// over it (Upstream.Timeout bounded only the wait for headers), so
-		// neither an endless stream nor an endless body outlives it.
+		// neither an endless stream nor an endless body outlives it. A
+		// stream may run on to MaxStreamDuration from the request's start.
+		left := k.remaining()
+		if live {
+			left = max(left, time.Until(k.deadline.Add(c.maxStream-k.budget)))
+		}
 		timer.Stop()
-		timer = time.AfterFunc(k.remaining(), func() { cancel(errDeadline) })
+		timer = time.AfterFunc(left, func() { cancel(errDeadline) })
 		r.cause = func() error { return context.Cause(actx) }
 		status := r.out // what the headers said (a long 4xx stays a client error)
 		var once sync.Once

@@ -140,6 +140,10 @@ type Options struct {
 	// longer one comes back as Response.Rest. 0 means DefaultMaxAnswerBytes,
 	// negative no limit.
 	MaxAnswerBytes int64
+	// MaxStreamDuration bounds a live stream, counted from the request's
+	// start; never less than the request deadline. 0 means
+	// DefaultMaxStreamDuration, negative: the request deadline alone.
+	MaxStreamDuration time.Duration
 	// Transport sends attempts; nil means a clone of http.DefaultTransport that keeps
 	// many idle connections per host.
 	Transport http.RoundTripper
