@@ -19,7 +19,10 @@ func (s *Server) newForwarder(root *url.URL, key, auth string) *httputil.Reverse
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			// /v1/files -> <root>/files: the root already holds the version.
-			rest := strings.TrimPrefix(pr.In.URL.Path, "/v1")
+			rest := pr.In.URL.Path
+			if upstream.HasAPIRoot(root.String()) {
+				rest = strings.TrimPrefix(rest, "/v1")
+			}
 			pr.Out.URL.Scheme = root.Scheme
 			pr.Out.URL.Host = root.Host
 			pr.Out.URL.Path = strings.TrimSuffix(root.Path, "/") + rest

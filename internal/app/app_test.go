@@ -144,6 +144,10 @@ listen = "127.0.0.1:0"
 [cache]
 data_dir = "{{DATA}}"
 threshold = %s
+# These tests assert which tier answers; a sampled hit would be answered
+# fresh (verify_test.go covers sampling).
+[cache.verify]
+sample_rate = 0
 [retry]
 max_attempts = 2
 base_delay = "1ms"

@@ -60,13 +60,26 @@ func (r *Request) method() string {
 // upstreamURL joins the upstream's API root and the client's path.
 func upstreamURL(base, path string) string {
 	base = strings.TrimSuffix(base, "/")
-	if rest, ok := strings.CutPrefix(path, "/v1"); ok && (rest == "" || rest[0] == '/' || rest[0] == '?') {
+	if rest, ok := strings.CutPrefix(path, "/v1"); ok && (rest == "" || rest[0] == '/' || rest[0] == '?') && HasAPIRoot(base) {
 		path = rest
 	}
 	if path != "" && path[0] != '/' && path[0] != '?' {
 		path = "/" + path
 	}
 	return base + path
+}
+
+// HasAPIRoot reports whether a base URL names an API root below its host
+// ("https://api.openai.com/v1"), which replaces the client's "/v1". A base
+// URL of a bare host ("http://127.0.0.1:9999", as the Anthropic and Gemini
+// SDKs take theirs) gets the client's path whole, version included.
+func HasAPIRoot(base string) bool {
+	rest := base
+	if i := strings.Index(rest, "://"); i >= 0 {
+		rest = rest[i+3:]
+	}
+	i := strings.IndexByte(rest, '/')
+	return i >= 0 && strings.Trim(rest[i:], "/") != ""
 }
 
 // rewriteModel returns body with its top-level "model" string replaced by model,

@@ -34,6 +34,10 @@ func TestUpstreamURL(t *testing.T) {
 		{"http://h:8080/openai/v1", "/v1/embeddings?x=1", "http://h:8080/openai/v1/embeddings?x=1"},
 		{"http://h/v1", "/v1", "http://h/v1"},
 		{"http://h/v1", "/v1beta/x", "http://h/v1/v1beta/x"},
+		// A bare host takes the client's path whole, as the Anthropic SDK's
+		// base URL does.
+		{"http://h:9999", "/v1/messages", "http://h:9999/v1/messages"},
+		{"http://h:9999/", "/v1/chat/completions?x=1", "http://h:9999/v1/chat/completions?x=1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
