@@ -39,20 +39,21 @@ func newFlights() *flights { return &flights{live: map[string]*flight{}} }
 // gets it, and the flight's context lives until its Rest is closed; the
 // others get errNotShared and must call on their own.
 func (f *flights) do(ctx context.Context, key string, fn func(ctx context.Context) (*upstream.Response, error)) (resp *upstream.Response, shared bool, err error) {
-	fl := f.join(ctx, key)
+	// singleflight's Shared is true for the leader as well once anybody
+	// joined; what matters here is whether this caller's function ran.
+	ran := false
+	fl, ch := f.join(ctx, key, func(fl *flight) <-chan singleflight.Result {
+		return f.group.DoChan(key, func() (any, error) {
+			ran = true
+			return fn(fl.ctx)
+		})
+	})
 	leave := true
 	defer func() {
 		if leave {
 			f.leave(key, fl)
 		}
 	}()
-	// singleflight's Shared is true for the leader as well once anybody
-	// joined; what matters here is whether this caller's function ran.
-	ran := false
-	ch := f.group.DoChan(key, func() (any, error) {
-		ran = true
-		return fn(fl.ctx)
-	})
 	select {
 	case r := <-ch:
 		if r.Err != nil {
@@ -91,7 +92,12 @@ func (l *leaveOnClose) Close() error {
 	return err
 }
 
-func (f *flights) join(ctx context.Context, key string) *flight {
+// join counts the caller as a waiter of key's flight and enters the shared
+// call in one step under mu (DoChan does not block: the call runs in its own
+// goroutine), so every counted waiter is inside the call. Counted first and
+// entered later, a waiter delayed in between could miss the call that ends
+// meanwhile and start a second one.
+func (f *flights) join(ctx context.Context, key string, enter func(*flight) <-chan singleflight.Result) (*flight, <-chan singleflight.Result) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	fl, ok := f.live[key]
@@ -110,7 +116,7 @@ func (f *flights) join(ctx context.Context, key string) *flight {
 		f.live[key] = fl
 	}
 	fl.waiters++
-	return fl
+	return fl, enter(fl)
 }
 
 func (f *flights) leave(key string, fl *flight) {

@@ -167,6 +167,14 @@ name = "gpt-test"
 targets = [{upstream = "primary", priority = 0}, {upstream = "fallback", priority = 1}]
 `
 
+// noSampling turns off the live false-hit sampling, which answers a random
+// 5% (the default) of would-be semantic hits fresh as "miss-sampled". Tests
+// that assert a semantic hit append it; otherwise one run in twenty fails.
+const noSampling = `
+[cache.verify]
+sample_rate = 0
+`
+
 // waitFor polls cond for up to 10 s (the write-back queue is asynchronous).
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
@@ -188,7 +196,7 @@ func TestEndToEndBuiltinEncoder(t *testing.T) {
 	up := &model{}
 	us := httptest.NewServer(up)
 	defer us.Close()
-	cfg := fmt.Sprintf(baseConfig, "0.93") // the default threshold
+	cfg := fmt.Sprintf(baseConfig, "0.93") + noSampling // the default threshold
 	r := start(t, cfg, us.URL, us.URL)
 
 	_, h, _ := r.chat(t, "How do I reset my password?", "Authorization", "Bearer tenant-A")
@@ -303,7 +311,7 @@ func TestShutdownFlushesAndRestartHits(t *testing.T) {
 	us := httptest.NewServer(up)
 	defer us.Close()
 	dir := t.TempDir()
-	cfg := strings.ReplaceAll(fmt.Sprintf(baseConfig, "0.93"), "{{DATA}}", filepath.ToSlash(dir))
+	cfg := strings.ReplaceAll(fmt.Sprintf(baseConfig, "0.93")+noSampling, "{{DATA}}", filepath.ToSlash(dir))
 	r1 := start(t, cfg, us.URL, us.URL)
 	r1.chat(t, "Which planet is the largest?")
 	r1.stop()
