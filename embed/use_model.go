@@ -172,12 +172,6 @@ func newScratch() *scratch {
 	}
 }
 
-// forward writes the L2-normalised sentence vector of ids (1..maxTokens
-// ids) to dst (length hidden).
-func (m *useModel) forward(ids []int32, s *scratch, dst []float32) {
-	m.forwardBatch([][]int32{ids}, s, [][]float32{dst})
-}
-
 // forwardBatch encodes several texts in one pass: their token rows are
 // stacked, so every matrix product streams each weight panel once for the
 // whole batch (a matrix-matrix product instead of one per text); only

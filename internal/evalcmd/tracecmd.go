@@ -130,7 +130,7 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	}
 	rep := TraceReport{
 		Requests: len(trace), Threshold: t.threshold, MinSimilarity: t.minSimilarity, JudgeAccuracy: t.accuracy,
-		SampleRate: t.sampleRate, Embedder: emb.Name(), Modes: reps, Seconds: time.Now().Sub(start).Seconds(),
+		SampleRate: t.sampleRate, Embedder: emb.Name(), Modes: reps, Seconds: time.Since(start).Seconds(),
 	}
 	if asJSON {
 		return writeJSON(stdout, rep)
