@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // controls are the per-request cache controls a client may send.
@@ -61,7 +63,7 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 	if r.ContentLength > limit {
 		return nil, errTooLarge
 	}
-	b, err := readSized(io.LimitReader(r.Body, limit+1), r.ContentLength)
+	b, err := upstream.ReadSized(io.LimitReader(r.Body, limit+1), r.ContentLength)
 	if err != nil {
 		return nil, fmt.Errorf("read request body: %w", err)
 	}
@@ -72,30 +74,6 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 var errTooLarge = errors.New("request body too large")
-
-// readSized is io.ReadAll with the buffer sized from a known length (a
-// Content-Length; -1 when unknown): one allocation and no copies, where
-// io.ReadAll grows from 512 bytes. The length is a hint; the reader decides
-// where the body ends.
-func readSized(r io.Reader, size int64) ([]byte, error) {
-	if size < 0 || size > 64<<20 {
-		return io.ReadAll(r)
-	}
-	b := make([]byte, 0, size+1) // +1: room to see EOF without growing
-	for {
-		n, err := r.Read(b[len(b):cap(b)])
-		b = b[:len(b)+n]
-		if err == io.EOF {
-			return b, nil
-		}
-		if err != nil {
-			return b, err
-		}
-		if len(b) == cap(b) {
-			b = append(b, 0)[:len(b)]
-		}
-	}
-}
 
 // requestShape is the part of a request body the proxy itself needs. It is
 // filled from the cache key, never by decoding the body into a struct again:

@@ -5,31 +5,18 @@ import (
 	"math"
 	"strconv"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/cache/verify"
 )
 
-// Interval is a proportion with its 95 % Wilson score interval.
-type Interval struct {
-	Value float64 `json:"value"`
-	Low   float64 `json:"low"`
-	High  float64 `json:"high"`
-}
+// Interval is a proportion with its 95 % Wilson score interval: the one
+// the live estimate reports (verify.Interval), so eval and /stats agree.
+type Interval = verify.Interval
 
-// z is the standard normal quantile for a two-sided 95 % interval.
-const z = 1.959963984540054
-
-// Wilson returns k/n with its 95 % Wilson score interval. It behaves well at
-// the ends (k = 0 or k = n) and for small n, where the normal approximation
-// does not. n = 0 gives 0 within [0, 1]: nothing is known.
+// Wilson returns k/n with its 95 % Wilson score interval (verify.Wilson);
+// n <= 0 gives 0 within [0, 1]: nothing is known.
 func Wilson(k, n int) Interval {
-	if n <= 0 {
-		return Interval{Value: 0, Low: 0, High: 1}
-	}
-	p := float64(k) / float64(n)
-	nn := float64(n)
-	den := 1 + z*z/nn
-	center := (p + z*z/(2*nn)) / den
-	half := z * math.Sqrt(p*(1-p)/nn+z*z/(4*nn*nn)) / den
-	return Interval{Value: p, Low: max(0, center-half), High: min(1, center+half)}
+	return verify.Wilson(uint64(max(k, 0)), uint64(max(n, 0)))
 }
 
 // Row is what the semantic tier serves at one threshold.

@@ -24,9 +24,9 @@ var ErrDeadline = errors.New("the time limit passed while the answer was still a
 // that rc holds more: b then has limit+1 bytes and rc is left open.
 func readCapped(rc io.Reader, limit, size int64) (b []byte, over bool, err error) {
 	if limit < 0 {
-		b, err = readSized(rc, size)
+		b, err = ReadSized(rc, size)
 		return b, false, err
 	}
-	b, err = readSized(io.LimitReader(rc, limit+1), min(size, limit+1))
+	b, err = ReadSized(io.LimitReader(rc, limit+1), min(size, limit+1))
 	return b, err == nil && int64(len(b)) > limit, err
 }

@@ -250,10 +250,12 @@ func errString(err error) string {
 	return err.Error()
 }
 
-// readSized is io.ReadAll with the buffer sized from the response's
-// Content-Length (-1 when unknown): one allocation and no copies for the
-// usual JSON answer, where io.ReadAll grows from 512 bytes.
-func readSized(r io.Reader, size int64) ([]byte, error) {
+// ReadSized is io.ReadAll with the buffer sized from a known length (a
+// Content-Length; -1 when unknown): one allocation and no copies for the
+// usual JSON body, where io.ReadAll grows from 512 bytes. The length is a
+// hint; the reader decides where the body ends. The proxy reads request
+// bodies with it too.
+func ReadSized(r io.Reader, size int64) ([]byte, error) {
 	if size < 0 || size > 64<<20 {
 		return io.ReadAll(r)
 	}
