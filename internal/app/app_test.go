@@ -144,10 +144,6 @@ listen = "127.0.0.1:0"
 [cache]
 data_dir = "{{DATA}}"
 threshold = %s
-# These tests assert which tier answers; a sampled hit would be answered
-# fresh (verify_test.go covers sampling).
-[cache.verify]
-sample_rate = 0
 [retry]
 max_attempts = 2
 base_delay = "1ms"
@@ -168,8 +164,9 @@ targets = [{upstream = "primary", priority = 0}, {upstream = "fallback", priorit
 `
 
 // noSampling turns off the live false-hit sampling, which answers a random
-// 5% (the default) of would-be semantic hits fresh as "miss-sampled". Tests
-// that assert a semantic hit append it; otherwise one run in twenty fails.
+// share (cache/verify.DefaultSampleRate) of would-be semantic hits fresh as
+// "miss-sampled". Tests that assert a semantic hit append it; otherwise one
+// run in fifty fails.
 const noSampling = `
 [cache.verify]
 sample_rate = 0

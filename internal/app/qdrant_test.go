@@ -30,10 +30,6 @@ listen = "127.0.0.1:0"
 data_dir = "{{DATA}}"
 threshold = 0.93
 partition_secret_env = "BW_TEST_PARTITION_SECRET"
-# These tests assert which tier answers; a sampled hit would be answered
-# fresh (verify_test.go covers sampling).
-[cache.verify]
-sample_rate = 0
 [vector]
 backend = "qdrant"
 [vector.qdrant]
