@@ -289,37 +289,28 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	if cfg.Server.AdminTokenEnv != "" {
 		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
 	}
-	if u, ok := cfg.Upstream(cfg.DefaultUpstream); ok {
+	// Pass-through roots: the default upstream's, and Anthropic's and
+	// Gemini's when named; each with the upstream's own key if it holds one.
+	for _, pt := range []struct {
+		name      string
+		root      **url.URL
+		key, auth *string
+	}{
+		{cfg.DefaultUpstream, &po.Passthrough, &po.PassthroughKey, &po.PassthroughAuth},
+		{cfg.AnthropicUpstream, &po.AnthropicPassthrough, &po.AnthropicPassthroughKey, &po.AnthropicPassthroughAuth},
+		{cfg.GeminiUpstream, &po.GeminiPassthrough, &po.GeminiPassthroughKey, &po.GeminiPassthroughAuth},
+	} {
+		u, ok := cfg.Upstream(pt.name)
+		if !ok {
+			continue
+		}
 		root, err := url.Parse(u.BaseURL)
 		if err != nil {
 			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
 		}
-		po.Passthrough = root
+		*pt.root = root
 		if u.APIKeyEnv != "" {
-			po.PassthroughKey = opts.Env(u.APIKeyEnv)
-			po.PassthroughAuth = u.Auth
-		}
-	}
-	if u, ok := cfg.Upstream(cfg.AnthropicUpstream); ok {
-		root, err := url.Parse(u.BaseURL)
-		if err != nil {
-			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
-		}
-		po.AnthropicPassthrough = root
-		if u.APIKeyEnv != "" {
-			po.AnthropicPassthroughKey = opts.Env(u.APIKeyEnv)
-			po.AnthropicPassthroughAuth = u.Auth
-		}
-	}
-	if u, ok := cfg.Upstream(cfg.GeminiUpstream); ok {
-		root, err := url.Parse(u.BaseURL)
-		if err != nil {
-			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
-		}
-		po.GeminiPassthrough = root
-		if u.APIKeyEnv != "" {
-			po.GeminiPassthroughKey = opts.Env(u.APIKeyEnv)
-			po.GeminiPassthroughAuth = u.Auth
+			*pt.key, *pt.auth = opts.Env(u.APIKeyEnv), u.Auth
 		}
 	}
 	return po, nil
