@@ -102,18 +102,9 @@ func ChatKey(partition string, body []byte, group func(model string) string) (Ke
 	if err != nil {
 		return Key{}, err
 	}
-	msgs, ok := obj["messages"].([]any)
-	if !ok || len(msgs) == 0 {
-		return Key{}, badRequest(`field "messages" must be a non-empty array of message objects`)
-	}
-	for i, m := range msgs {
-		mo, ok := m.(map[string]any)
-		if !ok {
-			return Key{}, badRequest(fmt.Sprintf("messages[%d] must be an object", i))
-		}
-		if _, ok := mo["role"].(string); !ok {
-			return Key{}, badRequest(fmt.Sprintf(`messages[%d] must have a string "role"`, i))
-		}
+	msgs, err := messagesOf(obj)
+	if err != nil {
+		return Key{}, err
 	}
 
 	fp := withoutIgnored(obj)
@@ -426,4 +417,23 @@ func canonicalNumber(s string) (string, error) {
 		out.WriteString(strconv.Itoa(point - 1))
 	}
 	return out.String(), nil
+}
+
+// messagesOf returns the request's "messages": a non-empty array of objects
+// with a string "role" (Chat Completions and Anthropic Messages alike).
+func messagesOf(obj map[string]any) ([]any, error) {
+	msgs, ok := obj["messages"].([]any)
+	if !ok || len(msgs) == 0 {
+		return nil, badRequest(`field "messages" must be a non-empty array of message objects`)
+	}
+	for i, m := range msgs {
+		mo, ok := m.(map[string]any)
+		if !ok {
+			return nil, badRequest(fmt.Sprintf("messages[%d] must be an object", i))
+		}
+		if _, ok := mo["role"].(string); !ok {
+			return nil, badRequest(fmt.Sprintf(`messages[%d] must have a string "role"`, i))
+		}
+	}
+	return msgs, nil
 }

@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 )
@@ -26,18 +25,9 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 	if err != nil {
 		return Key{}, err
 	}
-	msgs, ok := obj["messages"].([]any)
-	if !ok || len(msgs) == 0 {
-		return Key{}, badRequest(`field "messages" must be a non-empty array of message objects`)
-	}
-	for i, m := range msgs {
-		mo, ok := m.(map[string]any)
-		if !ok {
-			return Key{}, badRequest(fmt.Sprintf("messages[%d] must be an object", i))
-		}
-		if _, ok := mo["role"].(string); !ok {
-			return Key{}, badRequest(fmt.Sprintf(`messages[%d] must have a string "role"`, i))
-		}
+	msgs, err := messagesOf(obj)
+	if err != nil {
+		return Key{}, err
 	}
 	obj = withoutCacheControl(obj)
 	for name, v := range headers {
