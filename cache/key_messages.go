@@ -25,8 +25,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 	if err != nil {
 		return Key{}, err
 	}
-	msgs, err := messagesOf(obj)
-	if err != nil {
+	if _, err := messagesOf(obj); err != nil {
 		return Key{}, err
 	}
 	obj = withoutCacheControl(obj)
@@ -38,7 +37,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 	if err != nil {
 		return Key{}, err
 	}
-	msgs = obj["messages"].([]any)
+	msgs := obj["messages"].([]any)
 	fp := withoutIgnored(obj)
 	if group != nil {
 		if g := group(k.Model); g != "" {
