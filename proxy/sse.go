@@ -100,8 +100,9 @@ func (s *sseReader) next() (sseEvent, []byte, error) {
 }
 
 func appendField(data [][]byte, ev *sseEvent, line []byte) [][]byte {
-	if line[0] == ':' {
-		return data // comment (keep-alive)
+	if len(line) == 0 || line[0] == ':' {
+		// Nothing (a body ending in a lone "\r") or a comment (keep-alive).
+		return data
 	}
 	field, value, _ := bytes.Cut(line, []byte(":"))
 	value = bytes.TrimPrefix(value, []byte(" "))
