@@ -27,6 +27,10 @@ const maxJSONDepth = 10000
 //
 // Numbers are kept as their literal text (json.Number); the top-level value
 // must be an object. Every refusal wraps ErrBadRequest.
+//
+// It is written here rather than taken from a library: encoding/json folds
+// case and accepts all three, and encoding/json/v2, which would not, is
+// still behind GOEXPERIMENT=jsonv2 in Go 1.26.
 func DecodeObject(body []byte) (map[string]any, error) {
 	if !utf8.Valid(body) {
 		return nil, badRequest("body is not valid UTF-8")
