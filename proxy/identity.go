@@ -48,47 +48,17 @@ type wireBody struct {
 func prepareWire(body []byte) *wireBody {
 	w := &wireBody{body: body, idStart: -1, idEnd: -1, crStart: -1, crEnd: -1, prefix: "chatcmpl-bw"}
 	idStart, idEnd, crStart, crEnd := -1, -1, -1, -1
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return w
-	}
-	i++
-	for {
-		i = skipSpace(body, i)
-		if i >= len(body) {
-			return w
-		}
-		if body[i] == '}' {
-			break
-		}
-		if body[i] == ',' {
-			i++
-			continue
-		}
-		if body[i] != '"' {
-			return w
-		}
-		kEnd := skipString(body, i)
-		if kEnd < 0 {
-			return w
-		}
-		key := body[i+1 : kEnd-1]
-		i = skipSpace(body, kEnd)
-		if i >= len(body) || body[i] != ':' {
-			return w
-		}
-		i = skipSpace(body, i+1)
-		vEnd := skipValue(body, i)
-		if vEnd < 0 {
-			return w
-		}
+	ok := topFields(body, func(key []byte, vStart, vEnd int) bool {
 		switch string(key) {
 		case "id":
-			idStart, idEnd = i, vEnd
+			idStart, idEnd = vStart, vEnd
 		case "created":
-			crStart, crEnd = i, vEnd
+			crStart, crEnd = vStart, vEnd
 		}
-		i = vEnd
+		return true
+	})
+	if !ok {
+		return w
 	}
 	if idStart >= 0 && idEnd-idStart > 6 && string(body[idStart:idStart+6]) == `"cmpl-` {
 		w.prefix = "cmpl-bw"
@@ -181,6 +151,48 @@ func wireOf(e *cache.Entry) *wireBody {
 		return w
 	}
 	return prepareWire(e.Body)
+}
+
+// topFields calls fn with the name and raw value offsets of each top-level
+// field of the JSON object body, without decoding any value. It reports
+// false when body is not one object it can scan, or when fn returned false.
+func topFields(body []byte, fn func(key []byte, vStart, vEnd int) bool) bool {
+	i := skipSpace(body, 0)
+	if i >= len(body) || body[i] != '{' {
+		return false
+	}
+	i++
+	for {
+		i = skipSpace(body, i)
+		if i >= len(body) {
+			return false
+		}
+		switch body[i] {
+		case '}':
+			return skipSpace(body, i+1) == len(body)
+		case ',':
+			i++
+			continue
+		case '"':
+		default:
+			return false
+		}
+		kEnd := skipString(body, i)
+		if kEnd < 0 {
+			return false
+		}
+		key := body[i+1 : kEnd-1]
+		i = skipSpace(body, kEnd)
+		if i >= len(body) || body[i] != ':' {
+			return false
+		}
+		i = skipSpace(body, i+1)
+		vEnd := skipValue(body, i)
+		if vEnd < 0 || !fn(key, i, vEnd) {
+			return false
+		}
+		i = vEnd
+	}
 }
 
 func skipSpace(b []byte, i int) int {

@@ -21,54 +21,18 @@ var errShape = errors.New("scan request shape")
 // strict decoding, so routing never reads what the key would not.
 func scanShape(body []byte, shape *requestShape) error {
 	var seen [3]bool
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return errShape
-	}
-	i++
-	for {
-		i = skipSpace(body, i)
-		if i >= len(body) {
-			return errShape
-		}
-		switch body[i] {
-		case '}':
-			if skipSpace(body, i+1) != len(body) {
-				return errShape
-			}
-			return nil
-		case ',':
-			i++
-			continue
-		case '"':
-		default:
-			return errShape
-		}
-		kEnd := skipString(body, i)
-		if kEnd < 0 {
-			return errShape
-		}
-		key := body[i+1 : kEnd-1]
-		i = skipSpace(body, kEnd)
-		if i >= len(body) || body[i] != ':' {
-			return errShape
-		}
-		i = skipSpace(body, i+1)
-		vEnd := skipValue(body, i)
-		if vEnd < 0 {
-			return errShape
-		}
-		v := body[i:vEnd]
+	ok := topFields(body, func(key []byte, vStart, vEnd int) bool {
+		v := body[vStart:vEnd]
 		switch string(key) {
 		case "model":
 			if seen[0] || len(v) < 2 || v[0] != '"' || bytes.IndexByte(v, '\\') >= 0 {
-				return errShape
+				return false
 			}
 			seen[0] = true
 			shape.Model = string(v[1 : len(v)-1])
 		case "stream":
 			if seen[1] {
-				return errShape
+				return false
 			}
 			seen[1] = true
 			switch string(v) {
@@ -77,19 +41,23 @@ func scanShape(body []byte, shape *requestShape) error {
 			case "false", "null":
 				shape.Stream = false
 			default:
-				return errShape
+				return false
 			}
 		case "stream_options":
 			if seen[2] {
-				return errShape
+				return false
 			}
 			seen[2] = true
 			so, err := cache.DecodeObject(v)
 			if err != nil && string(v) != "null" {
-				return errShape
+				return false
 			}
 			shape.IncludeUsage, _ = so["include_usage"].(bool)
 		}
-		i = vEnd
+		return true
+	})
+	if !ok {
+		return errShape
 	}
+	return nil
 }
