@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // SharedPartition is the partition of every request when the cache is shared
@@ -47,6 +48,7 @@ type Partitioner struct {
 	headers []string
 	// authIdx is the index of Authorization in headers, or -1.
 	authIdx int
+	memo    partitionMemo
 }
 
 // NewPartitioner returns a partitioner that separates tenants by the values
@@ -117,33 +119,73 @@ func (p *Partitioner) Partition(h http.Header) string {
 	if len(p.headers) == 0 {
 		return SharedPartition
 	}
-	mac := hmac.New(sha256.New, p.secret)
-	writeLen := func(n int) {
-		var b [8]byte
-		binary.BigEndian.PutUint64(b[:], uint64(n))
-		mac.Write(b[:])
-	}
-	mac.Write([]byte("breakwater-partition-v1"))
+	// The MAC's input is built first: a repeated input (the same key and
+	// selectors, which is every request of a tenant) is answered from the
+	// memo without computing the HMAC again.
+	var stack [256]byte
+	in := append(stack[:0], "breakwater-partition-v1"...)
 	for i, name := range p.headers {
 		vals := h.Values(name)
 		if i == p.authIdx {
 			vals = credential(h)
 		}
-		writeLen(len(name))
-		mac.Write([]byte(name))
+		in = binary.BigEndian.AppendUint64(in, uint64(len(name)))
+		in = append(in, name...)
 		if vals == nil {
 			// Absent: a marker no present value can produce.
-			mac.Write([]byte{0})
+			in = append(in, 0)
 			continue
 		}
-		mac.Write([]byte{1})
-		writeLen(len(vals))
+		in = append(in, 1)
+		in = binary.BigEndian.AppendUint64(in, uint64(len(vals)))
 		for _, v := range vals {
-			writeLen(len(v))
-			mac.Write([]byte(v))
+			in = binary.BigEndian.AppendUint64(in, uint64(len(v)))
+			in = append(in, v...)
 		}
 	}
-	return hex.EncodeToString(mac.Sum(nil))
+	if part, ok := p.memo.get(in); ok {
+		return part
+	}
+	mac := hmac.New(sha256.New, p.secret)
+	mac.Write(in)
+	part := hex.EncodeToString(mac.Sum(nil))
+	p.memo.put(in, part)
+	return part
+}
+
+// partitionMemo maps a partition's MAC input to the partition. The input is
+// the key itself, compared whole, so two tenants can never share an entry
+// (no digest of it stands in). It holds at most partitionMemoEntries inputs
+// of at most partitionMemoInput bytes each (it is emptied when full), so it
+// is bounded at about 2 MiB; the credentials in it are the ones the process
+// already receives on every request of those tenants.
+type partitionMemo struct {
+	mu sync.RWMutex
+	m  map[string]string
+}
+
+const (
+	partitionMemoEntries = 4096
+	partitionMemoInput   = 512
+)
+
+func (m *partitionMemo) get(in []byte) (string, bool) {
+	m.mu.RLock()
+	part, ok := m.m[string(in)] // no allocation: the compiler looks up the bytes
+	m.mu.RUnlock()
+	return part, ok
+}
+
+func (m *partitionMemo) put(in []byte, part string) {
+	if len(in) > partitionMemoInput {
+		return
+	}
+	m.mu.Lock()
+	if m.m == nil || len(m.m) >= partitionMemoEntries {
+		m.m = make(map[string]string, 64)
+	}
+	m.m[string(in)] = part
+	m.mu.Unlock()
 }
 
 // credential returns the client's API key headers as the "authorization"

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 )
@@ -183,5 +184,49 @@ func TestPartitionAPIKeyHeaders(t *testing.T) {
 	}
 	if ns := p.Partition(headers("X-Api-Key", "sk-ant-a", NamespaceHeader, "t1")); ns == xkey {
 		t.Errorf("namespace ignored with x-api-key")
+	}
+}
+
+// TestPartitionMemo: a partition answered from the memo is the one computed
+// afresh, tenants interleaved never get each other's, and the memo stays
+// within its bounds (entries, and inputs too long to keep).
+func TestPartitionMemo(t *testing.T) {
+	p := newPartitioner(t, testSecret, "authorization", "namespace")
+	long := "Bearer sk-" + string(bytes.Repeat([]byte("x"), partitionMemoInput))
+	keys := []http.Header{
+		headers("Authorization", "Bearer k1"),
+		headers("Authorization", "Bearer k2"),
+		headers("x-api-key", "k1"),
+		headers("Authorization", "Bearer k1", "X-Breakwater-Namespace", "n"),
+		headers("Authorization", long),
+	}
+	want := make([]string, len(keys))
+	for i, h := range keys {
+		want[i] = newPartitioner(t, testSecret, "authorization", "namespace").Partition(h) // empty memo
+	}
+	for round := range 3 {
+		for i, h := range keys {
+			if got := p.Partition(h); got != want[i] {
+				t.Fatalf("round %d, key %d: partition %s, want %s", round, i, got, want[i])
+			}
+		}
+	}
+	if want[0] == want[1] || want[0] != want[2] || want[0] == want[3] {
+		t.Fatalf("partitions %v: k1 and k2 must differ, Bearer k1 and x-api-key k1 must match, the namespace must count", want)
+	}
+	p.memo.mu.RLock()
+	n := len(p.memo.m)
+	p.memo.mu.RUnlock()
+	if n != len(keys)-2 { // x-api-key k1 shares Bearer k1's input; the long key is not kept
+		t.Errorf("memo holds %d inputs, want %d", n, len(keys)-2)
+	}
+	for i := range partitionMemoEntries + 10 {
+		p.Partition(headers("Authorization", "Bearer many-"+strconv.Itoa(i)))
+	}
+	p.memo.mu.RLock()
+	n = len(p.memo.m)
+	p.memo.mu.RUnlock()
+	if n > partitionMemoEntries {
+		t.Errorf("memo holds %d inputs, bound is %d", n, partitionMemoEntries)
 	}
 }

@@ -18,7 +18,8 @@ import (
 // exchange is one request on its way through the cached flow.
 type exchange struct {
 	c         echo.Context
-	log       *slog.Logger
+	log       *slog.Logger // the server's; logger() adds the request id
+	reqID     string
 	format    Format
 	endpoint  string // format.Endpoint()
 	body      []byte
@@ -34,11 +35,16 @@ type exchange struct {
 	probe     *probe        // live false-hit estimate (verify.go)
 }
 
+// logger is the request's logger. It is built on first use: the request's
+// own line (finish) carries the id as an attribute, and a logger.With per
+// request was 3 % of an exact hit's CPU.
+func (x *exchange) logger() *slog.Logger { return x.log.With("request_id", x.reqID) }
+
 // serveCached is the cached flow: parse, exact tier, singleflight,
 // semantic tier, caller, write-back.
 func (s *Server) serveCached(c echo.Context, f Format) error {
 	endpoint := f.Endpoint()
-	x := &exchange{c: c, log: s.logger(c), format: f, endpoint: endpoint, start: s.opts.Now()}
+	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
 	req := c.Request()
 	body, err := readBody(req, s.opts.MaxBodyBytes)
 	if errors.Is(err, errTooLarge) {
@@ -338,8 +344,8 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 		return
 	}
 	// Typed attributes: no boxing of each value into an any.
-	var buf [8]slog.Attr
-	attrs := append(buf[:0], slog.String("endpoint", x.endpoint), slog.String("outcome", outcome),
+	var buf [10]slog.Attr
+	attrs := append(buf[:0], slog.String("request_id", x.reqID), slog.String("endpoint", x.endpoint), slog.String("outcome", outcome),
 		slog.Int("status", status), slog.Float64("duration_ms", float64(total.Microseconds())/1000))
 	if similarity > 0 {
 		attrs = append(attrs, slog.Float64("similarity", float64(similarity)))

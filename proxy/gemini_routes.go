@@ -129,7 +129,7 @@ func (s *Server) geminiPassthrough(c echo.Context, model, rest string, query url
 		s.geminiFwd.ServeHTTP(c.Response(), req)
 		return nil
 	}
-	x := &exchange{c: c, log: s.logger(c), format: geminiErrors, endpoint: geminiPassEndpoint, start: s.opts.Now()}
+	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: geminiErrors, endpoint: geminiPassEndpoint, start: s.opts.Now()}
 	body, err := readBody(req, s.opts.MaxBodyBytes)
 	if errors.Is(err, errTooLarge) {
 		return writeError(c, http.StatusRequestEntityTooLarge, "request_too_large",

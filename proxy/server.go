@@ -351,8 +351,13 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (s *Server) logger(c echo.Context) *slog.Logger {
+	return s.log.With("request_id", requestIDOf(c))
+}
+
+// requestIDOf is the id the requestID middleware gave the request.
+func requestIDOf(c echo.Context) string {
 	id, _ := c.Get("request_id").(string)
-	return s.log.With("request_id", id)
+	return id
 }
 
 func (s *Server) adminAuth(next echo.HandlerFunc) echo.HandlerFunc {

@@ -30,7 +30,7 @@ type logFn func(msg string, args ...any)
 
 func (s *Server) newStreamJob(x *exchange) *streamJob {
 	req := x.c.Request()
-	l := x.log
+	l := x.logger()
 	ureq := &upstream.Request{
 		Path:      x.endpoint,
 		Model:     x.shape.Model,
@@ -163,7 +163,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	status := http.StatusOK
 	if err != nil {
 		status = 499
-		x.log.Warn("replay cached stream", "err", err)
+		x.logger().Warn("replay cached stream", "err", err)
 	}
 	s.finish(x, outcome, status, res.Similarity, "")
 	return nil

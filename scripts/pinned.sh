@@ -5,7 +5,10 @@
 #     proxy_cache on POST bodies;
 #   - Breakwater on default settings (info log to a file, JSON), cache off
 #     for the miss path, cache on for the exact hit;
-#   - optionally the same Breakwater built from another commit (-before REV).
+#   - optionally the same Breakwater built from another commit (-before REV);
+#   - optionally (-floor) the least a Go proxy can do, scripts/floor, on the
+#     standard library's HTTP server and client and on fasthttp's: what the
+#     HTTP stack alone costs, before any of Breakwater's work.
 # Every server under test runs on CPU 1 (taskset); the load tool (wrk, one
 # thread) and the mock upstream (nginx returning a fixed 1.4 KB completion)
 # share CPU 0. Every request is the same 316 bytes long; miss-path requests
@@ -16,20 +19,22 @@
 # concurrency 1 minus the mock's own p50 ("added"). Ratios are taken within
 # one round, so other load on the machine moves both sides.
 #
-# Usage: scripts/pinned.sh [-d 5s] [-rounds 3] [-before REV] [-o out.md]
+# Usage: scripts/pinned.sh [-d 5s] [-rounds 3] [-before REV] [-floor] [-o out.md]
 set -euo pipefail
 
 DUR=5s
 ROUNDS=3
 BEFORE=
+FLOOR=
 OUT=
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-d) DUR=$2; shift 2 ;;
 	-rounds) ROUNDS=$2; shift 2 ;;
 	-before) BEFORE=$2; shift 2 ;;
+	-floor) FLOOR=1; shift ;;
 	-o) OUT=$2; shift 2 ;;
-	*) echo "usage: $0 [-d 5s] [-rounds 3] [-before REV] [-o out.md]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-d 5s] [-rounds 3] [-before REV] [-floor] [-o out.md]" >&2; exit 2 ;;
 	esac
 done
 
@@ -38,6 +43,7 @@ TMP=$(mktemp -d /tmp/breakwater-pinned.XXXXXX)
 chmod 755 "$TMP"
 PORT=${BENCH_PORT:-19200}
 MOCK=$PORT NGX=$((PORT + 1)) NGXC=$((PORT + 2)) BWOFF=$((PORT + 3)) BWON=$((PORT + 4)) OLDOFF=$((PORT + 5)) OLDON=$((PORT + 6))
+GONET=$((PORT + 7)) GOFAST=$((PORT + 8))
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -71,6 +77,9 @@ fi
 
 log "building breakwater"
 (cd "$ROOT" && go build -o "$TMP/bw" .)
+if [ -n "$FLOOR" ]; then
+	(cd "$ROOT/scripts/floor" && go build -o "$TMP/floor" .)
+fi
 if [ -n "$BEFORE" ]; then
 	mkdir -p "$TMP/before-src"
 	(cd "$ROOT" && git archive "$BEFORE") | tar -x -C "$TMP/before-src"
@@ -165,6 +174,14 @@ start_bw() { # name bin port cache(true|false)
 }
 start_bw bwoff "$TMP/bw" $BWOFF false
 start_bw bwon "$TMP/bw" $BWON true
+if [ -n "$FLOOR" ]; then
+	for m in nethttp:$GONET fasthttp:$GOFAST; do
+		taskset -c 1 "$TMP/floor" "${m%%:*}" "127.0.0.1:${m#*:}" "127.0.0.1:$MOCK" 2>"$TMP/floor-${m%%:*}.log" &
+		PIDS+=($!)
+		eval "PID_go${m%%:*}=$!"
+		wait_http "http://127.0.0.1:${m#*:}/" || { log "floor ${m%%:*} did not start"; exit 1; }
+	done
+fi
 if [ -n "$BEFORE" ]; then
 	start_bw oldoff "$TMP/bw-before" $OLDOFF false
 	start_bw oldon "$TMP/bw-before" $OLDON true
@@ -237,11 +254,12 @@ say
 say "- machine: $(uname -srm), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')), shared with other work (load average $(cut -d' ' -f1-3 /proc/loadavg))"
 say "- $(go version | cut -d' ' -f3), breakwater at $(cd "$ROOT" && git rev-parse --short HEAD)$(cd "$ROOT" && git diff --quiet 2>/dev/null || echo ' (with uncommitted changes)')${BEFORE:+, before = $BEFORE}; nginx $NGINX_VERSION (Debian nginx-light), 1 worker"
 say "- servers under test on CPU 1; wrk (1 thread) and the mock upstream (nginx, fixed 1.4 KB completion) on CPU 0; $DUR per cell after 1 s warm-up; 316-byte requests"
-say "- command: \`scripts/pinned.sh -d $DUR -rounds $ROUNDS${BEFORE:+ -before $BEFORE}\`"
+say "- command: \`scripts/pinned.sh -d $DUR -rounds $ROUNDS${BEFORE:+ -before $BEFORE}${FLOOR:+ -floor}\`"
 say
 
 MISS=(nginx:$NGX bwoff:$BWOFF)
 HIT=(nginx-cache:$NGXC bwon:$BWON)
+[ -n "$FLOOR" ] && MISS+=(gonethttp:$GONET gofasthttp:$GOFAST)
 if [ -n "$BEFORE" ]; then
 	MISS+=(oldoff:$OLDOFF)
 	HIT+=(oldon:$OLDON)

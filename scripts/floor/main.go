@@ -1,0 +1,83 @@
+// Command floor is the least a Go proxy can do per request: read the body,
+// send it upstream, write the answer back, nothing else. scripts/pinned.sh
+// -floor runs it beside nginx and Breakwater to show what the HTTP stack
+// alone costs: "nethttp" is the standard library's server and client (what
+// Breakwater is built on), "fasthttp" is github.com/valyala/fasthttp's.
+// It is its own module so that the sidecar does not depend on fasthttp.
+//
+// Usage: floor nethttp|fasthttp LISTEN UPSTREAM_HOST:PORT
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+
+	"github.com/valyala/fasthttp"
+)
+
+func main() {
+	if len(os.Args) != 4 {
+		fmt.Fprintln(os.Stderr, "usage: floor nethttp|fasthttp LISTEN UPSTREAM_HOST:PORT")
+		os.Exit(2)
+	}
+	mode, listen, up := os.Args[1], os.Args[2], os.Args[3]
+	var err error
+	switch mode {
+	case "nethttp":
+		err = http.ListenAndServe(listen, netHTTP(up))
+	case "fasthttp":
+		err = (&fasthttp.Server{Handler: fastHTTP(up)}).ListenAndServe(listen)
+	default:
+		err = fmt.Errorf("unknown mode %q", mode)
+	}
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
+}
+
+func netHTTP(up string) http.HandlerFunc {
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+up+r.URL.Path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", r.Header.Get("Authorization"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		answer, _ := io.ReadAll(resp.Body)
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(answer)
+	}
+}
+
+func fastHTTP(up string) fasthttp.RequestHandler {
+	c := &fasthttp.HostClient{Addr: up, MaxConns: 256}
+	return func(ctx *fasthttp.RequestCtx) {
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://" + up + string(ctx.Path()))
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.Header.SetContentType("application/json")
+		req.Header.SetBytesV("Authorization", ctx.Request.Header.Peek("Authorization"))
+		req.SetBody(ctx.PostBody())
+		if err := c.Do(req, resp); err != nil {
+			ctx.SetStatusCode(fasthttp.StatusBadGateway)
+			return
+		}
+		ctx.SetStatusCode(resp.StatusCode())
+		ctx.SetContentTypeBytes(resp.Header.ContentType())
+		ctx.SetBody(resp.Body())
+	}
+}
