@@ -58,12 +58,13 @@ type Config struct {
 	DefaultUpstream string `toml:"default_upstream"`
 	// AnthropicUpstream receives the requests of Anthropic clients (those
 	// carrying anthropic-version) outside /v1/messages, e.g.
-	// /v1/messages/count_tokens, as they are. Empty: DefaultUpstream.
+	// /v1/messages/count_tokens, as they are, and /v1/messages for a model
+	// not listed in Models (through the caller). Empty: DefaultUpstream.
 	AnthropicUpstream string `toml:"anthropic_upstream"`
 	// GeminiUpstream receives the Gemini API requests whose path names no
 	// model (GET /v1beta/models, files, cachedContents), as they are. Empty:
 	// they go to DefaultUpstream through the caller. Requests naming a model
-	// follow that model's route.
+	// follow that model's route, or come here for a model not listed.
 	GeminiUpstream string `toml:"gemini_upstream"`
 }
 

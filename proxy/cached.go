@@ -184,7 +184,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		Class:     x.ctl.class,
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
 	}
-	shapeRequest(x.format, ureq)
+	s.shapeRequest(x.format, ureq)
 	// The call may run on after this handler has returned (for the other
 	// waiters of a coalesced flight), so it touches nothing of x.
 	call := func(ctx context.Context) (*upstream.Response, error) {

@@ -125,9 +125,22 @@ type requestShaper interface {
 	pathShape(sh *requestShape)
 }
 
-// shapeRequest lets f adjust the upstream request r built by the flow.
-func shapeRequest(f Format, r *upstream.Request) {
+// shapeRequest lets f adjust the upstream request r built by the flow, and
+// sends a model no route lists to f's own provider.
+func (s *Server) shapeRequest(f Format, r *upstream.Request) {
+	r.Upstream = s.unlistedUpstream(f)
 	if sh, ok := f.(requestShaper); ok {
 		sh.shapeRequest(r)
 	}
+}
+
+// unlistedUpstream is where f's requests for a model no route lists go.
+func (s *Server) unlistedUpstream(f Format) string {
+	switch f.Endpoint() {
+	case cache.MessagesEndpoint:
+		return s.opts.AnthropicUpstream
+	case cache.GeminiEndpoint:
+		return s.opts.GeminiUpstream
+	}
+	return ""
 }

@@ -164,6 +164,7 @@ func (s *Server) geminiPassthrough(c echo.Context, model, rest string, query url
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     ctl.class,
 		Classify:  classifyGemini,
+		Upstream:  s.opts.GeminiUpstream,
 	}
 	if model != "" {
 		ureq.ForModel = func(m string) (string, []byte) { return pathFor(m), geminiBodyForModel(body, m) }

@@ -409,3 +409,42 @@ func TestMessagesErrorShape(t *testing.T) {
 		t.Errorf("status %d body %s, want 400 with an Anthropic invalid_request_error", r.status, r.body)
 	}
 }
+
+// A Claude model no route lists goes to the Anthropic upstream, streamed or
+// not, on a target of its own there; the default (OpenAI) upstream never
+// sees it. Without AnthropicUpstream it would follow the default upstream.
+func TestMessagesUnlistedModelGoesToAnthropicUpstream(t *testing.T) {
+	ce := newClaudeEnv(t, envOptions{proxy: func(o *Options) { o.AnthropicUpstream = "claude-b" }})
+	client := ce.sdk("sk-ant-1", true)
+	m, err := client.Messages.New(context.Background(), question("claude-unlisted", "Name a prime"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := string(m.Model); got != "claude-unlisted" {
+		t.Errorf("answered by %q, want the model asked for", got)
+	}
+	if _, err := accumulate(t, client, question("claude-unlisted", "Name an even prime")); err != nil {
+		t.Fatal(err)
+	}
+	if got := ce.b.messageCalls(); got != 2 {
+		t.Errorf("Anthropic upstream got %d /v1/messages calls, want 2", got)
+	}
+	if got := ce.model.calls.Load(); got != 0 {
+		t.Errorf("default upstream got %d calls, want none", got)
+	}
+	var st Stats
+	if err := json.Unmarshal(ce.get("/stats").body, &st); err != nil {
+		t.Fatal(err)
+	}
+	var sent uint64
+	for _, ms := range st.Models {
+		for _, tg := range ms.Targets {
+			if tg.Name == "claude-b/claude-unlisted" {
+				sent = tg.Sent
+			}
+		}
+	}
+	if sent != 2 {
+		t.Errorf("/stats target claude-b/claude-unlisted sent %d, want 2", sent)
+	}
+}

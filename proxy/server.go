@@ -100,6 +100,12 @@ type Options struct {
 	GeminiPassthrough     *url.URL
 	GeminiPassthroughKey  string
 	GeminiPassthroughAuth string
+	// AnthropicUpstream and GeminiUpstream name the upstream (Caller's
+	// Request.Upstream) that Messages and Gemini requests go to when no route
+	// lists their model: a Claude model an operator has not listed belongs
+	// to Anthropic, not to the default upstream. "" means the default.
+	AnthropicUpstream string
+	GeminiUpstream    string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (413 beyond). Zero:

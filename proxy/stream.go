@@ -41,7 +41,7 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		Stream:    true,
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
 	}
-	shapeRequest(x.format, ureq)
+	s.shapeRequest(x.format, ureq)
 	return &streamJob{
 		req:      ureq,
 		key:      x.key,

@@ -18,8 +18,12 @@ const OutcomeMissSampled = "miss-sampled"
 // busyCaller is implemented by a Caller that can tell whether a model's
 // targets are queueing, rate limited or behind a breaker that is not closed.
 type busyCaller interface {
-	Busy(model string) bool
+	Busy(model, upstreamName string) bool
 }
+
+// The caller the app wires must keep implementing it: a changed signature
+// would otherwise turn the check off silently.
+var _ busyCaller = (*upstream.Caller)(nil)
 
 // Verify configures the live false-hit estimate: a share of would-be
 // semantic hits is answered fresh and compared with the cached answer, and
@@ -71,7 +75,7 @@ func (s *Server) sampleHit(x *exchange, res cache.Result) bool {
 	if r() >= v.Rate {
 		return false
 	}
-	if s.targetBusy(x.shape.Model) {
+	if s.targetBusy(x.shape.Model, s.unlistedUpstream(x.format)) {
 		v.Estimator.Skip(verify.SkipBusy)
 		return false
 	}
@@ -144,9 +148,9 @@ func (s *Server) sameAnswer(ctx context.Context, a, b string) bool {
 // targetBusy asks the caller whether model's targets are under pressure; a
 // caller without Busy is judged from its snapshot: a queue or a breaker
 // that is not closed.
-func (s *Server) targetBusy(model string) bool {
+func (s *Server) targetBusy(model, upstreamName string) bool {
 	if b, ok := s.opts.Caller.(busyCaller); ok {
-		return b.Busy(model)
+		return b.Busy(model, upstreamName)
 	}
 	snap := s.opts.Caller.Snapshot()
 	var found *upstream.ModelStats

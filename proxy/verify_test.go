@@ -18,7 +18,7 @@ type busyCallerStub struct {
 	busy bool
 }
 
-func (b busyCallerStub) Busy(string) bool { return b.busy }
+func (b busyCallerStub) Busy(string, string) bool { return b.busy }
 
 const (
 	qStored = "what is the capital of france"

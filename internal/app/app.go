@@ -289,6 +289,7 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	if cfg.Server.AdminTokenEnv != "" {
 		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
 	}
+	po.AnthropicUpstream, po.GeminiUpstream = cfg.AnthropicUpstream, cfg.GeminiUpstream
 	// Pass-through roots: the default upstream's, and Anthropic's and
 	// Gemini's when named; each with the upstream's own key if it holds one.
 	for _, pt := range []struct {

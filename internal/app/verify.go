@@ -62,8 +62,10 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 	}
 	// The llm judge shares the chat model's targets: skip it while they are
 	// under pressure, when the caller can tell.
-	if b, ok := any(caller).(interface{ Busy(model string) bool }); ok && vc.Judge == config.JudgeLLM {
-		vo.Busy = func() bool { return b.Busy(vc.Model) }
+	if b, ok := any(caller).(interface {
+		Busy(model, upstreamName string) bool
+	}); ok && vc.Judge == config.JudgeLLM {
+		vo.Busy = func() bool { return b.Busy(vc.Model, "") }
 	}
 	v, err := verify.New(vo)
 	if err != nil {

@@ -36,6 +36,7 @@ type Caller struct {
 	routes map[string]*route
 	order  []*route // config order, for Snapshot
 	def    *route   // the default upstream as a one-target route; nil when none
+	ups    map[string]*upstream
 	models modelTargets
 }
 
@@ -110,6 +111,7 @@ func New(opts Options) (*Caller, error) {
 	for _, u := range opts.Upstreams {
 		ups[u.Name] = newUpstream(u, c.metrics)
 	}
+	c.ups = ups
 	targets := make(map[string]*target)
 	get := func(tc Target, weight float64) (*target, error) {
 		name := targetName(tc)
@@ -223,7 +225,7 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 		stream: stream, rep: report{model: req.Model}}
 	groups := r.groups
 	if r == c.def {
-		groups = [][]*member{{c.defaultMember(req.Model)}}
+		groups = [][]*member{{c.defaultMember(req.Upstream, req.Model)}}
 	}
 	groups = avoidLast(groups, req.Avoid)
 	for _, group := range groups {

@@ -155,8 +155,10 @@ func (k *call) send(x *exchange) result {
 			v = success
 		}
 	}
-	x.log.Debug("upstream attempt", "status", statusOf(r.resp), "outcome", r.out.String(),
-		"reason", r.reason, "duration", dur, "error", errString(err))
+	if x.log.Enabled(k.ctx, slog.LevelDebug) { // the arguments cost allocations even when off
+		x.log.Debug("upstream attempt", "status", statusOf(r.resp), "outcome", r.out.String(),
+			"reason", r.reason, "duration", dur, "error", errString(err))
+	}
 	if over && (r.retry || err != nil) {
 		r.resp.Body.Close() // retried or failed: the rest is not needed
 		over = false

@@ -164,34 +164,49 @@ func (t *target) summary(now time.Time) laneSummary {
 // of every model no route names.
 type modelTargets struct {
 	mu  sync.Mutex
-	by  map[string]*member
-	all []*member // creation order, for Snapshot
+	by  map[string]*member // by target name
+	all []*member          // creation order, for Snapshot
 }
 
-// defaultMember returns the default route's member for model.
-func (c *Caller) defaultMember(model string) *member {
+// defaultMember returns the member for a model no route lists: its own
+// target on upstreamName (Request.Upstream), or on the default upstream when
+// that names none it knows. Past maxModelTargets, or for a model name too
+// long to keep, the upstream's common target.
+func (c *Caller) defaultMember(upstreamName, model string) *member {
 	common := c.def.flat[0]
-	if model == "" || len(model) > maxModelName {
-		return common
+	up := common.t.up
+	if u, ok := c.ups[upstreamName]; ok && u != up {
+		up = u
 	}
 	mt := &c.models
 	mt.mu.Lock()
 	defer mt.mu.Unlock()
-	if m, ok := mt.by[model]; ok {
-		return m
+	if up != common.t.up {
+		common = c.memberLocked(Target{Upstream: up.cfg.Name}, up)
 	}
-	if len(mt.all) >= maxModelTargets {
+	if model == "" || len(model) > maxModelName || len(mt.all) >= maxModelTargets && mt.by[targetName(Target{Upstream: up.cfg.Name, Model: model})] == nil {
 		return common
 	}
-	up := common.t.up
-	t := &target{name: up.cfg.Name + "/" + model, up: up, breaker: newBreaker(c.bopts), factor: 1, cfgWeight: 1, c: c}
+	return c.memberLocked(Target{Upstream: up.cfg.Name, Model: model}, up)
+}
+
+// memberLocked returns the member made for tc, making it on first use.
+// The target sends the client's model unchanged (target.model is ""): tc's
+// Model only names it. c.models.mu is held.
+func (c *Caller) memberLocked(tc Target, up *upstream) *member {
+	mt := &c.models
+	name := targetName(tc)
+	if m, ok := mt.by[name]; ok {
+		return m
+	}
+	t := &target{name: name, up: up, breaker: newBreaker(c.bopts), factor: 1, cfgWeight: 1, c: c}
 	t.initLanes()
 	c.metrics.health(t.name, StateClosed, 1)
 	m := &member{t: t, weight: 1}
 	if mt.by == nil {
 		mt.by = make(map[string]*member)
 	}
-	mt.by[model] = m
+	mt.by[name] = m
 	mt.all = append(mt.all, m)
 	return m
 }

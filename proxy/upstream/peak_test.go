@@ -299,7 +299,7 @@ func TestKeysAreIsolated(t *testing.T) {
 	if ts := statsOf(t, c, "gpt-4o", "a/*"); ts.Sheds[ShedRateLimited] != 2 || !ts.Paced || ts.State != "closed" {
 		t.Errorf("stats: sheds %v, paced %v, state %s; want 2 rate_limited sheds, paced, closed", ts.Sheds, ts.Paced, ts.State)
 	}
-	if c.Busy("gpt-4o") != true {
+	if c.Busy("gpt-4o", "") != true {
 		t.Error("Busy = false while keys are paced")
 	}
 	if got := testutil.ToFloat64(opts.Metrics.sheds.WithLabelValues("a/*", ShedRateLimited)); got != 2 {
@@ -342,8 +342,8 @@ func TestBreakerPerModel(t *testing.T) {
 	if got := statsOf(t, c, DefaultModelName, "local/fine-model").State; got != "closed" {
 		t.Errorf("fine-model breaker = %s, want closed", got)
 	}
-	if !c.Busy("broken-model") || c.Busy("fine-model") {
-		t.Errorf("Busy(broken) = %v, Busy(fine) = %v; want true, false", c.Busy("broken-model"), c.Busy("fine-model"))
+	if !c.Busy("broken-model", "") || c.Busy("fine-model", "") {
+		t.Errorf("Busy(broken) = %v, Busy(fine) = %v; want true, false", c.Busy("broken-model", ""), c.Busy("fine-model", ""))
 	}
 }
 
@@ -472,5 +472,37 @@ func TestAppTimeoutBoundsTheWait(t *testing.T) {
 	// of 40 requests on one 100 ms slot would wait about 4 s.
 	if got.slowest > 2500*time.Millisecond {
 		t.Errorf("slowest request took %s, past the app's 1.5 s timeout", got.slowest)
+	}
+}
+
+// TestUnlistedModelOnNamedUpstream: Request.Upstream sends a model no route
+// lists to that upstream, on a target of its own there; an unknown name, or
+// none, means the default upstream.
+func TestUnlistedModelOnNamedUpstream(t *testing.T) {
+	def, other := startUpstream(t, ok), startUpstream(t, ok)
+	opts := Options{Upstreams: []Upstream{{Name: "openai", BaseURL: def.url()}, {Name: "anthropic", BaseURL: other.url()}},
+		DefaultUpstream: "openai"}
+	c := newCaller(t, opts)
+	for _, tc := range []struct{ upstream, model, target string }{
+		{"anthropic", "claude-x", "anthropic/claude-x"},
+		{"", "claude-x", "openai/claude-x"},
+		{"no-such-upstream", "gpt-x", "openai/gpt-x"},
+		{"anthropic", "", "anthropic/*"},
+	} {
+		req := chat(tc.model)
+		req.Upstream = tc.upstream
+		resp, err := c.Do(t.Context(), req)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc, err)
+		}
+		if resp.Target != tc.target {
+			t.Errorf("%+v: target %q, want %q", tc, resp.Target, tc.target)
+		}
+	}
+	if got := len(other.calls()); got != 2 {
+		t.Errorf("anthropic upstream got %d calls, want 2", got)
+	}
+	if got := len(def.calls()); got != 2 {
+		t.Errorf("default upstream got %d calls, want 2", got)
 	}
 }

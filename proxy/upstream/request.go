@@ -17,6 +17,10 @@ type Request struct {
 	Path string
 	// Model is the requested model; it selects the route. "" goes to the default upstream.
 	Model string
+	// Upstream names the upstream for a model no route lists (the wire API's
+	// own provider: Anthropic's Messages, Gemini's generateContent); "" or an
+	// unknown name means the default upstream.
+	Upstream string
 	// Body is the JSON request. Its "model" field is rewritten, once per target,
 	// when the target's model differs; every attempt to a target sends the same bytes.
 	Body []byte

@@ -25,13 +25,14 @@ type Verdict struct {
 // Busy reports whether the model's first target is under pressure: requests
 // are queueing for it, it is paced by rate-limit state, or its breaker is not
 // closed. Optional work (e.g. verification sampling) skips the model then.
-func (c *Caller) Busy(model string) bool {
+// upstreamName is Request.Upstream: where the model goes when no route lists it.
+func (c *Caller) Busy(model, upstreamName string) bool {
 	r := c.routeFor(model)
 	if r == nil || len(r.groups) == 0 || len(r.groups[0]) == 0 {
 		return false
 	}
 	if r == c.def {
-		return c.targetBusy(c.defaultMember(model).t, c.now())
+		return c.targetBusy(c.defaultMember(upstreamName, model).t, c.now())
 	}
 	return c.targetBusy(r.groups[0][0].t, c.now())
 }
