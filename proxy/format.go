@@ -32,6 +32,10 @@ type Format interface {
 	Finished(body []byte) bool
 	// Fresh returns a stored body as it is served to a new JSON request.
 	Fresh(body []byte, now time.Time) []byte
+	// AnswerText is the text a user reads in an answer body (no reasoning
+	// or thinking, no tool calls): what the live false-hit estimate compares
+	// between a cached answer and a fresh one. "" when there is none.
+	AnswerText(body []byte) string
 	// Replay writes a stored answer as a complete, valid event stream for a
 	// request whose body is req, calling flush after each event.
 	Replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error

@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/cache/verify"
 )
 
 // The OpenAI formats: Chat Completions (exact and semantic tiers, streams,
@@ -87,6 +88,9 @@ func (f openAIFormat) Error(status int, code, message string) (int, []byte) {
 }
 
 func (f openAIFormat) StreamError(err error) []byte { return errorEvent(err) }
+
+// AnswerText reads the first choice's message content, or a completion's text.
+func (f openAIFormat) AnswerText(body []byte) string { return verify.AnswerText(body) }
 
 // openAIStream adapts the chunk assembler to StreamAssembler.
 type openAIStream struct{ a *assembler }

@@ -196,6 +196,27 @@ func anthropicErrorType(status int) string {
 
 // StreamError is the error event the API itself sends mid-stream; the SDKs
 // raise it as an APIError (never a clean end).
+// AnswerText joins the message's text blocks (thinking and tool_use blocks
+// are not what the user reads).
+func (anthropicMessages) AnswerText(body []byte) string {
+	var m struct {
+		Content []struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"content"`
+	}
+	if json.Unmarshal(body, &m) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, c := range m.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}
+
 func (anthropicMessages) StreamError(err error) []byte {
 	body, _ := json.Marshal(anthropicError{Type: "error", Error: anthropicErrorBody{
 		Type:    "overloaded_error",

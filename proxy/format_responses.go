@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -86,6 +87,35 @@ func (responsesAPI) Error(status int, code, message string) (int, []byte) {
 // object: the SDKs (openai-go's ssestream, openai-python, openai-node) stop
 // and raise on a data payload with a top-level "error", so the client sees
 // an error, never a response that silently stopped.
+// AnswerText joins the output_text parts of the response's message items
+// (reasoning and function-call items are not what the user reads).
+func (responsesAPI) AnswerText(body []byte) string {
+	var r struct {
+		Output []struct {
+			Type    string `json:"type"`
+			Content []struct {
+				Type string `json:"type"`
+				Text string `json:"text"`
+			} `json:"content"`
+		} `json:"output"`
+	}
+	if json.Unmarshal(body, &r) != nil {
+		return ""
+	}
+	var b strings.Builder
+	for _, o := range r.Output {
+		if o.Type != "message" {
+			continue
+		}
+		for _, c := range o.Content {
+			if c.Type == "output_text" {
+				b.WriteString(c.Text)
+			}
+		}
+	}
+	return b.String()
+}
+
 func (responsesAPI) StreamError(err error) []byte {
 	msg := "breakwater: the response stream was interrupted: " + err.Error()
 	b, _ := json.Marshal(map[string]any{

@@ -73,6 +73,30 @@ func (f geminiFormat) Error(status int, code, message string) (int, []byte) {
 // StreamError ends a cut stream with a data event holding an error object:
 // the genai SDKs raise a data event whose object has "error" as an APIError
 // (google.golang.org/genai iterateResponseStream; @google/genai likewise).
+// AnswerText joins the first candidate's text parts, without thought parts.
+func (f geminiFormat) AnswerText(body []byte) string {
+	var r struct {
+		Candidates []struct {
+			Content struct {
+				Parts []struct {
+					Text    string `json:"text"`
+					Thought bool   `json:"thought"`
+				} `json:"parts"`
+			} `json:"content"`
+		} `json:"candidates"`
+	}
+	if json.Unmarshal(body, &r) != nil || len(r.Candidates) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range r.Candidates[0].Content.Parts {
+		if !p.Thought {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
+}
+
 func (f geminiFormat) StreamError(err error) []byte {
 	b := geminiErrorBody(http.StatusServiceUnavailable, "stream_interrupted",
 		"breakwater: the answer stream was interrupted and could not be resumed: "+err.Error())

@@ -107,7 +107,7 @@ func (s *Server) checkFresh(x *exchange, resp *upstream.Response) {
 		return
 	}
 	ctx := context.WithoutCancel(x.c.Request().Context())
-	cached, fresh := verify.AnswerText(x.probe.cached), verify.AnswerText(resp.Body)
+	cached, fresh := x.format.AnswerText(x.probe.cached), x.format.AnswerText(resp.Body)
 	if x.probe.sampled {
 		// Rare (a share of the semantic hits) and the estimate itself:
 		// compared before the answer goes out.

@@ -234,9 +234,9 @@ func normalise(s string) string {
 	return strings.TrimFunc(s, func(r rune) bool { return unicode.IsPunct(r) || unicode.IsSpace(r) })
 }
 
-// AnswerText is the text of a completion body: the first choice's message
-// content (chat) or text (completions), or the first Gemini candidate's
-// text parts (thoughts left out); "" when there is none.
+// AnswerText is the text of an OpenAI completion body: the first choice's
+// message content, or its text for the legacy completions API. Other wire
+// APIs read their own answers (the proxy's Format.AnswerText).
 func AnswerText(body []byte) string {
 	var c struct {
 		Choices []struct {
@@ -245,29 +245,9 @@ func AnswerText(body []byte) string {
 			} `json:"message"`
 			Text string `json:"text"`
 		} `json:"choices"`
-		Candidates []struct {
-			Content struct {
-				Parts []struct {
-					Text    string `json:"text"`
-					Thought bool   `json:"thought"`
-				} `json:"parts"`
-			} `json:"content"`
-		} `json:"candidates"`
 	}
-	if json.Unmarshal(body, &c) != nil {
+	if json.Unmarshal(body, &c) != nil || len(c.Choices) == 0 {
 		return ""
-	}
-	if len(c.Choices) == 0 {
-		if len(c.Candidates) == 0 {
-			return ""
-		}
-		var b strings.Builder
-		for _, p := range c.Candidates[0].Content.Parts {
-			if !p.Thought {
-				b.WriteString(p.Text)
-			}
-		}
-		return b.String()
 	}
 	if c.Choices[0].Message.Content != "" {
 		return c.Choices[0].Message.Content
