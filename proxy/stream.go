@@ -23,6 +23,7 @@ type streamJob struct {
 	key      cache.Key
 	format   Format
 	mayStore bool
+	probe    *probe // the live false-hit estimate's, compared when the stream ends
 	log      logFn
 }
 
@@ -47,6 +48,7 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		key:      x.key,
 		format:   x.format,
 		mayStore: x.mayStore,
+		probe:    x.probe,
 		log:      l.Warn,
 	}
 }
@@ -235,10 +237,13 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		b.append(t)
 	}
 	b.finish(nil)
-	if job.mayStore && !wasCut && asm.Complete() {
+	if (job.mayStore || job.probe != nil) && !wasCut && asm.Complete() {
 		body, err := asm.Body()
-		if err == nil {
+		if err == nil && job.mayStore {
 			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body)
+		}
+		if err == nil && job.probe != nil {
+			s.compareFresh(context.WithoutCancel(ctx), job.format, job.probe, body)
 		}
 	}
 }

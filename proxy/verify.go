@@ -61,11 +61,12 @@ type probe struct {
 }
 
 // sampleHit decides whether a would-be semantic hit is answered fresh
-// instead. Streams are never sampled; a busy target skips (and counts) the
-// sample, because a fresh answer would add load where it hurts.
+// instead (streamed or not: a stream's fresh answer is compared once it has
+// ended whole). A busy target skips (and counts) the sample, because a fresh
+// answer would add load where it hurts.
 func (s *Server) sampleHit(x *exchange, res cache.Result) bool {
 	v := s.opts.Verify
-	if v == nil || v.Rate <= 0 || x.shape.Stream || x.ctl.noStore {
+	if v == nil || v.Rate <= 0 || x.ctl.noStore {
 		return false
 	}
 	r := rand.Float64
@@ -85,7 +86,7 @@ func (s *Server) sampleHit(x *exchange, res cache.Result) bool {
 
 // noteNear remembers a miss's near candidate, to compare with the fresh answer.
 func (s *Server) noteNear(x *exchange, res cache.Result) {
-	if s.opts.Verify != nil && res.Near != nil && !x.shape.Stream {
+	if s.opts.Verify != nil && res.Near != nil {
 		x.probe = &probe{cached: res.Near.Entry.Body}
 	}
 }
@@ -102,15 +103,23 @@ func (s *Server) missOutcome(x *exchange) string {
 // checkFresh compares a fresh answer with the cached one it was sampled
 // against, or with the near candidate's.
 func (s *Server) checkFresh(x *exchange, resp *upstream.Response) {
-	v := s.opts.Verify
-	if v == nil || x.probe == nil || resp.Status != http.StatusOK {
+	if x.probe == nil || resp.Status != http.StatusOK {
 		return
 	}
-	ctx := context.WithoutCancel(x.c.Request().Context())
-	cached, fresh := x.format.AnswerText(x.probe.cached), x.format.AnswerText(resp.Body)
-	if x.probe.sampled {
+	s.compareFresh(context.WithoutCancel(x.c.Request().Context()), x.format, x.probe, resp.Body)
+}
+
+// compareFresh compares a fresh answer body of format f with the cached
+// answer of p and counts the outcome.
+func (s *Server) compareFresh(ctx context.Context, f Format, p *probe, body []byte) {
+	v := s.opts.Verify
+	if v == nil {
+		return
+	}
+	cached, fresh := f.AnswerText(p.cached), f.AnswerText(body)
+	if p.sampled {
 		// Rare (a share of the semantic hits) and the estimate itself:
-		// compared before the answer goes out.
+		// compared at once (before a JSON answer goes out).
 		v.Estimator.Sample(s.sameAnswer(ctx, cached, fresh))
 		return
 	}

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,6 +31,10 @@ const (
 // answer always matches the cached one.
 func sameAnswerModel(e *env) {
 	e.model.HandleFunc = func(w http.ResponseWriter, _ *http.Request, body map[string]any) bool {
+		if s, _ := body["stream"].(bool); s {
+			streamAnswer(w, body, "Paris.", 0)
+			return true
+		}
 		writeJSON(w, 200, completion(body, "Paris."))
 		return true
 	}
@@ -176,6 +181,31 @@ func TestSamplingSkipFromSnapshot(t *testing.T) {
 		}
 		if st := est.Stats(); st.Skipped[verify.SkipBusy] != 1 {
 			t.Errorf("queued %d, breaker %s: skipped = %v", c.queued, c.state, st.Skipped)
+		}
+	}
+}
+
+// A streamed would-be hit is sampled like a JSON one: the client gets the
+// fresh stream, and once it has ended whole its answer is compared with the
+// cached one.
+func TestSampledStreamComparedWhenItEnds(t *testing.T) {
+	for _, constant := range []bool{false, true} {
+		e, est := verifyEnv(t, 1, constant, nil)
+		body := strings.Replace(chat(qPara), `{"model"`, `{"stream":true,"model"`, 1)
+		r := e.post("/v1/chat/completions", body)
+		if got := r.header.Get(HeaderCache); got != OutcomeMissSampled {
+			t.Fatalf("constant %v: X-Breakwater-Cache = %q, want %q", constant, got, OutcomeMissSampled)
+		}
+		if !strings.Contains(string(r.body), "data: [DONE]") {
+			t.Fatalf("constant %v: not a complete stream: %s", constant, r.body)
+		}
+		e.waitStreams()
+		wantMismatches := uint64(1) // the fake model answers each wording differently
+		if constant {
+			wantMismatches = 0
+		}
+		if st := est.Stats(); st.Samples != 1 || st.Mismatches != wantMismatches {
+			t.Errorf("constant %v: estimate = %+v, want one sample, %d mismatches", constant, st, wantMismatches)
 		}
 	}
 }
