@@ -43,7 +43,7 @@ TMP=$(mktemp -d /tmp/breakwater-pinned.XXXXXX)
 chmod 755 "$TMP"
 PORT=${BENCH_PORT:-19200}
 MOCK=$PORT NGX=$((PORT + 1)) NGXC=$((PORT + 2)) BWOFF=$((PORT + 3)) BWON=$((PORT + 4)) OLDOFF=$((PORT + 5)) OLDON=$((PORT + 6))
-GONET=$((PORT + 7)) GOFAST=$((PORT + 8))
+GONET=$((PORT + 7)) GOFAST=$((PORT + 8)) GOFC=$((PORT + 9))
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -175,11 +175,12 @@ start_bw() { # name bin port cache(true|false)
 start_bw bwoff "$TMP/bw" $BWOFF false
 start_bw bwon "$TMP/bw" $BWON true
 if [ -n "$FLOOR" ]; then
-	for m in nethttp:$GONET fasthttp:$GOFAST; do
-		taskset -c 1 "$TMP/floor" "${m%%:*}" "127.0.0.1:${m#*:}" "127.0.0.1:$MOCK" 2>"$TMP/floor-${m%%:*}.log" &
+	for m in gonethttp:nethttp:$GONET gofasthttp:fasthttp:$GOFAST gonethttpfc:nethttp-fastclient:$GOFC; do
+		IFS=: read -r name mode port <<<"$m"
+		taskset -c 1 "$TMP/floor" "$mode" "127.0.0.1:$port" "127.0.0.1:$MOCK" 2>"$TMP/floor-$mode.log" &
 		PIDS+=($!)
-		eval "PID_go${m%%:*}=$!"
-		wait_http "http://127.0.0.1:${m#*:}/" || { log "floor ${m%%:*} did not start"; exit 1; }
+		eval "PID_$name=$!"
+		wait_http "http://127.0.0.1:$port/" || { log "floor $mode did not start"; exit 1; }
 	done
 fi
 if [ -n "$BEFORE" ]; then
@@ -259,7 +260,7 @@ say
 
 MISS=(nginx:$NGX bwoff:$BWOFF)
 HIT=(nginx-cache:$NGXC bwon:$BWON)
-[ -n "$FLOOR" ] && MISS+=(gonethttp:$GONET gofasthttp:$GOFAST)
+[ -n "$FLOOR" ] && MISS+=(gonethttp:$GONET gofasthttp:$GOFAST gonethttpfc:$GOFC)
 if [ -n "$BEFORE" ]; then
 	MISS+=(oldoff:$OLDOFF)
 	HIT+=(oldon:$OLDON)

@@ -2,10 +2,11 @@
 // send it upstream, write the answer back, nothing else. scripts/pinned.sh
 // -floor runs it beside nginx and Breakwater to show what the HTTP stack
 // alone costs: "nethttp" is the standard library's server and client (what
-// Breakwater is built on), "fasthttp" is github.com/valyala/fasthttp's.
+// Breakwater is built on), "fasthttp" is github.com/valyala/fasthttp's, and
+// "nethttp-fastclient" the standard library's server with fasthttp's client.
 // It is its own module so that the sidecar does not depend on fasthttp.
 //
-// Usage: floor nethttp|fasthttp LISTEN UPSTREAM_HOST:PORT
+// Usage: floor nethttp|fasthttp|nethttp-fastclient LISTEN UPSTREAM_HOST:PORT
 package main
 
 import (
@@ -20,7 +21,7 @@ import (
 
 func main() {
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: floor nethttp|fasthttp LISTEN UPSTREAM_HOST:PORT")
+		fmt.Fprintln(os.Stderr, "usage: floor nethttp|fasthttp|nethttp-fastclient LISTEN UPSTREAM_HOST:PORT")
 		os.Exit(2)
 	}
 	mode, listen, up := os.Args[1], os.Args[2], os.Args[3]
@@ -30,6 +31,8 @@ func main() {
 		err = http.ListenAndServe(listen, netHTTP(up))
 	case "fasthttp":
 		err = (&fasthttp.Server{Handler: fastHTTP(up)}).ListenAndServe(listen)
+	case "nethttp-fastclient":
+		err = http.ListenAndServe(listen, netHTTPFastClient(up))
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
@@ -79,5 +82,31 @@ func fastHTTP(up string) fasthttp.RequestHandler {
 		ctx.SetStatusCode(resp.StatusCode())
 		ctx.SetContentTypeBytes(resp.Header.ContentType())
 		ctx.SetBody(resp.Body())
+	}
+}
+
+func netHTTPFastClient(up string) http.HandlerFunc {
+	c := &fasthttp.HostClient{Addr: up, MaxConns: 256}
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+		defer fasthttp.ReleaseRequest(req)
+		defer fasthttp.ReleaseResponse(resp)
+		req.SetRequestURI("http://" + up + r.URL.Path)
+		req.Header.SetMethod(fasthttp.MethodPost)
+		req.Header.SetContentType("application/json")
+		req.Header.Set("Authorization", r.Header.Get("Authorization"))
+		req.SetBody(body)
+		if err := c.Do(req, resp); err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", string(resp.Header.ContentType()))
+		w.WriteHeader(resp.StatusCode())
+		_, _ = w.Write(resp.Body())
 	}
 }
