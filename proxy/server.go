@@ -29,10 +29,12 @@ const (
 	HeaderSimilarity = "X-Breakwater-Similarity"
 	HeaderUpstream   = "X-Breakwater-Upstream"
 	HeaderAttempts   = "X-Breakwater-Attempts"
-	HeaderRequestID  = "X-Request-ID"
-	HeaderNamespace  = "X-Breakwater-Namespace"
-	HeaderThreshold  = "X-Breakwater-Threshold"
-	HeaderClass      = "X-Breakwater-Class"
+	// In Go's canonical form (as net/http writes it), so that reading and
+	// setting it does not canonicalise, and allocate, on every request.
+	HeaderRequestID = "X-Request-Id"
+	HeaderNamespace = "X-Breakwater-Namespace"
+	HeaderThreshold = "X-Breakwater-Threshold"
+	HeaderClass     = "X-Breakwater-Class"
 )
 
 // Cache outcomes, as sent in X-Breakwater-Cache and counted in /stats.

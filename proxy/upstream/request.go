@@ -164,7 +164,7 @@ func outboundHeader(in http.Header, up Upstream, requestID string, hasBody bool)
 		SetAuth(h, up.Auth, up.APIKey)
 	}
 	if requestID != "" {
-		h.Set("X-Request-ID", requestID)
+		h.Set("X-Request-Id", requestID) // canonical: no allocation to canonicalise
 	}
 	if hasBody && h.Get("Content-Type") == "" {
 		h.Set("Content-Type", "application/json")
