@@ -114,6 +114,9 @@ type scratch struct {
 	out     []cand
 	links   []int32
 	batch   []int32
+	// For inserts: the neighbours chosen per level, and addLink's candidates.
+	sels        [][]cand
+	prune, kept []cand
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -364,25 +367,32 @@ func (g *graph) search(q []float32, ef int, sc *scratch) []cand {
 	}
 	out := g.searchLayer(q, ep, ef, 0, half, sc)
 	if half {
-		for i := range min(len(out), prefetchAhead) {
-			g.prefetchVec(out[i].id, false)
-		}
-		for i := range out {
-			if j := i + prefetchAhead; j < len(out) {
-				g.prefetchVec(out[j].id, false)
-			}
-			out[i].sim = dot(q, g.vecs.at(out[i].id))
-		}
-		sortBySim(out)
+		g.rescore(q, out)
 	}
 	return out
+}
+
+// rescore replaces the similarities of cs, found by a walk of the half
+// copy, with exact ones from the float32 vectors, and sorts cs best first.
+func (g *graph) rescore(q []float32, cs []cand) {
+	for i := range min(len(cs), prefetchAhead) {
+		g.prefetchVec(cs[i].id, false)
+	}
+	for i := range cs {
+		if j := i + prefetchAhead; j < len(cs) {
+			g.prefetchVec(cs[j].id, false)
+		}
+		cs[i].sim = dot(q, g.vecs.at(cs[i].id))
+	}
+	sortBySim(cs)
 }
 
 // selectNeighbors applies the HNSW heuristic (algorithm 4): keep a candidate
 // only if it is closer to the base than to every neighbour already kept,
 // which preserves links in every direction instead of only to one cluster.
-// cands must be sorted best first; the result is appended to out.
-func (g *graph) selectNeighbors(cands []cand, m int, out []int32) []int32 {
+// cands must be sorted best first; the kept ones, with their similarity to
+// the base, are appended to out.
+func (g *graph) selectNeighbors(cands []cand, m int, out []cand) []cand {
 	start := len(out)
 	for _, c := range cands {
 		if len(out)-start >= m {
@@ -391,13 +401,13 @@ func (g *graph) selectNeighbors(cands []cand, m int, out []int32) []int32 {
 		vc := g.vecs.at(c.id)
 		keep := true
 		for _, r := range out[start:] {
-			if dot(vc, g.vecs.at(r)) > c.sim {
+			if dot(vc, g.vecs.at(r.id)) > c.sim {
 				keep = false
 				break
 			}
 		}
 		if keep {
-			out = append(out, c.id)
+			out = append(out, c)
 		}
 	}
 	return out
@@ -469,31 +479,46 @@ func (g *graph) link(id int32, sc *scratch) {
 	}
 	level := int(g.levels[id])
 	q := g.vecs.at(id)
-	ep := cand{entry, dot(q, g.vecs.at(entry))}
+	// The walk scores the half copy, as a search does, and the candidates
+	// it returns are re-scored exactly before the neighbours are chosen
+	// from them: the walk is bound by memory traffic (see half.go), and the
+	// selection heuristic then compares exact similarities only.
+	half := g.vecs.withHalf
+	ep := cand{entry, g.sim(q, entry, half)}
 	for l := maxLevel; l > level; l-- {
-		ep = g.greedy(q, ep, l, false, sc)
+		ep = g.greedy(q, ep, l, half, sc)
 	}
 	// First set id's own links on every level, top down; only then add the
 	// links back to id, which make it reachable. In a parallel build another
 	// worker that reaches id on level l then always finds its links on the
 	// levels below, instead of stalling on an empty list and linking its own
 	// node to id alone.
-	sels := make([][]int32, min(level, maxLevel)+1)
-	for l := min(level, maxLevel); l >= 0; l-- {
-		res := g.searchLayer(q, ep, g.efC, l, false, sc)
+	top := min(level, maxLevel)
+	for len(sc.sels) <= top {
+		sc.sels = append(sc.sels, nil)
+	}
+	sels := sc.sels[:top+1]
+	for l := range sels {
+		sels[l] = sels[l][:0]
+	}
+	for l := top; l >= 0; l-- {
+		res := g.searchLayer(q, ep, g.efC, l, half, sc)
 		// A reused slot may still be the target of stale links: never link to self.
 		res = slices.DeleteFunc(res, func(c cand) bool { return c.id == id })
 		if len(res) == 0 {
 			continue
 		}
-		sels[l] = g.selectNeighbors(res, g.m, nil)
+		if half {
+			g.rescore(q, res)
+		}
+		sels[l] = g.selectNeighbors(res, g.m, sels[l])
 		// Add to id's links rather than overwrite them: a stale link from
 		// a reused slot may have let another worker link to id already.
 		if parallel {
 			g.locks[id].Lock()
 		}
-		for _, n := range sels[l] {
-			g.addLink(id, n, l)
+		for _, c := range sels[l] {
+			g.addLink(id, c, l, sc)
 		}
 		if parallel {
 			g.locks[id].Unlock()
@@ -501,13 +526,14 @@ func (g *graph) link(id int32, sc *scratch) {
 		ep = res[0]
 	}
 	for l, sel := range sels {
-		for _, n := range sel {
+		for _, c := range sel {
 			if parallel {
-				g.locks[n].Lock()
+				g.locks[c.id].Lock()
 			}
-			g.addLink(n, id, l)
+			// c.sim is sim(id, c.id), the same product as sim(c.id, id).
+			g.addLink(c.id, cand{id, c.sim}, l, sc)
 			if parallel {
-				g.locks[n].Unlock()
+				g.locks[c.id].Unlock()
 			}
 		}
 	}
@@ -520,23 +546,44 @@ func (g *graph) link(id int32, sc *scratch) {
 	}
 }
 
-// addLink links n to id on level, pruning n's links with the heuristic when
-// they are full.
-func (g *graph) addLink(n, id int32, level int) {
+// addLink links n to c.id (c.sim is their similarity) on level, pruning n's
+// links with the heuristic when they are full. It allocates nothing: the
+// candidates live in sc.
+func (g *graph) addLink(n int32, c cand, level int, sc *scratch) {
 	links := g.links(n, level)
-	links = slices.DeleteFunc(links, func(x int32) bool { return !g.has(x, level) || x == id })
+	kept := links[:0]
+	for _, x := range links {
+		if x != c.id && g.has(x, level) {
+			kept = append(kept, x)
+		}
+	}
+	links = kept
 	if len(links) < g.maxLinks(level) {
-		g.setLinks(n, level, append(links, id))
+		g.setLinks(n, level, append(links, c.id))
 		return
 	}
+	// The links' vectors are scattered over the store: prefetch ahead of
+	// the products, as the walk does.
 	vn := g.vecs.at(n)
-	cs := make([]cand, 0, len(links)+1)
-	for _, x := range links {
+	for _, x := range links[:min(len(links), prefetchAhead)] {
+		g.prefetchVec(x, false)
+	}
+	cs := sc.prune[:0]
+	for i, x := range links {
+		if j := i + prefetchAhead; j < len(links) {
+			g.prefetchVec(links[j], false)
+		}
 		cs = append(cs, cand{x, dot(vn, g.vecs.at(x))})
 	}
-	cs = append(cs, cand{id, dot(vn, g.vecs.at(id))})
+	cs = append(cs, c)
 	sortBySim(cs)
-	g.setLinks(n, level, g.selectNeighbors(cs, g.maxLinks(level), links[:0]))
+	sel := g.selectNeighbors(cs, g.maxLinks(level), sc.kept[:0])
+	links = links[:0]
+	for _, k := range sel {
+		links = append(links, k.id)
+	}
+	g.setLinks(n, level, links)
+	sc.prune, sc.kept = cs, sel
 }
 
 // remove takes slot id out of the graph. Each neighbour that linked back to
