@@ -391,14 +391,21 @@ func (g *graph) rescore(q []float32, cs []cand) {
 // only if it is closer to the base than to every neighbour already kept,
 // which preserves links in every direction instead of only to one cluster.
 // cands must be sorted best first; the kept ones, with their similarity to
-// the base, are appended to out.
-func (g *graph) selectNeighbors(cands []cand, m int, out []cand) []cand {
+// the base, are appended to out. When base is not nil, the similarities of
+// cands are those of the half copy (a walk's), and each candidate looked at
+// is re-scored against base exactly first: its vector is loaded for the
+// comparisons anyway, and the candidates past the m-th kept one, most of an
+// insert's EfConstruction, are never loaded at all.
+func (g *graph) selectNeighbors(cands []cand, m int, base []float32, out []cand) []cand {
 	start := len(out)
 	for _, c := range cands {
 		if len(out)-start >= m {
 			break
 		}
 		vc := g.vecs.at(c.id)
+		if base != nil {
+			c.sim = dot(base, vc)
+		}
 		keep := true
 		for _, r := range out[start:] {
 			if dot(vc, g.vecs.at(r.id)) > c.sim {
@@ -508,10 +515,11 @@ func (g *graph) link(id int32, sc *scratch) {
 		if len(res) == 0 {
 			continue
 		}
+		var exact []float32
 		if half {
-			g.rescore(q, res)
+			exact = q
 		}
-		sels[l] = g.selectNeighbors(res, g.m, sels[l])
+		sels[l] = g.selectNeighbors(res, g.m, exact, sels[l])
 		// Add to id's links rather than overwrite them: a stale link from
 		// a reused slot may have let another worker link to id already.
 		if parallel {
@@ -577,7 +585,7 @@ func (g *graph) addLink(n int32, c cand, level int, sc *scratch) {
 	}
 	cs = append(cs, c)
 	sortBySim(cs)
-	sel := g.selectNeighbors(cs, g.maxLinks(level), sc.kept[:0])
+	sel := g.selectNeighbors(cs, g.maxLinks(level), nil, sc.kept[:0])
 	links = links[:0]
 	for _, k := range sel {
 		links = append(links, k.id)
