@@ -128,11 +128,13 @@ func BenchmarkPaths(b *testing.B) {
 	defer up.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
 	defer client.CloseIdleConnections()
+	// clients is the concurrency (with -cpu 1: 16, the default, or 1).
+	clients := 16
 	run := func(b *testing.B, url string, body func(i int) []byte, want string) {
 		var seq atomic.Int64
 		seq.Store(time.Now().UnixNano() % 1e9 * 1000) // new questions on every run
 		b.ReportAllocs()
-		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+		b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
 		b.ResetTimer()
 		cpu0 := processCPU()
 		defer func() {
@@ -175,6 +177,18 @@ func BenchmarkPaths(b *testing.B) {
 			warmPaths(b, client, graphURL, 2500)
 		}
 		run(b, graphURL, unique, "miss")
+	})
+	// One client at a time: the added latency of a semantic miss
+	// (miss-semantic-c1 minus miss-nocache-c1, in ns/op at -cpu 1).
+	b.Run("miss-nocache-c1", func(b *testing.B) {
+		clients = 1
+		defer func() { clients = 16 }()
+		run(b, startPaths(b, up.URL, false), unique, "bypass")
+	})
+	b.Run("miss-semantic-c1", func(b *testing.B) {
+		clients = 1
+		defer func() { clients = 16 }()
+		run(b, startPaths(b, up.URL, true), unique, "miss")
 	})
 	b.Run("hit-exact", func(b *testing.B) {
 		url := startPaths(b, up.URL, true)
