@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,7 +21,8 @@ import (
 // misses arrive one at a time. With BREAKWATER_BENCH_REAL=1 the stored and
 // inserted vectors are the QQP questions encoded by the built-in encoder
 // (see BenchmarkReal; n is then the stored b questions and the inserts are
-// the a questions), else random unit vectors, the harder case for a graph.
+// the a questions), else random unit vectors, the harder case for a graph,
+// 10,000 of them or BREAKWATER_BENCH_INSERT_N.
 //
 //	go test -run '^$' -bench Insert -cpu 1 ./cache/embedded/
 func BenchmarkInsert(b *testing.B) {
@@ -29,7 +31,13 @@ func BenchmarkInsert(b *testing.B) {
 		rd := loadReal(b, false)
 		stored, fresh = rd.stored, rd.queries
 	} else {
-		const n = 10_000
+		n := 10_000
+		if env := os.Getenv("BREAKWATER_BENCH_INSERT_N"); env != "" {
+			var err error
+			if n, err = strconv.Atoi(env); err != nil || n <= 2048 {
+				b.Fatalf("BREAKWATER_BENCH_INSERT_N=%q: want a size above FlatLimit (2048)", env)
+			}
+		}
 		rng := rand.New(rand.NewPCG(3, 3))
 		for range n {
 			stored = append(stored, indextest.RandomUnit(rng, benchDim))
