@@ -172,6 +172,11 @@ type graph struct {
 	maxLevel int
 	rng      *rand.Rand
 
+	// hints holds, for slots about to be linked, the candidates a search
+	// for their vector found (hint.go); a sequential insertMany links a
+	// level-0 node from them instead of walking, and then clears them.
+	hints map[int32][]cand
+
 	// locks is non-nil only during insertMany's parallel phase: then every
 	// read or write of slot i's links holds locks[i], and entryMu guards
 	// entry and maxLevel. Levels and vectors do not change in that phase.
@@ -432,6 +437,7 @@ func (g *graph) insertMany(ids []int32) {
 	if len(ids) == 0 {
 		return
 	}
+	defer clear(g.hints)
 	g.grow(int(slices.Max(ids)) + 1)
 	for _, id := range ids {
 		level := g.randomLevel()
@@ -486,6 +492,9 @@ func (g *graph) link(id int32, sc *scratch) {
 	}
 	level := int(g.levels[id])
 	q := g.vecs.at(id)
+	if cs, ok := g.hints[id]; ok && level == 0 && !parallel && g.linkFrom(id, q, cs, sc) {
+		return
+	}
 	// The walk scores the half copy, as a search does, and the candidates
 	// it returns are re-scored exactly before the neighbours are chosen
 	// from them: the walk is bound by memory traffic (see half.go), and the
@@ -552,6 +561,46 @@ func (g *graph) link(id int32, sc *scratch) {
 	if level > g.maxLevel {
 		g.entry, g.maxLevel = id, level
 	}
+}
+
+// hint gives slot id, about to be linked, the candidates a search for its
+// vector found (see hint.go).
+func (g *graph) hint(id int32, cs []cand) {
+	if g.hints == nil {
+		g.hints = make(map[int32][]cand)
+	}
+	g.hints[id] = cs
+}
+
+// linkFrom links id, a node of level 0 whose vector is q, as link does but
+// choosing its neighbours among cands, a search's candidates for q sorted
+// best first, instead of walking the graph. Candidates no longer in the
+// graph are skipped; the others are re-scored against q exactly as they are
+// looked at. It reports false, having changed nothing, when no candidate is
+// left.
+func (g *graph) linkFrom(id int32, q []float32, cands []cand, sc *scratch) bool {
+	res := sc.out[:0]
+	for _, c := range cands {
+		if c.id != id && g.has(c.id, 0) {
+			res = append(res, c)
+		}
+	}
+	sc.out = res
+	if len(res) == 0 {
+		return false
+	}
+	if len(sc.sels) == 0 {
+		sc.sels = append(sc.sels, nil)
+	}
+	sel := g.selectNeighbors(res, g.m, q, sc.sels[0][:0])
+	sc.sels[0] = sel
+	for _, c := range sel {
+		g.addLink(id, c, 0, sc)
+	}
+	for _, c := range sel {
+		g.addLink(c.id, cand{id, c.sim}, 0, sc)
+	}
+	return true
 }
 
 // addLink links n to c.id (c.sim is their similarity) on level, pruning n's

@@ -1,0 +1,89 @@
+package embedded
+
+import (
+	"hash/maphash"
+	"sync"
+	"unsafe"
+)
+
+// A semantic miss searches the index for its question's vector and, once
+// the model has answered, upserts an entry with that same vector (the
+// write-back embeds the same text, which the embedding cache answers with
+// the same bits). An HNSW insert starts with a walk for the new vector's
+// neighbourhood: EfConstruction candidates, most of an insert's cost, and
+// memory-bound on a large bucket (BenchmarkInsert). The lookup's graph
+// search has just walked to that neighbourhood, so a graph search leaves its
+// EfSearch candidates here, keyed by the vector, and the insert of the same
+// vector into the same graph takes them instead of walking again. The
+// candidates are re-scored exactly against the stored vector as they are
+// selected (selectNeighbors), and a candidate that has left the graph since
+// is skipped; nodes added since the search are not among them, as in any
+// insert that ran at the time of the search.
+//
+// useHints turns this off (for the recall comparison in BenchmarkRealWriteBack).
+var useHints = true
+
+// maxHints bounds the candidate lists kept: one per recent graph search
+// (64 candidates, 512 bytes each at the default EfSearch). A write-back
+// that comes after maxHints other searches walks as usual.
+const maxHints = 1024
+
+// hintRing keeps the candidates of the last maxHints graph searches. Its
+// lock is taken inside the index's (searches hold mu shared), never around it.
+type hintRing struct {
+	mu    sync.Mutex
+	seed  maphash.Seed
+	slots []hintSlot
+	next  int
+	index map[uint64]int32 // vector hash → slot
+}
+
+type hintSlot struct {
+	sum   uint64
+	g     *graph // the graph the candidates are nodes of
+	cands []cand
+}
+
+func newHintRing() *hintRing {
+	return &hintRing{seed: maphash.MakeSeed(), slots: make([]hintSlot, maxHints), index: make(map[uint64]int32, maxHints)}
+}
+
+// sum hashes a vector's bits as given to Search or Upsert.
+func (h *hintRing) sum(v []float32) uint64 {
+	if len(v) == 0 {
+		return 0
+	}
+	return maphash.Bytes(h.seed, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
+}
+
+// put remembers cs, the candidates a search of g found for the vector with
+// hash sum, replacing the oldest list when full. cs is copied.
+func (h *hintRing) put(sum uint64, g *graph, cs []cand) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := &h.slots[h.next]
+	if s.g != nil && h.index[s.sum] == int32(h.next) {
+		delete(h.index, s.sum)
+	}
+	s.sum, s.g, s.cands = sum, g, append(s.cands[:0], cs...)
+	h.index[sum] = int32(h.next)
+	h.next = (h.next + 1) % len(h.slots)
+}
+
+// take returns a copy of the candidates found in g for the vector with hash
+// sum, appended to dst, and forgets them; ok is false when there are none.
+func (h *hintRing) take(sum uint64, g *graph, dst []cand) (_ []cand, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	i, found := h.index[sum]
+	if !found {
+		return dst, false
+	}
+	s := &h.slots[i]
+	delete(h.index, sum)
+	if s.g != g {
+		return dst, false
+	}
+	s.g = nil
+	return append(dst, s.cands...), true
+}
