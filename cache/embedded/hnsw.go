@@ -563,6 +563,10 @@ func (g *graph) link(id int32, sc *scratch) {
 	}
 }
 
+// hintExpand is how many of a search's best candidates an insert from them
+// (linkFrom) expands by their links.
+const hintExpand = 8
+
 // hint gives slot id, about to be linked, the candidates a search for its
 // vector found (see hint.go).
 func (g *graph) hint(id int32, cs []cand) {
@@ -585,9 +589,29 @@ func (g *graph) linkFrom(id int32, q []float32, cands []cand, sc *scratch) bool 
 			res = append(res, c)
 		}
 	}
-	sc.out = res
 	if len(res) == 0 {
+		sc.out = res
 		return false
+	}
+	// Widen the search's EfSearch candidates towards EfConstruction: the
+	// links of the best few, scored on the half copy as a walk would.
+	half := g.vecs.withHalf
+	sc.reset(len(g.nodes))
+	sc.visit(id)
+	for _, c := range res {
+		sc.visit(c.id)
+	}
+	n := len(res)
+	for i := range min(n, hintExpand) {
+		for _, x := range g.links(res[i].id, 0) {
+			if g.has(x, 0) && sc.visit(x) {
+				res = append(res, cand{x, g.sim(q, x, half)})
+			}
+		}
+	}
+	sc.out = res
+	if len(res) > n {
+		sortBySim(res)
 	}
 	if len(sc.sels) == 0 {
 		sc.sels = append(sc.sels, nil)
