@@ -103,3 +103,38 @@ func TestSearchCandidatesStayInTheirBucket(t *testing.T) {
 		t.Fatalf("v in B is not linked to its near duplicate in B: links %v, near duplicate at slot %d", b.g.links(vSlot, 0), nearSlot)
 	}
 }
+
+// TestSearchCandidatesOfAnEvictedEntryAreDropped: an entry evicted in its
+// own upsert, before it was linked, leaves its slot to the next entry; the
+// candidates of its search must not be used to link that one.
+func TestSearchCandidatesOfAnEvictedEntryAreDropped(t *testing.T) {
+	const dim, n = 64, 3000
+	rng := rand.New(rand.NewPCG(11, 11))
+	x := open(t, Options{Dimension: dim, FlatLimit: 64, MaxEntries: n + 1, SweepEvery: -1})
+	now := time.Now()
+	var items []cache.IndexItem
+	for i := range n {
+		items = append(items, newItem(fmt.Sprint("s", i), "A", indextest.RandomUnit(rng, dim), now))
+	}
+	upsert(t, x, items...)
+	v, w := indextest.RandomUnit(rng, dim), indextest.RandomUnit(rng, dim)
+	near := newItem("near", "A", indextest.Perturb(rng, w, 0.05), now)
+	upsert(t, x, near) // n+1 entries: full
+	if _, err := x.Search(t.Context(), cache.SearchQuery{Partition: "A", Fingerprint: "fp", Vector: v, Threshold: 0.5, Limit: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// Older than everything: evicted by its own upsert, before linking.
+	old := newItem("old", "A", v, now.Add(-time.Hour))
+	upsert(t, x, old)
+	if _, ok := x.st.byKey[old.Entry.Key]; ok {
+		t.Fatal("the oldest entry was not evicted")
+	}
+	// The next entry takes a freed slot; it must be linked by a walk, which
+	// finds its near duplicate.
+	upsert(t, x, newItem("w", "A", w, now))
+	b := x.st.buckets[bucketKey{"A", "fp"}]
+	wSlot, nearSlot := x.st.byKey[indextest.Key("w")].slot, x.st.byKey[indextest.Key("near")].slot
+	if !slices.Contains(b.g.links(wSlot, 0), nearSlot) {
+		t.Fatalf("w is not linked to its near duplicate: links %v, near duplicate at slot %d", b.g.links(wSlot, 0), nearSlot)
+	}
+}

@@ -434,10 +434,12 @@ const parallelMin = 256
 // random sequence, and so the graph's shape, does not depend on scheduling
 // more than the order of links does.
 func (g *graph) insertMany(ids []int32) {
+	// Hints are for this batch only: one left by a slot evicted before it
+	// was linked must not reach the next entry put in that slot.
+	defer clear(g.hints)
 	if len(ids) == 0 {
 		return
 	}
-	defer clear(g.hints)
 	g.grow(int(slices.Max(ids)) + 1)
 	for _, id := range ids {
 		level := g.randomLevel()
