@@ -14,11 +14,13 @@ import (
 // memory-bound on a large bucket (BenchmarkInsert). The lookup's graph
 // search has just walked to that neighbourhood, so a graph search leaves its
 // EfSearch candidates here, keyed by the vector, and the insert of the same
-// vector into the same graph takes them instead of walking again. The
-// candidates are re-scored exactly against the stored vector as they are
-// selected (selectNeighbors), and a candidate that has left the graph since
-// is skipped; nodes added since the search are not among them, as in any
-// insert that ran at the time of the search.
+// vector into the same graph takes them instead of walking again, adding
+// the links of the best few (linkFrom): EfSearch candidates alone are a
+// narrower neighbourhood than an EfConstruction walk finds, and cost recall
+// (BenchmarkRealWriteBack). Candidates are re-scored exactly against the
+// stored vector as they are selected (selectNeighbors), and a candidate that
+// has left the graph since is skipped; nodes added since the search are not
+// among them, as in any insert that ran at the time of the search.
 //
 // useHints turns this off (for the recall comparison in BenchmarkRealWriteBack).
 var useHints = true
@@ -40,7 +42,7 @@ type hintRing struct {
 
 type hintSlot struct {
 	sum   uint64
-	g     *graph // the graph the candidates are nodes of
+	graph uint64 // graph.id of the graph the candidates are nodes of; 0 once taken
 	cands []cand
 }
 
@@ -56,16 +58,17 @@ func (h *hintRing) sum(v []float32) uint64 {
 	return maphash.Bytes(h.seed, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v)))
 }
 
-// put remembers cs, the candidates a search of g found for the vector with
-// hash sum, replacing the oldest list when full. cs is copied.
+// put remembers cs, the candidates a search of graph g found for the vector
+// with hash sum, replacing the oldest list when full. cs is copied. Graphs
+// are named by their id, not held: a dropped graph is not kept alive here.
 func (h *hintRing) put(sum uint64, g *graph, cs []cand) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s := &h.slots[h.next]
-	if s.g != nil && h.index[s.sum] == int32(h.next) {
+	if s.graph != 0 && h.index[s.sum] == int32(h.next) {
 		delete(h.index, s.sum)
 	}
-	s.sum, s.g, s.cands = sum, g, append(s.cands[:0], cs...)
+	s.sum, s.graph, s.cands = sum, g.id, append(s.cands[:0], cs...)
 	h.index[sum] = int32(h.next)
 	h.next = (h.next + 1) % len(h.slots)
 }
@@ -81,9 +84,9 @@ func (h *hintRing) take(sum uint64, g *graph, dst []cand) (_ []cand, ok bool) {
 	}
 	s := &h.slots[i]
 	delete(h.index, sum)
-	if s.g != g {
+	if s.graph != g.id {
 		return dst, false
 	}
-	s.g = nil
+	s.graph = 0
 	return append(dst, s.cands...), true
 }

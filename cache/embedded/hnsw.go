@@ -149,6 +149,7 @@ type node struct {
 // graph is an HNSW graph over the slots of one bucket. It is not safe for
 // concurrent mutation; searches may run concurrently with each other.
 type graph struct {
+	id    uint64 // unique in the process (graphIDs), for hint.go
 	vecs  *vecStore
 	m, m0 int // max links per node above layer 0, and on layer 0
 	efC   int
@@ -184,9 +185,13 @@ type graph struct {
 	entryMu sync.Mutex
 }
 
+// graphIDs numbers graphs, from 1.
+var graphIDs atomic.Uint64
+
 func newGraph(vecs *vecStore, m, efC int) *graph {
 	vecs.enableHalf()
 	return &graph{
+		id:   graphIDs.Add(1),
 		vecs: vecs, m: m, m0: 2 * m, efC: efC, stride0: 2*m + 1,
 		ml:    1 / math.Log(float64(m)),
 		entry: -1,
