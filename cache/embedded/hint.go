@@ -90,3 +90,67 @@ func (h *hintRing) take(sum uint64, g *graph, dst []cand) (_ []cand, ok bool) {
 	s.graph = 0
 	return append(dst, s.cands...), true
 }
+
+// hintExpand is how many of a search's best candidates an insert from them
+// (linkFrom) expands by their links.
+const hintExpand = 8
+
+// hint gives slot id, about to be linked, the candidates a search for its
+// vector found (see hint.go).
+func (g *graph) hint(id int32, cs []cand) {
+	if g.hints == nil {
+		g.hints = make(map[int32][]cand)
+	}
+	g.hints[id] = cs
+}
+
+// linkFrom links id, a node of level 0 whose vector is q, as link does but
+// choosing its neighbours among cands, a search's candidates for q sorted
+// best first, instead of walking the graph. Candidates no longer in the
+// graph are skipped; the others are re-scored against q exactly as they are
+// looked at. It reports false, having changed nothing, when no candidate is
+// left.
+func (g *graph) linkFrom(id int32, q []float32, cands []cand, sc *scratch) bool {
+	res := sc.out[:0]
+	for _, c := range cands {
+		if c.id != id && g.has(c.id, 0) {
+			res = append(res, c)
+		}
+	}
+	if len(res) == 0 {
+		sc.out = res
+		return false
+	}
+	// Widen the search's EfSearch candidates towards EfConstruction: the
+	// links of the best few, scored on the half copy as a walk would.
+	half := g.vecs.withHalf
+	sc.reset(len(g.nodes))
+	sc.visit(id)
+	for _, c := range res {
+		sc.visit(c.id)
+	}
+	n := len(res)
+	for i := range min(n, hintExpand) {
+		for _, x := range g.links(res[i].id, 0) {
+			if g.has(x, 0) && sc.visit(x) {
+				res = append(res, cand{x, g.sim(q, x, half)})
+			}
+		}
+	}
+	sc.out = res
+	if len(res) > n {
+		sortBySim(res)
+	}
+	if len(sc.sels) == 0 {
+		sc.sels = append(sc.sels, nil)
+	}
+	sel := g.selectNeighbors(res, g.m, q, sc.sels[0][:0])
+	sc.sels[0] = sel
+	for _, c := range sel {
+		g.addLink(id, c, 0, sc)
+	}
+	for _, c := range sel {
+		g.addLink(c.id, cand{id, c.sim}, 0, sc)
+	}
+	return true
+}
