@@ -107,6 +107,13 @@ func (b *Builtin) Tokenize(text string) []int {
 // Truncated reports whether text has more than 128 tokens, of which the
 // encoder sees only the first 128.
 func (b *Builtin) Truncated(text string) bool {
+	// The tokenizer yields at most one token per character after NFKC
+	// normalisation, plus the leading word break; ASCII is left as it is by
+	// NFKC. A short ASCII text, the common question, is therefore never
+	// truncated, and the lookup need not tokenize it again per candidate.
+	if len(text) < maxTokens && isASCII(text) {
+		return false
+	}
 	ts := b.toks.Get().(*tokScratch)
 	defer b.toks.Put(ts)
 	return len(b.tok.encode(text, ts)) > maxTokens
@@ -166,4 +173,14 @@ func (b *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error
 	}
 	b.batch.run(ptrs)
 	return out, nil
+}
+
+// isASCII reports whether s is all 7-bit ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -139,6 +140,34 @@ func TestBuiltinDeterministicAndBatchEqualsSingle(t *testing.T) {
 		if math.Abs(norm-1) > 1e-5 {
 			t.Errorf("|Embed(%q)|² = %v, want 1", text, norm)
 		}
+	}
+}
+
+// TestBuiltinTruncatedMatchesTokenizer checks Truncated's short-ASCII answer
+// (no tokenizing) against the tokenizer's count, at the 128-token bound and
+// with the texts that yield the most tokens per byte: one character per
+// token, spaces and punctuation between them.
+func TestBuiltinTruncatedMatchesTokenizer(t *testing.T) {
+	b := testBuiltin(t)
+	rng := rand.New(rand.NewPCG(1, 2))
+	const alphabet = " !#$%&()*+,-./:;<=>?@[]^_{|}~0123456789aZ"
+	maxSeen := 0
+	for n := 100; n <= 200; n++ {
+		for range 20 {
+			buf := make([]byte, n)
+			for i := range buf {
+				buf[i] = alphabet[rng.IntN(len(alphabet))]
+			}
+			text := string(buf)
+			tokens := len(b.Tokenize(text))
+			maxSeen = max(maxSeen, tokens)
+			if got, want := b.Truncated(text), tokens > 128; got != want {
+				t.Fatalf("Truncated(%q) = %v, but it has %d tokens", text, got, tokens)
+			}
+		}
+	}
+	if maxSeen <= 128 {
+		t.Fatalf("no text had more than 128 tokens (max %d): the bound is not exercised", maxSeen)
 	}
 }
 

@@ -124,6 +124,8 @@ type Index struct {
 	mu sync.RWMutex
 	st *state
 
+	hints *hintRing // search neighbourhoods for the inserts that follow (hint.go)
+
 	lock      *os.File
 	compactCh chan struct{}
 	stop      chan struct{}
@@ -145,7 +147,7 @@ func Open(opts Options) (*Index, error) {
 	if err != nil {
 		return nil, err
 	}
-	x := &Index{opts: o, st: newState(o), compactCh: make(chan struct{}, 1), stop: make(chan struct{})}
+	x := &Index{opts: o, st: newState(o), hints: newHintRing(), compactCh: make(chan struct{}, 1), stop: make(chan struct{})}
 	if o.Path != "" {
 		if err := x.openStore(); err != nil {
 			if x.wal != nil {
@@ -240,6 +242,7 @@ func (x *Index) Upsert(ctx context.Context, items []cache.IndexItem) error {
 		return nil
 	}
 	clean := make([]cache.IndexItem, 0, len(items))
+	sums := make([]uint64, 0, len(items))
 	for _, it := range items {
 		if err := x.checkDim("upsert "+it.Entry.Key, it.Vector); err != nil {
 			return err
@@ -252,6 +255,7 @@ func (x *Index) Upsert(ctx context.Context, items []cache.IndexItem) error {
 			continue
 		}
 		it.Entry.Body = append([]byte{}, it.Entry.Body...)
+		sums = append(sums, x.hints.sum(it.Vector)) // the bits Search saw
 		it.Vector = normalize(it.Vector)
 		clean = append(clean, it)
 	}
@@ -267,8 +271,13 @@ func (x *Index) Upsert(ctx context.Context, items []cache.IndexItem) error {
 		return err
 	}
 	x.mu.Lock()
-	for _, it := range clean {
-		x.st.put(it.Entry, it.Vector)
+	for i, it := range clean {
+		stored := x.st.put(it.Entry, it.Vector)
+		if g := stored.b.g; g != nil && useHints {
+			if cs, ok := x.hints.take(sums[i], g, nil); ok {
+				g.hint(stored.slot, cs)
+			}
+		}
 	}
 	evicted := x.st.evict(x.opts)
 	x.st.flush()
@@ -320,7 +329,11 @@ func (x *Index) Search(ctx context.Context, q cache.SearchQuery) ([]cache.Match,
 	if x.closed {
 		return nil, fmt.Errorf("search: %w", ErrClosed)
 	}
-	return x.st.search(q, vec, now), nil
+	var seen func(*graph, []cand)
+	if useHints {
+		seen = func(g *graph, cs []cand) { x.hints.put(x.hints.sum(q.Vector), g, cs) }
+	}
+	return x.st.search(q, vec, now, seen), nil
 }
 
 // Get implements cache.Index. The returned Body must not be modified.

@@ -114,6 +114,9 @@ type scratch struct {
 	out     []cand
 	links   []int32
 	batch   []int32
+	// For inserts: the neighbours chosen per level, and addLink's candidates.
+	sels        [][]cand
+	prune, kept []cand
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -146,6 +149,7 @@ type node struct {
 // graph is an HNSW graph over the slots of one bucket. It is not safe for
 // concurrent mutation; searches may run concurrently with each other.
 type graph struct {
+	id    uint64 // unique in the process (graphIDs), for hint.go
 	vecs  *vecStore
 	m, m0 int // max links per node above layer 0, and on layer 0
 	efC   int
@@ -169,6 +173,11 @@ type graph struct {
 	maxLevel int
 	rng      *rand.Rand
 
+	// hints holds, for slots about to be linked, the candidates a search
+	// for their vector found (hint.go); a sequential insertMany links a
+	// level-0 node from them instead of walking, and then clears them.
+	hints map[int32][]cand
+
 	// locks is non-nil only during insertMany's parallel phase: then every
 	// read or write of slot i's links holds locks[i], and entryMu guards
 	// entry and maxLevel. Levels and vectors do not change in that phase.
@@ -176,9 +185,13 @@ type graph struct {
 	entryMu sync.Mutex
 }
 
+// graphIDs numbers graphs, from 1.
+var graphIDs atomic.Uint64
+
 func newGraph(vecs *vecStore, m, efC int) *graph {
 	vecs.enableHalf()
 	return &graph{
+		id:   graphIDs.Add(1),
 		vecs: vecs, m: m, m0: 2 * m, efC: efC, stride0: 2*m + 1,
 		ml:    1 / math.Log(float64(m)),
 		entry: -1,
@@ -364,40 +377,54 @@ func (g *graph) search(q []float32, ef int, sc *scratch) []cand {
 	}
 	out := g.searchLayer(q, ep, ef, 0, half, sc)
 	if half {
-		for i := range min(len(out), prefetchAhead) {
-			g.prefetchVec(out[i].id, false)
-		}
-		for i := range out {
-			if j := i + prefetchAhead; j < len(out) {
-				g.prefetchVec(out[j].id, false)
-			}
-			out[i].sim = dot(q, g.vecs.at(out[i].id))
-		}
-		sortBySim(out)
+		g.rescore(q, out)
 	}
 	return out
+}
+
+// rescore replaces the similarities of cs, found by a walk of the half
+// copy, with exact ones from the float32 vectors, and sorts cs best first.
+func (g *graph) rescore(q []float32, cs []cand) {
+	for i := range min(len(cs), prefetchAhead) {
+		g.prefetchVec(cs[i].id, false)
+	}
+	for i := range cs {
+		if j := i + prefetchAhead; j < len(cs) {
+			g.prefetchVec(cs[j].id, false)
+		}
+		cs[i].sim = dot(q, g.vecs.at(cs[i].id))
+	}
+	sortBySim(cs)
 }
 
 // selectNeighbors applies the HNSW heuristic (algorithm 4): keep a candidate
 // only if it is closer to the base than to every neighbour already kept,
 // which preserves links in every direction instead of only to one cluster.
-// cands must be sorted best first; the result is appended to out.
-func (g *graph) selectNeighbors(cands []cand, m int, out []int32) []int32 {
+// cands must be sorted best first; the kept ones, with their similarity to
+// the base, are appended to out. When base is not nil, the similarities of
+// cands are those of the half copy (a walk's), and each candidate looked at
+// is re-scored against base exactly first: its vector is loaded for the
+// comparisons anyway, and the candidates past the m-th kept one, most of an
+// insert's EfConstruction, are never loaded at all.
+func (g *graph) selectNeighbors(cands []cand, m int, base []float32, out []cand) []cand {
 	start := len(out)
 	for _, c := range cands {
 		if len(out)-start >= m {
 			break
 		}
 		vc := g.vecs.at(c.id)
+		if base != nil {
+			c.sim = dot(base, vc)
+		}
 		keep := true
 		for _, r := range out[start:] {
-			if dot(vc, g.vecs.at(r)) > c.sim {
+			if dot(vc, g.vecs.at(r.id)) > c.sim {
 				keep = false
 				break
 			}
 		}
 		if keep {
-			out = append(out, c.id)
+			out = append(out, c)
 		}
 	}
 	return out
@@ -412,6 +439,9 @@ const parallelMin = 256
 // random sequence, and so the graph's shape, does not depend on scheduling
 // more than the order of links does.
 func (g *graph) insertMany(ids []int32) {
+	// Hints are for this batch only: one left by a slot evicted before it
+	// was linked must not reach the next entry put in that slot.
+	defer clear(g.hints)
 	if len(ids) == 0 {
 		return
 	}
@@ -469,31 +499,50 @@ func (g *graph) link(id int32, sc *scratch) {
 	}
 	level := int(g.levels[id])
 	q := g.vecs.at(id)
-	ep := cand{entry, dot(q, g.vecs.at(entry))}
+	if cs, ok := g.hints[id]; ok && level == 0 && !parallel && g.linkFrom(id, q, cs, sc) {
+		return
+	}
+	// The walk scores the half copy, as a search does, and the candidates
+	// it returns are re-scored exactly before the neighbours are chosen
+	// from them: the walk is bound by memory traffic (see half.go), and the
+	// selection heuristic then compares exact similarities only.
+	half := g.vecs.withHalf
+	ep := cand{entry, g.sim(q, entry, half)}
 	for l := maxLevel; l > level; l-- {
-		ep = g.greedy(q, ep, l, false, sc)
+		ep = g.greedy(q, ep, l, half, sc)
 	}
 	// First set id's own links on every level, top down; only then add the
 	// links back to id, which make it reachable. In a parallel build another
 	// worker that reaches id on level l then always finds its links on the
 	// levels below, instead of stalling on an empty list and linking its own
 	// node to id alone.
-	sels := make([][]int32, min(level, maxLevel)+1)
-	for l := min(level, maxLevel); l >= 0; l-- {
-		res := g.searchLayer(q, ep, g.efC, l, false, sc)
+	top := min(level, maxLevel)
+	for len(sc.sels) <= top {
+		sc.sels = append(sc.sels, nil)
+	}
+	sels := sc.sels[:top+1]
+	for l := range sels {
+		sels[l] = sels[l][:0]
+	}
+	for l := top; l >= 0; l-- {
+		res := g.searchLayer(q, ep, g.efC, l, half, sc)
 		// A reused slot may still be the target of stale links: never link to self.
 		res = slices.DeleteFunc(res, func(c cand) bool { return c.id == id })
 		if len(res) == 0 {
 			continue
 		}
-		sels[l] = g.selectNeighbors(res, g.m, nil)
+		var exact []float32
+		if half {
+			exact = q
+		}
+		sels[l] = g.selectNeighbors(res, g.m, exact, sels[l])
 		// Add to id's links rather than overwrite them: a stale link from
 		// a reused slot may have let another worker link to id already.
 		if parallel {
 			g.locks[id].Lock()
 		}
-		for _, n := range sels[l] {
-			g.addLink(id, n, l)
+		for _, c := range sels[l] {
+			g.addLink(id, c, l, sc)
 		}
 		if parallel {
 			g.locks[id].Unlock()
@@ -501,13 +550,14 @@ func (g *graph) link(id int32, sc *scratch) {
 		ep = res[0]
 	}
 	for l, sel := range sels {
-		for _, n := range sel {
+		for _, c := range sel {
 			if parallel {
-				g.locks[n].Lock()
+				g.locks[c.id].Lock()
 			}
-			g.addLink(n, id, l)
+			// c.sim is sim(id, c.id), the same product as sim(c.id, id).
+			g.addLink(c.id, cand{id, c.sim}, l, sc)
 			if parallel {
-				g.locks[n].Unlock()
+				g.locks[c.id].Unlock()
 			}
 		}
 	}
@@ -520,23 +570,44 @@ func (g *graph) link(id int32, sc *scratch) {
 	}
 }
 
-// addLink links n to id on level, pruning n's links with the heuristic when
-// they are full.
-func (g *graph) addLink(n, id int32, level int) {
+// addLink links n to c.id (c.sim is their similarity) on level, pruning n's
+// links with the heuristic when they are full. It allocates nothing: the
+// candidates live in sc.
+func (g *graph) addLink(n int32, c cand, level int, sc *scratch) {
 	links := g.links(n, level)
-	links = slices.DeleteFunc(links, func(x int32) bool { return !g.has(x, level) || x == id })
+	kept := links[:0]
+	for _, x := range links {
+		if x != c.id && g.has(x, level) {
+			kept = append(kept, x)
+		}
+	}
+	links = kept
 	if len(links) < g.maxLinks(level) {
-		g.setLinks(n, level, append(links, id))
+		g.setLinks(n, level, append(links, c.id))
 		return
 	}
+	// The links' vectors are scattered over the store: prefetch ahead of
+	// the products, as the walk does.
 	vn := g.vecs.at(n)
-	cs := make([]cand, 0, len(links)+1)
-	for _, x := range links {
+	for _, x := range links[:min(len(links), prefetchAhead)] {
+		g.prefetchVec(x, false)
+	}
+	cs := sc.prune[:0]
+	for i, x := range links {
+		if j := i + prefetchAhead; j < len(links) {
+			g.prefetchVec(links[j], false)
+		}
 		cs = append(cs, cand{x, dot(vn, g.vecs.at(x))})
 	}
-	cs = append(cs, cand{id, dot(vn, g.vecs.at(id))})
+	cs = append(cs, c)
 	sortBySim(cs)
-	g.setLinks(n, level, g.selectNeighbors(cs, g.maxLinks(level), links[:0]))
+	sel := g.selectNeighbors(cs, g.maxLinks(level), nil, sc.kept[:0])
+	links = links[:0]
+	for _, k := range sel {
+		links = append(links, k.id)
+	}
+	g.setLinks(n, level, links)
+	sc.prune, sc.kept = cs, sel
 }
 
 // remove takes slot id out of the graph. Each neighbour that linked back to

@@ -67,8 +67,9 @@ func (s *state) bucket(k bucketKey) *bucket {
 	return b
 }
 
-// put stores e with the unit vector vec, replacing any entry with e.Key.
-func (s *state) put(e cache.Entry, vec []float32) {
+// put stores e with the unit vector vec, replacing any entry with e.Key, and
+// returns its item.
+func (s *state) put(e cache.Entry, vec []float32) *item {
 	if old := s.byKey[e.Key]; old != nil {
 		s.remove(old)
 	}
@@ -91,6 +92,7 @@ func (s *state) put(e cache.Entry, vec []float32) {
 	if b.g != nil || b.live > s.flatLimit {
 		s.pending[b] = append(s.pending[b], slot)
 	}
+	return it
 }
 
 // flush links the slots put since the last flush into their graphs, and
@@ -201,7 +203,9 @@ func (s *state) expired(now time.Time) []string {
 }
 
 // search returns the best unexpired matches of q in its bucket. vec is unit.
-func (s *state) search(q cache.SearchQuery, vec []float32, now time.Time) []cache.Match {
+// A graph search also hands every candidate it found, best first, to seen
+// (if not nil), which must not keep the slice.
+func (s *state) search(q cache.SearchQuery, vec []float32, now time.Time, seen func(*graph, []cand)) []cache.Match {
 	b := s.buckets[bucketKey{q.Partition, q.Fingerprint}]
 	if b == nil {
 		return nil
@@ -211,7 +215,11 @@ func (s *state) search(q cache.SearchQuery, vec []float32, now time.Time) []cach
 	defer scratchPool.Put(sc)
 	var best []cand
 	if b.g != nil {
-		for _, c := range b.g.search(vec, max(s.efSearch, limit), sc) {
+		cs := b.g.search(vec, max(s.efSearch, limit), sc)
+		if seen != nil {
+			seen(b.g, cs)
+		}
+		for _, c := range cs {
 			if c.sim < q.Threshold {
 				break
 			}

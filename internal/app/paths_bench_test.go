@@ -5,6 +5,7 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -15,6 +16,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -82,7 +84,13 @@ base_url = "%s/v1"
 	}
 	lb := newLogBuffer(logf) // as Main does
 	log := NewLogger(lb, cfg.Server.LogLevel, cfg.Server.LogFormat)
-	a, err := New(context.Background(), cfg, Options{Logger: log})
+	// Goroutines inherit profiler labels: everything the server runs,
+	// including the workers New starts (the index write-back), is tagged
+	// side=breakwater (go tool pprof -tagfocus side=breakwater).
+	var a *App
+	pprof.Do(context.Background(), pprof.Labels("side", "breakwater"), func(ctx context.Context) {
+		a, err = New(ctx, cfg, Options{Logger: log})
+	})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -92,8 +100,6 @@ base_url = "%s/v1"
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	// Goroutines inherit profiler labels: everything the server runs is
-	// tagged side=breakwater (go tool pprof -tagfocus side=breakwater).
 	pprof.Do(ctx, pprof.Labels("side", "breakwater"), func(ctx context.Context) {
 		go func() { done <- a.Serve(ctx, ln) }()
 	})
@@ -117,15 +123,18 @@ func pathsQuestion(i int) string {
 }
 
 func BenchmarkPaths(b *testing.B) {
+	parent := b
 	up := pathsUpstream()
 	defer up.Close()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256, MaxIdleConns: 256}}
 	defer client.CloseIdleConnections()
+	// clients is the concurrency (with -cpu 1: 16, the default, or 1).
+	clients := 16
 	run := func(b *testing.B, url string, body func(i int) []byte, want string) {
 		var seq atomic.Int64
 		seq.Store(time.Now().UnixNano() % 1e9 * 1000) // new questions on every run
 		b.ReportAllocs()
-		b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
+		b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
 		b.ResetTimer()
 		cpu0 := processCPU()
 		defer func() {
@@ -158,6 +167,29 @@ func BenchmarkPaths(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { run(b, up.URL, unique, "") })
 	b.Run("miss-nocache", func(b *testing.B) { run(b, startPaths(b, up.URL, false), unique, "bypass") })
 	b.Run("miss-semantic", func(b *testing.B) { run(b, startPaths(b, up.URL, true), unique, "miss") })
+	// The same past FlatLimit: the bucket holds a graph, so every write-back
+	// is an HNSW insert and every lookup a graph search. The warm-up (one
+	// app for every round) fills the bucket with 2,500 other questions.
+	graphURL := ""
+	b.Run("miss-semantic-graph", func(b *testing.B) {
+		if graphURL == "" {
+			graphURL = startPaths(parent, up.URL, true)
+			warmPaths(b, client, graphURL, 2500)
+		}
+		run(b, graphURL, unique, "miss")
+	})
+	// One client at a time: the added latency of a semantic miss
+	// (miss-semantic-c1 minus miss-nocache-c1, in ns/op at -cpu 1).
+	b.Run("miss-nocache-c1", func(b *testing.B) {
+		clients = 1
+		defer func() { clients = 16 }()
+		run(b, startPaths(b, up.URL, false), unique, "bypass")
+	})
+	b.Run("miss-semantic-c1", func(b *testing.B) {
+		clients = 1
+		defer func() { clients = 16 }()
+		run(b, startPaths(b, up.URL, true), unique, "miss")
+	})
 	b.Run("hit-exact", func(b *testing.B) {
 		url := startPaths(b, up.URL, true)
 		same := pathsBody(pathsQuestion(0))
@@ -171,6 +203,55 @@ func BenchmarkPaths(b *testing.B) {
 		resp.Body.Close()
 		run(b, url, func(int) []byte { return same }, "hit-exact")
 	})
+}
+
+// warmPaths sends n distinct questions to url, 16 at a time, and waits until
+// the write-back queue has put them in the index (its stats count them).
+func warmPaths(b *testing.B, client *http.Client, url string, n int) {
+	b.Helper()
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
+				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(pathsBody(pathsQuestion(-int(i)))))
+				req.Header.Set("Content-Type", "application/json")
+				req.Header.Set("Authorization", "Bearer sk-bench")
+				resp, err := client.Do(req)
+				if err != nil {
+					b.Error(err)
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	wg.Wait()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := client.Get(url + "/stats")
+		if err != nil {
+			b.Fatal(err)
+		}
+		var st struct {
+			Entries struct {
+				Semantic int `json:"semantic"`
+			} `json:"entries"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Entries.Semantic >= n*9/10 {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("index holds %d entries after the warm-up of %d questions", st.Entries.Semantic, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 // processCPU is the user+system CPU time of this process so far.
