@@ -2,11 +2,16 @@ package embedded
 
 import (
 	"bufio"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"math"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
@@ -84,8 +89,35 @@ func scaleVectors(real [][]float32, n int) [][]float32 {
 	return out
 }
 
-func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
-	vecs := scaleVectors(real, n)
+// scaleBuild is what a build of one size measured, kept next to its
+// snapshot so that a later run can reuse the index.
+type scaleBuild struct {
+	Entries      int     `json:"entries"`
+	BuildSeconds float64 `json:"build_seconds"`
+	HeapPerEntry float64 `json:"heap_bytes_per_entry"`
+	RSSBytes     int64   `json:"rss_bytes"`
+	Procs        int     `json:"gomaxprocs"`
+	Finished     string  `json:"finished"`
+}
+
+// scaleDir is where the index of n entries built from real is kept between
+// runs: under os.TempDir(), keyed by the size, the graph parameters and a
+// hash of the real vectors. BREAKWATER_BENCH_REBUILD=1 ignores a kept one.
+func scaleDir(real [][]float32, n int) string {
+	h := fnv.New64a()
+	var buf [4]byte
+	for _, v := range real {
+		for _, x := range v {
+			binary.LittleEndian.PutUint32(buf[:], math.Float32bits(x))
+			h.Write(buf[:])
+		}
+	}
+	return filepath.Join(os.TempDir(), fmt.Sprintf("breakwater-realscale-n%d-m%d-efc%d-%016x", n, benchM, benchEfC, h.Sum64()))
+}
+
+// buildScale builds the index of vecs and writes its snapshot under dir,
+// with what the build measured in dir/build.json.
+func buildScale(b *testing.B, vecs [][]float32, dir string) scaleBuild {
 	runtime.GC()
 	heap0 := heapInUse()
 	x, err := Open(realOptions("", 0))
@@ -107,13 +139,20 @@ func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
 				b.Fatal(err)
 			}
 			items = items[:0]
+			if (i+1)%100_000 == 0 {
+				b.Logf("built %d / %d in %v", i+1, len(vecs), time.Since(start).Round(time.Second))
+			}
 		}
 	}
-	build := time.Since(start)
-	perEntry := float64(heapInUse()-heap0) / float64(n)
-	rss := rssBytes()
-
-	dir := b.TempDir()
+	sb := scaleBuild{Entries: len(vecs), BuildSeconds: time.Since(start).Seconds(), Procs: runtime.GOMAXPROCS(0)}
+	sb.HeapPerEntry = float64(heapInUse()-heap0) / float64(len(vecs))
+	sb.RSSBytes = rssBytes()
+	if err := os.RemoveAll(dir); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
 	o := realOptions(dir, 0)
 	if err := checkManifest(dir, o); err != nil {
 		b.Fatal(err)
@@ -122,15 +161,40 @@ func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
 		b.Fatal(err)
 	}
 	x.Close()
-	x = nil
-	runtime.GC()
-	start = time.Now()
-	x, err = Open(o)
+	sb.Finished = time.Now().UTC().Format(time.RFC3339)
+	js, _ := json.Marshal(sb)
+	if err := os.WriteFile(filepath.Join(dir, "build.json"), js, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	return sb
+}
+
+func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
+	dir := scaleDir(real, n)
+	var sb scaleBuild
+	js, err := os.ReadFile(filepath.Join(dir, "build.json"))
+	if err == nil && os.Getenv("BREAKWATER_BENCH_REBUILD") != "1" && json.Unmarshal(js, &sb) == nil && sb.Entries == n {
+		b.Logf("reusing the index built %s in %.0f s, at %s", sb.Finished, sb.BuildSeconds, dir)
+	} else {
+		sb = buildScale(b, scaleVectors(real, n), dir)
+		b.Logf("built in %.0f s, kept at %s", sb.BuildSeconds, dir)
+	}
+	// The vectors are derived again after Open, for the exact scan, so
+	// that the RSS measured is the loaded index's (a run that also built
+	// the index still holds some of the build's pages).
+	debug.FreeOSMemory()
+	o := realOptions(dir, 0)
+	heap0 := heapInUse()
+	start := time.Now()
+	x, err := Open(o)
 	if err != nil {
 		b.Fatal(err)
 	}
 	startup := time.Since(start)
+	perEntry := float64(heapInUse()-heap0) / float64(n)
+	rss := rssBytes()
 	defer x.Close()
+	vecs := scaleVectors(real, n)
 
 	durs := make([]time.Duration, 0, len(queries))
 	var top1 []cache.Match
@@ -164,8 +228,10 @@ func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
 	reportLatency(b, durs)
 	b.ReportMetric(float64(found)/float64(len(truth)), "recall@1")
 	b.ReportMetric(perEntry, "heap-B/entry")
+	b.ReportMetric(sb.HeapPerEntry, "build-heap-B/entry")
 	b.ReportMetric(float64(rss)/(1<<20), "RSS-MiB")
-	b.ReportMetric(build.Seconds(), "build-s")
+	b.ReportMetric(float64(sb.RSSBytes)/(1<<20), "build-RSS-MiB")
+	b.ReportMetric(sb.BuildSeconds, "build-s")
 	b.ReportMetric(startup.Seconds(), "startup-s")
 }
 
