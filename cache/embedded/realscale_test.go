@@ -140,7 +140,8 @@ func buildScale(b *testing.B, vecs [][]float32, dir string) scaleBuild {
 			}
 			items = items[:0]
 			if (i+1)%100_000 == 0 {
-				b.Logf("built %d / %d in %v", i+1, len(vecs), time.Since(start).Round(time.Second))
+				// To stderr: a benchmark's log is only printed when it ends.
+				fmt.Fprintf(os.Stderr, "built %d / %d in %v\n", i+1, len(vecs), time.Since(start).Round(time.Second))
 			}
 		}
 	}
