@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -103,5 +105,131 @@ func BenchmarkOpenSnapshot(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// TestReopenAnswersIdentically closes a store whose buckets went through
+// deletes and slot reuse (one with a graph, one flat, one more partition)
+// and reopens it from the snapshot Close wrote: the graph comes back link
+// for link, and every search and Get answers exactly as before.
+func TestReopenAnswersIdentically(t *testing.T) {
+	const dim = 24
+	dir := t.TempDir()
+	o := Options{Path: dir, Dimension: dim, EmbedderName: "e", FlatLimit: 64, M: 8, EfSearch: 32, SweepEvery: -1}
+	x := open(t, o)
+	rng := rand.New(rand.NewPCG(5, 5))
+	base := time.Unix(time.Now().Unix(), 123)
+	item := func(i int, partition, fp string) cache.IndexItem {
+		it := newItem(fmt.Sprint(partition, fp, i), partition, indextest.RandomUnit(rng, dim), base.Add(-time.Duration(i)*time.Second))
+		it.Entry.Fingerprint = fp
+		it.Entry.Model = fmt.Sprint("model-", i%3)
+		if i%5 == 0 {
+			it.Entry.Expires = time.Time{}
+		}
+		if i%7 == 0 {
+			it.Entry.Body = nil
+		}
+		return it
+	}
+	var items []cache.IndexItem
+	for i := range 1500 {
+		items = append(items, item(i, "A", "fp"))
+	}
+	for i := range 30 {
+		items = append(items, item(i, "B", "fp"))
+		items = append(items, item(i, "A", "other"))
+	}
+	var gone []string // expire early, and are swept: free slots
+	for i := 0; i < 1500; i += 7 {
+		items[i].Entry.Expires = base.Add(time.Minute)
+		gone = append(gone, items[i].Entry.Key)
+	}
+	upsert(t, x, items...)
+	if n := x.Sweep(base.Add(time.Hour)); n != len(gone) {
+		t.Fatalf("Sweep removed %d entries, want %d", n, len(gone))
+	}
+	for i := 1; i < 1500; i += 11 { // replaced: new vectors in reused slots
+		if i%7 == 0 {
+			continue
+		}
+		items[i].Vector = indextest.RandomUnit(rng, dim)
+		upsert(t, x, items[i])
+	}
+	queries := make([]cache.SearchQuery, 0, 120)
+	for i := range 120 {
+		it := items[(i*13)%len(items)]
+		queries = append(queries, cache.SearchQuery{Partition: it.Entry.Partition, Fingerprint: it.Entry.Fingerprint,
+			Vector: indextest.Perturb(rng, it.Vector, 0.3), Threshold: -1, Limit: 10})
+	}
+	answers := func(x *Index) [][]cache.Match {
+		var out [][]cache.Match
+		for _, q := range queries {
+			ms, err := x.Search(t.Context(), q)
+			if err != nil {
+				t.Fatalf("Search: %v", err)
+			}
+			out = append(out, ms)
+		}
+		return out
+	}
+	type graphShape struct {
+		entry    int32
+		maxLevel int
+		levels   []int8
+		links    [][]int32
+	}
+	shape := func(x *Index) graphShape {
+		b := x.st.buckets[bucketKey{"A", "fp"}]
+		if b == nil || b.g == nil {
+			t.Fatal("bucket A/fp has no graph")
+		}
+		s := graphShape{entry: b.g.entry, maxLevel: b.g.maxLevel}
+		for slot := range b.items {
+			lv := int8(-1)
+			if slot < len(b.g.levels) {
+				lv = b.g.levels[slot]
+			}
+			s.levels = append(s.levels, lv)
+			for l := 0; l <= int(lv); l++ {
+				s.links = append(s.links, slices.Clone(b.g.links(int32(slot), l)))
+			}
+		}
+		return s
+	}
+	before, beforeShape := answers(x), shape(x)
+	if err := x.Close(); err != nil {
+		t.Fatal(err)
+	}
+	x = open(t, o)
+	if got := shape(x); !reflect.DeepEqual(got, beforeShape) {
+		t.Errorf("graph after reopen differs: entry %d/%d, max level %d/%d, %d/%d lists",
+			got.entry, beforeShape.entry, got.maxLevel, beforeShape.maxLevel, len(got.links), len(beforeShape.links))
+	}
+	same := func(a, b cache.Entry) bool {
+		return a.Key == b.Key && a.Partition == b.Partition && a.Fingerprint == b.Fingerprint && a.Query == b.Query &&
+			a.Model == b.Model && string(a.Body) == string(b.Body) && a.Created.Equal(b.Created) && a.Expires.Equal(b.Expires)
+	}
+	for i, ms := range answers(x) {
+		if len(ms) != len(before[i]) || len(ms) == 0 {
+			t.Fatalf("query %d: %d matches after reopen, %d before", i, len(ms), len(before[i]))
+		}
+		for j, m := range ms {
+			if w := before[i][j]; m.Score != w.Score || !same(m.Entry, w.Entry) {
+				t.Fatalf("query %d match %d: %q %v after reopen, %q %v before", i, j, m.Entry.Key, m.Score, w.Entry.Key, w.Score)
+			}
+		}
+	}
+	deleted := map[string]bool{}
+	for _, k := range gone {
+		deleted[k] = true
+	}
+	for _, it := range items {
+		e, ok, err := x.Get(t.Context(), it.Entry.Key)
+		if err != nil || ok == deleted[it.Entry.Key] {
+			t.Fatalf("Get(%s) = %v, %v; deleted %v", it.Entry.Key, ok, err, deleted[it.Entry.Key])
+		}
+		if ok && !same(e, it.Entry) {
+			t.Fatalf("Get(%s) after reopen = %+v, want %+v", it.Entry.Key, e, it.Entry)
+		}
 	}
 }
