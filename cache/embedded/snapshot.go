@@ -33,6 +33,7 @@ import (
 // (0 no graph, 1 graph) and for a graph: varint entry, uvarint max level,
 // per slot varint level (-1 absent) and per level uvarint count and that many
 // uvarint links. The file ends with the CRC-32C of everything before it.
+// snapload.go reads it back in one pass.
 
 // maxGraphLevel bounds an HNSW level read from a snapshot: levels are
 // int8 in memory, and with M >= 2 a level above 32 needs over 4 billion nodes.
