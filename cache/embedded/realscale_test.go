@@ -115,12 +115,21 @@ func scaleDir(real [][]float32, n int) string {
 	return filepath.Join(os.TempDir(), fmt.Sprintf("breakwater-realscale-n%d-m%d-efc%d-%016x", n, benchM, benchEfC, h.Sum64()))
 }
 
+// scaleOptions are realOptions with a byte budget for every size measured:
+// the default (DefaultMaxBytes, 256 MiB) holds ~100k entries of 512
+// dimensions and would evict the rest while the index is built.
+func scaleOptions(path string) Options {
+	o := realOptions(path, 0)
+	o.MaxBytes = 64 << 30
+	return o
+}
+
 // buildScale builds the index of vecs and writes its snapshot under dir,
 // with what the build measured in dir/build.json.
 func buildScale(b *testing.B, vecs [][]float32, dir string) scaleBuild {
 	runtime.GC()
 	heap0 := heapInUse()
-	x, err := Open(realOptions("", 0))
+	x, err := Open(scaleOptions(""))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -145,6 +154,9 @@ func buildScale(b *testing.B, vecs [][]float32, dir string) scaleBuild {
 			}
 		}
 	}
+	if got := length(b, x); got != len(vecs) {
+		b.Fatalf("the index holds %d of the %d entries built", got, len(vecs))
+	}
 	sb := scaleBuild{Entries: len(vecs), BuildSeconds: time.Since(start).Seconds(), Procs: runtime.GOMAXPROCS(0)}
 	sb.HeapPerEntry = float64(heapInUse()-heap0) / float64(len(vecs))
 	sb.RSSBytes = rssBytes()
@@ -154,7 +166,7 @@ func buildScale(b *testing.B, vecs [][]float32, dir string) scaleBuild {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}
-	o := realOptions(dir, 0)
+	o := scaleOptions(dir)
 	if err := checkManifest(dir, o); err != nil {
 		b.Fatal(err)
 	}
@@ -184,7 +196,7 @@ func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
 	// that the RSS measured is the loaded index's (a run that also built
 	// the index still holds some of the build's pages).
 	debug.FreeOSMemory()
-	o := realOptions(dir, 0)
+	o := scaleOptions(dir)
 	heap0 := heapInUse()
 	start := time.Now()
 	x, err := Open(o)
@@ -195,6 +207,9 @@ func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
 	perEntry := float64(heapInUse()-heap0) / float64(n)
 	rss := rssBytes()
 	defer x.Close()
+	if got := length(b, x); got != n {
+		b.Fatalf("the reopened index holds %d of %d entries", got, n)
+	}
 	vecs := scaleVectors(real, n)
 
 	durs := make([]time.Duration, 0, len(queries))
