@@ -31,9 +31,12 @@ import (
 //
 // Per size it reports: the search p50/p99 (Limit 1, default EfSearch, 2000
 // queries), recall@1 against an exact scan for 200 of them, heap bytes per
-// entry, process RSS, the build time, and the start-up time: Open of a
-// snapshot of that many entries. BREAKWATER_BENCH_SCALE lists the sizes
-// (default 10000,100000; 1000000 needs ~4 GB and a long build):
+// entry and process RSS after Open, the build's time, heap and RSS, the
+// start-up time (Open of a snapshot of that many entries) and touch-s, the
+// time to allocate and touch as much fresh memory as the loaded index holds
+// (start-up's floor). Each size's index is built once and kept (scaleDir).
+// BREAKWATER_BENCH_SCALE lists the sizes (default 10000,100000; 1000000
+// needs ~8 GB while it builds, and 15–30 minutes on 2 cores):
 //
 //	BREAKWATER_BENCH_REAL=1 BREAKWATER_BENCH_SCALE=10000,100000,1000000 \
 //	    go test -run '^$' -bench RealScale -benchtime 1x -timeout 2h ./cache/embedded/
@@ -210,6 +213,7 @@ func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
 	if got := length(b, x); got != n {
 		b.Fatalf("the reopened index holds %d of %d entries", got, n)
 	}
+	floor := touchFresh(int(perEntry * float64(n)))
 	vecs := scaleVectors(real, n)
 
 	durs := make([]time.Duration, 0, len(queries))
@@ -249,6 +253,23 @@ func benchRealScale(b *testing.B, real, queries [][]float32, n int) {
 	b.ReportMetric(float64(sb.RSSBytes)/(1<<20), "build-RSS-MiB")
 	b.ReportMetric(sb.BuildSeconds, "build-s")
 	b.ReportMetric(startup.Seconds(), "startup-s")
+	b.ReportMetric(floor.Seconds(), "touch-s")
+}
+
+// touchFresh returns how long allocating n bytes of memory new to the
+// process and writing a byte of each page takes: the part of start-up that
+// no loader can avoid, since the loaded index must be resident. On a VM it
+// can be most of it (the host maps each page on first touch).
+func touchFresh(n int) time.Duration {
+	debug.FreeOSMemory()
+	start := time.Now()
+	p := make([]byte, n)
+	for i := 0; i < len(p); i += 4096 {
+		p[i] = 1
+	}
+	d := time.Since(start)
+	runtime.KeepAlive(p)
+	return d
 }
 
 // rssBytes is this process's resident set size (Linux; 0 elsewhere).
