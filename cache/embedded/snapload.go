@@ -234,7 +234,7 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 	}
 	crc := crc32.New(castagnoli)
 	r := &snapReader{
-		r:      bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, size-4), crc), 1<<20),
+		r:      bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, size-4), crc), int(min(size, 1<<20))),
 		size:   size,
 		models: make(map[string]string),
 	}
