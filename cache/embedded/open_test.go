@@ -82,7 +82,6 @@ func BenchmarkOpenSnapshot(b *testing.B) {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			dir := b.TempDir()
 			o := benchOptions(dir)
-			o.MaxBytes = 64 << 30 // the default holds ~100k entries of 512 dims
 			syntheticStore(b, dir, o, n)
 			fi, err := os.Stat(filepath.Join(dir, snapshotName))
 			if err != nil {
