@@ -233,3 +233,57 @@ func TestReopenAnswersIdentically(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotRefusesInconsistentGraph writes snapshots, each with a valid
+// checksum, of states the writer never produces: Open must refuse them
+// with a reason instead of loading a graph whose search would index past a
+// node's links, or two items under one key.
+func TestSnapshotRefusesInconsistentGraph(t *testing.T) {
+	const dim = 8
+	tests := []struct {
+		name   string
+		damage func(s *state)
+		want   string
+	}{
+		{"entry point below the top level", func(s *state) {
+			g := s.buckets[bucketKey{"A", "fp"}].g
+			g.maxLevel = int(g.levels[g.entry]) + 1
+		}, "not on the top level"},
+		{"one key twice", func(s *state) {
+			b := s.buckets[bucketKey{"A", "fp"}]
+			b.items[1].entry.Key = b.items[0].entry.Key
+		}, "stored twice"},
+		{"entry of another partition", func(s *state) {
+			s.buckets[bucketKey{"A", "fp"}].items[2].entry.Partition = "B"
+		}, "another partition"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			o := Options{Path: dir, Dimension: dim, EmbedderName: "e", FlatLimit: 16, M: 4, SweepEvery: -1}
+			x := open(t, o)
+			rng := rand.New(rand.NewPCG(4, 4))
+			var items []cache.IndexItem
+			for i := range 200 {
+				items = append(items, newItem(fmt.Sprint("v", i), "A", indextest.RandomUnit(rng, dim), time.Now()))
+			}
+			upsert(t, x, items...)
+			if err := x.Close(); err != nil {
+				t.Fatal(err)
+			}
+			oo, err := o.withDefaults()
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(x.st)
+			if err := writeSnapshot(dir, x.st, oo, 1); err != nil {
+				t.Fatal(err)
+			}
+			s := newState(oo)
+			_, err = loadSnapshot(dir, s, oo)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("loadSnapshot = %v, want an error saying %q", err, tc.want)
+			}
+		})
+	}
+}
