@@ -275,12 +275,15 @@ func TestSnapshotRefusesInconsistentGraph(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tc.damage(x.st)
-			if err := writeSnapshot(dir, x.st, oo, 1); err != nil {
+			s := newState(oo)
+			if _, err := loadSnapshot(dir, s, oo); err != nil {
 				t.Fatal(err)
 			}
-			s := newState(oo)
-			_, err = loadSnapshot(dir, s, oo)
+			tc.damage(s)
+			if err := writeSnapshot(dir, s, oo, 1); err != nil {
+				t.Fatal(err)
+			}
+			_, err = loadSnapshot(dir, newState(oo), oo)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("loadSnapshot = %v, want an error saying %q", err, tc.want)
 			}
