@@ -42,7 +42,7 @@ func (s *vecStore) enableHalf() {
 		return
 	}
 	s.withHalf = true
-	s.half = make([][]uint16, len(s.chunks))
+	s.half = chunkSlab[uint16](len(s.chunks), (1<<chunkShift)*s.dim)
 	// Chunks convert independently: on every CPU, since a loaded snapshot
 	// of 1M entries converts 2 GB here before the store opens.
 	var next atomic.Int64
@@ -50,9 +50,7 @@ func (s *vecStore) enableHalf() {
 	for range min(runtime.GOMAXPROCS(0), len(s.chunks)) {
 		wg.Go(func() {
 			for ci := int(next.Add(1) - 1); ci < len(s.chunks); ci = int(next.Add(1) - 1) {
-				h := make([]uint16, len(s.chunks[ci]))
-				toHalf(h, s.chunks[ci])
-				s.half[ci] = h
+				toHalf(s.half[ci], s.chunks[ci])
 			}
 		})
 	}

@@ -47,7 +47,11 @@ type snapReader struct {
 	kq     []byte // key then query of the entry being read
 	models map[string]string
 	built  error // the store was built for another embedder or dimension
+	lim    *io.LimitedReader
 }
+
+// remaining is how many bytes of the body are left to decode.
+func (r *snapReader) remaining() int64 { return r.lim.N + int64(r.r.Buffered()) }
 
 func (r *snapReader) fail(err error) {
 	if r.err == nil {
@@ -233,8 +237,10 @@ func loadSnapshot(dir string, s *state, o Options) (uint64, error) {
 		return 0, damaged(errors.New("file too short"))
 	}
 	crc := crc32.New(castagnoli)
+	lim := &io.LimitedReader{R: f, N: size - 4}
 	r := &snapReader{
-		r:      bufio.NewReaderSize(io.TeeReader(io.LimitReader(f, size-4), crc), int(min(size, 1<<20))),
+		r:      bufio.NewReaderSize(io.TeeReader(lim, crc), int(min(size, 1<<20))),
+		lim:    lim,
 		size:   size,
 		models: make(map[string]string),
 	}
@@ -313,6 +319,13 @@ func (r *snapReader) bucket(s *state, b *bucket) {
 	// Each slot takes at least a byte of the file, so nslots is bounded by
 	// what is left of it; the items grow as slots are actually read.
 	b.items = make([]*item, 0, min(nslots, 1<<16))
+	// Each live slot carries 4·dim bytes of vector: allocate the chunks of
+	// as many slots as the rest of the file can hold at once (chunkSlab);
+	// vecStore.slot adds single chunks beyond.
+	if len(b.vecs.chunks) == 0 && b.vecs.dim > 0 {
+		fit := min(int64(nslots), r.remaining()/int64(4*b.vecs.dim))
+		b.vecs.chunks = chunkSlab[float32](int((fit+(1<<chunkShift)-1)>>chunkShift), (1<<chunkShift)*b.vecs.dim)
+	}
 	for slot := 0; slot < nslots && r.err == nil; slot++ {
 		b.items = append(b.items, nil)
 		switch r.byte() {
