@@ -36,7 +36,9 @@ func benchVector(i int) []float32 {
 // EfSearch (default: the package default) to trade latency for recall.
 func benchOptions(path string) Options {
 	ef, _ := strconv.Atoi(os.Getenv("BREAKWATER_BENCH_EF"))
-	return Options{Path: path, Dimension: benchDim, EmbedderName: "bench", MaxEntries: 2_000_000, M: benchM, EfConstruction: benchEfC, EfSearch: ef, SweepEvery: -1}
+	// MaxBytes: the default budget (256 MiB) holds ~100k entries of 512
+	// dimensions, and would silently evict the rest of a 1M build.
+	return Options{Path: path, Dimension: benchDim, EmbedderName: "bench", MaxEntries: 2_000_000, MaxBytes: 64 << 30, M: benchM, EfConstruction: benchEfC, EfSearch: ef, SweepEvery: -1}
 }
 
 // benchIndex returns an index of n entries in one bucket and the heap bytes

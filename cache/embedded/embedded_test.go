@@ -84,7 +84,7 @@ func upsert(t *testing.T, x *Index, items ...cache.IndexItem) {
 	}
 }
 
-func length(t *testing.T, x *Index) int {
+func length(t testing.TB, x *Index) int {
 	t.Helper()
 	n, err := x.Len(t.Context())
 	if err != nil {
