@@ -354,5 +354,10 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 		attrs = append(attrs, slog.String("target", target), slog.Int("attempts", x.attempts),
 			slog.Float64("upstream_ms", float64(x.upstream.Microseconds())/1000))
 	}
-	x.log.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+	// The record goes to the handler directly: Logger.LogAttrs would also
+	// capture the caller's program counter (runtime.Callers, 1.5 % of an
+	// exact hit), which the access line never prints.
+	r := slog.NewRecord(now, slog.LevelInfo, "request", 0)
+	r.AddAttrs(attrs...)
+	_ = x.log.Handler().Handle(ctx, r)
 }
