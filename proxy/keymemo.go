@@ -1,15 +1,14 @@
 package proxy
 
 import (
-	"net/http"
-	"time"
-
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
-	"github.com/labstack/echo/v4"
+	"net/http"
+	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
+	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
 )
@@ -49,16 +48,20 @@ func newKeyMemo() (*keyMemo, error) {
 
 // digest is the memo key of one request.
 func (m *keyMemo) digest(partition, endpoint string, body []byte) string {
-	h := sha256.New()
-	var n [8]byte
-	for _, s := range []string{partition, endpoint} {
-		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
-		h.Write(n[:])
-		h.Write([]byte(s))
+	// One Sum256 over the bytes laid out in a stack buffer when they fit
+	// (a typical chat body does), instead of a hash.Hash on the heap.
+	var stack [1024]byte
+	in := stack[:0]
+	if n := 16 + len(partition) + len(endpoint) + len(body); n > len(stack) {
+		in = make([]byte, 0, n)
 	}
-	h.Write(body)
-	var sum [sha256.Size]byte
-	return string(h.Sum(sum[:0]))
+	in = binary.BigEndian.AppendUint64(in, uint64(len(partition)))
+	in = append(in, partition...)
+	in = binary.BigEndian.AppendUint64(in, uint64(len(endpoint)))
+	in = append(in, endpoint...)
+	in = append(in, body...)
+	sum := sha256.Sum256(in)
+	return string(sum[:])
 }
 
 // get returns the remembered key of digest. The key's Temperature is a

@@ -59,7 +59,7 @@ func TestRequestLogLine(t *testing.T) {
 			t.Errorf("log %s = %v, want %v", k, got, want)
 		}
 	}
-	for _, k := range []string{"duration_ms", "upstream_ms", "status"} {
+	for _, k := range []string{"duration_us", "upstream_us", "status"} {
 		if _, ok := line[k]; !ok {
 			t.Errorf("log line lacks %s: %v", k, line)
 		}
