@@ -164,9 +164,13 @@ func (t *target) summary(now time.Time) laneSummary {
 // of every model no route names.
 type modelTargets struct {
 	mu  sync.Mutex
-	by  map[string]*member // by target name
-	all []*member          // creation order, for Snapshot
+	by  map[modelKey]*member
+	all []*member // creation order, for Snapshot
 }
+
+// modelKey names a target made for a model no route lists ("" for the
+// upstream's common one): a struct, so that a lookup builds no string.
+type modelKey struct{ upstream, model string }
 
 // defaultMember returns the member for a model no route lists: its own
 // target on upstreamName (Request.Upstream), or on the default upstream when
@@ -184,7 +188,7 @@ func (c *Caller) defaultMember(upstreamName, model string) *member {
 	if up != common.t.up {
 		common = c.memberLocked(Target{Upstream: up.cfg.Name}, up)
 	}
-	if model == "" || len(model) > maxModelName || len(mt.all) >= maxModelTargets && mt.by[targetName(Target{Upstream: up.cfg.Name, Model: model})] == nil {
+	if model == "" || len(model) > maxModelName || len(mt.all) >= maxModelTargets && mt.by[modelKey{up.cfg.Name, model}] == nil {
 		return common
 	}
 	return c.memberLocked(Target{Upstream: up.cfg.Name, Model: model}, up)
@@ -195,18 +199,18 @@ func (c *Caller) defaultMember(upstreamName, model string) *member {
 // Model only names it. c.models.mu is held.
 func (c *Caller) memberLocked(tc Target, up *upstream) *member {
 	mt := &c.models
-	name := targetName(tc)
-	if m, ok := mt.by[name]; ok {
+	k := modelKey{tc.Upstream, tc.Model}
+	if m, ok := mt.by[k]; ok {
 		return m
 	}
-	t := &target{name: name, up: up, breaker: newBreaker(c.bopts), factor: 1, cfgWeight: 1, c: c}
+	t := &target{name: targetName(tc), up: up, breaker: newBreaker(c.bopts), factor: 1, cfgWeight: 1, c: c}
 	t.initLanes()
 	c.metrics.health(t.name, StateClosed, 1)
 	m := &member{t: t, weight: 1}
 	if mt.by == nil {
-		mt.by = make(map[string]*member)
+		mt.by = make(map[modelKey]*member)
 	}
-	mt.by[name] = m
+	mt.by[k] = m
 	mt.all = append(mt.all, m)
 	return m
 }
