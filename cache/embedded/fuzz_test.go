@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -90,12 +91,35 @@ func loadFuzzed(t *testing.T, dir string) {
 	s.evict(o)
 }
 
+// writeManifest gives dir the manifest a store of fuzzOptions has. The
+// first call makes it the store's way (checkManifest); later ones copy its
+// bytes without checkManifest's fsyncs, which on a slow disk held the
+// fuzzers to a few inputs a second (and their minimiser to minutes).
 func writeManifest(t *testing.T, dir string) {
 	t.Helper()
-	if err := checkManifest(dir, fuzzOptions(dir)); err != nil {
+	manifestOnce.Do(func() {
+		tmp, err := os.MkdirTemp("", "breakwater-fuzz-manifest-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(tmp)
+		if err := checkManifest(tmp, fuzzOptions(tmp)); err != nil {
+			t.Fatal(err)
+		}
+		manifestBytes, err = os.ReadFile(filepath.Join(tmp, manifestName))
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+	if err := os.WriteFile(filepath.Join(dir, manifestName), manifestBytes, 0o644); err != nil {
 		t.Fatal(err)
 	}
 }
+
+var (
+	manifestOnce  sync.Once
+	manifestBytes []byte
+)
 
 // FuzzSnapshotReader feeds loadSnapshot arbitrary snapshot bodies with a
 // valid checksum (so the decoder, not the CRC, is what gets exercised).
