@@ -350,6 +350,10 @@ func writeString(b *bytes.Buffer, s string) {
 	b.WriteByte('"')
 }
 
+// maxExponent bounds the decimal exponent of a number, as written in a
+// request and as canonicalNumber writes it.
+const maxExponent = 999999
+
 // canonicalNumber rewrites a JSON number literal exactly (no float rounding,
 // so two different 64-bit seeds stay different) into one form: integers
 // without exponent up to 21 digits, plain decimals down to 1e-6, scientific
@@ -367,7 +371,7 @@ func canonicalNumber(s string) (string, error) {
 		exp = strings.TrimLeft(strings.TrimLeft(exp, "+-"), "0")
 		// A larger exponent is no real request parameter; refusing it keeps
 		// the arithmetic below in int range.
-		if len(exp) > 6 {
+		if len(exp) > len(strconv.Itoa(maxExponent)) {
 			return "", badRequest(fmt.Sprintf("number %.40s is out of range", orig))
 		}
 		e := 0
@@ -395,6 +399,12 @@ func canonicalNumber(s string) (string, error) {
 		out.WriteByte('-')
 	}
 	point := len(digits) + exp10 // position of the decimal point in digits
+	// The exponent written is point-1, which the digits can carry past the
+	// literal's own: 100000e999997 is 1e1000002. Bound it as the literal's
+	// is, so that every output reads back (FuzzCanonical found this).
+	if e := point - 1; e > maxExponent || e < -maxExponent {
+		return "", badRequest(fmt.Sprintf("number %.40s is out of range", orig))
+	}
 	switch {
 	case exp10 >= 0 && point <= 21:
 		out.WriteString(digits)

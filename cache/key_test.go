@@ -209,6 +209,7 @@ func TestKeyErrors(t *testing.T) {
 		{"temperature a string", `{"model":"m","temperature":"hot","messages":[{"role":"user","content":"x"}]}`, `"temperature"`},
 		{"stream a string", `{"model":"m","stream":"yes","messages":[{"role":"user","content":"x"}]}`, `"stream"`},
 		{"number out of range", `{"model":"m","top_p":1e9999999,"messages":[{"role":"user","content":"x"}]}`, "out of range"},
+		{"number out of range once normalised", `{"model":"m","top_p":100000e999997,"messages":[{"role":"user","content":"x"}]}`, "out of range"},
 		{"duplicate field", `{"model":"m","model":"n","messages":[{"role":"user","content":"x"}]}`, `duplicate field "model"`},
 		{"nested duplicate field", `{"model":"m","messages":[{"role":"user","content":"x","role":"system"}]}`, `duplicate field "role"`},
 		{"lone high surrogate", `{"model":"m","messages":[{"role":"user","content":"zz\ud800zz"}]}`, `lone surrogate escape \ud800`},
