@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/cputime"
 )
 
 // benchText returns a text of exactly n tokens (checked), built from
@@ -45,7 +47,7 @@ func benchEmbed(b *testing.B, texts []string) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		if _, err := e.Embed(ctx, texts); err != nil {
 			b.Fatal(err)
@@ -58,7 +60,7 @@ func benchEmbed(b *testing.B, texts []string) {
 // machine is steadier than wall time (ns/op includes waiting for a core).
 // With -cpu 1 it is the single-core cost; with more workers it sums them.
 func reportCPU(b *testing.B, cpu0 time.Duration) {
-	if d := processCPU() - cpu0; d > 0 {
+	if d := cputime.Process() - cpu0; d > 0 {
 		b.ReportMetric(float64(d.Nanoseconds())/float64(b.N), "cpu-ns/op")
 	}
 }
@@ -92,7 +94,7 @@ func BenchmarkBuiltinTokenize128(b *testing.B) {
 
 func BenchmarkBuiltinLoad(b *testing.B) {
 	b.ReportAllocs()
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	for b.Loop() {
 		if _, err := NewBuiltin(); err != nil {
 			b.Fatal(err)
@@ -110,7 +112,7 @@ func BenchmarkBuiltinConcurrent16(b *testing.B) {
 	var seq atomic.Int64
 	b.ReportAllocs()
 	b.SetParallelism(max(1, 16/runtime.GOMAXPROCS(0)))
-	cpu0 := processCPU()
+	cpu0 := cputime.Process()
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/indextest"
+	"github.com/breakwater-dev/breakwater/internal/cputime"
 )
 
 // BenchmarkInsert is the write-back of a semantic miss: one new entry upserted
@@ -80,7 +81,7 @@ func BenchmarkInsert(b *testing.B) {
 		defer pprof.SetGoroutineLabels(b.Context())
 		b.ReportAllocs()
 		b.ResetTimer()
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		for i := 0; b.Loop(); i++ {
 			v := fresh[i%len(fresh)]
 			if i >= len(fresh) {
@@ -91,6 +92,6 @@ func BenchmarkInsert(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+		b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 	})
 }

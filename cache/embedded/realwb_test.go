@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/internal/cputime"
 )
 
 // BenchmarkRealWriteBack builds the index of BenchmarkReal the way a cache
@@ -46,7 +47,7 @@ func BenchmarkRealWriteBack(b *testing.B) {
 			now := time.Now()
 			one := make([]cache.IndexItem, 1)
 			runtime.GC()
-			cpu0 := processCPU()
+			cpu0 := cputime.Process()
 			start := time.Now()
 			for i, v := range rd.stored {
 				if _, err := x.Search(b.Context(), cache.SearchQuery{Partition: "p", Fingerprint: "f", Vector: v, Threshold: 0.5, Limit: 4}); err != nil {
@@ -57,7 +58,7 @@ func BenchmarkRealWriteBack(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			perQuestion := float64((processCPU() - cpu0).Nanoseconds()) / float64(len(rd.stored))
+			perQuestion := float64((cputime.Process() - cpu0).Nanoseconds()) / float64(len(rd.stored))
 			b.Logf("built %d entries one at a time in %v", len(rd.stored), time.Since(start).Round(time.Millisecond))
 			for _, limit := range []int{1, realK} {
 				b.Run(fmt.Sprintf("limit=%d", limit), func(b *testing.B) {

@@ -18,11 +18,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/internal/cputime"
 )
 
 // The three request paths of a sidecar, measured end to end over loopback on
@@ -136,27 +136,22 @@ func BenchmarkPaths(b *testing.B) {
 		b.ReportAllocs()
 		b.SetParallelism(max(1, clients/runtime.GOMAXPROCS(0)))
 		b.ResetTimer()
-		cpu0 := processCPU()
+		cpu0 := cputime.Process()
 		defer func() {
 			// Process CPU per request (server, client and upstream in one
 			// process: subtract BenchmarkPaths/direct), steadier than wall
 			// time on a shared machine.
-			b.ReportMetric(float64((processCPU()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		}()
 		b.RunParallel(func(pb *testing.PB) {
 			pprof.SetGoroutineLabels(pprof.WithLabels(context.Background(), pprof.Labels("side", "client")))
 			for pb.Next() {
-				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body(int(seq.Add(1)))))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer sk-bench")
-				resp, err := client.Do(req)
+				h, err := postPaths(client, url, body(int(seq.Add(1))))
 				if err != nil {
 					b.Error(err)
 					return
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
-				if got := resp.Header.Get("X-Breakwater-Cache"); want != "" && got != want {
+				if got := h.Get("X-Breakwater-Cache"); want != "" && got != want {
 					b.Errorf("X-Breakwater-Cache %q, want %q", got, want)
 					return
 				}
@@ -193,16 +188,26 @@ func BenchmarkPaths(b *testing.B) {
 	b.Run("hit-exact", func(b *testing.B) {
 		url := startPaths(b, up.URL, true)
 		same := pathsBody(pathsQuestion(0))
-		req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(same))
-		req.Header.Set("Authorization", "Bearer sk-bench")
-		resp, err := client.Do(req)
-		if err != nil {
+		if _, err := postPaths(client, url, same); err != nil {
 			b.Fatal(err)
 		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
 		run(b, url, func(int) []byte { return same }, "hit-exact")
 	})
+}
+
+// postPaths sends one chat request to url as the benchmarks' client does,
+// reads the answer to its end and returns its headers.
+func postPaths(client *http.Client, url string, body []byte) (http.Header, error) {
+	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer sk-bench")
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.Header, nil
 }
 
 // warmPaths sends n distinct questions to url, 16 at a time, and waits until
@@ -214,16 +219,10 @@ func warmPaths(b *testing.B, client *http.Client, url string, n int) {
 	for range 16 {
 		wg.Go(func() {
 			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
-				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(pathsBody(pathsQuestion(-int(i)))))
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("Authorization", "Bearer sk-bench")
-				resp, err := client.Do(req)
-				if err != nil {
+				if _, err := postPaths(client, url, pathsBody(pathsQuestion(-int(i)))); err != nil {
 					b.Error(err)
 					return
 				}
-				_, _ = io.Copy(io.Discard, resp.Body)
-				resp.Body.Close()
 			}
 		})
 	}
@@ -252,13 +251,4 @@ func warmPaths(b *testing.B, client *http.Client, url string, n int) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// processCPU is the user+system CPU time of this process so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
