@@ -77,6 +77,12 @@ type Options struct {
 	// Index is the semantic tier's vector store. If nil (or Embedder is nil)
 	// there is no semantic tier: lookups use the exact tier only.
 	Index Index
+	// OpenIndex, used when Index is nil, opens the index in the background
+	// (a large embedded store takes seconds to load): until it returns the
+	// semantic tier is off, Health reports ComponentIndex as ErrIndexOpening,
+	// and answers go to the exact tier only. An error leaves the tier off
+	// with the cause in Health. The index it returns is closed by Close.
+	OpenIndex func(ctx context.Context) (Index, error)
 	// Embedder embeds query texts for Index. If nil there is no semantic tier.
 	Embedder Embedder
 	// Threshold is the minimum cosine similarity of a semantic hit, in (0,1].
@@ -173,6 +179,14 @@ type Stats struct {
 	LongTextRejections uint64 `json:"long_text_rejections"`
 	// Promotions counts semantic hits copied into the exact tier.
 	Promotions uint64 `json:"promotions"`
+	// IndexState is IndexOff, IndexOpening, IndexReady or IndexFailed.
+	IndexState string `json:"index_state"`
+	// IndexOpenSeconds is how long Options.OpenIndex took (so far, while
+	// opening); 0 without it.
+	IndexOpenSeconds float64 `json:"index_open_seconds,omitempty"`
+	// OpeningSkips counts answers stored in the exact tier only because the
+	// index was still opening.
+	OpeningSkips uint64 `json:"opening_skips,omitempty"`
 }
 
 // Cache answers lookups from the exact tier, then the semantic tier, and
@@ -180,7 +194,8 @@ type Stats struct {
 type Cache struct {
 	exact     *Exact
 	ownExact  bool
-	index     Index
+	ixp       atomic.Pointer[indexRef] // nil: no semantic tier (yet)
+	op        *opener                  // nil without Options.OpenIndex
 	embedder  Embedder
 	trunc     truncator
 	threshold float32
@@ -206,7 +221,7 @@ type Cache struct {
 	health   map[string]error
 
 	embedErrors, indexErrors, writeFailures, longText, promotions atomic.Uint64
-	indexWriteErrors                                              atomic.Uint64
+	indexWriteErrors, openingSkips                                atomic.Uint64
 	guardMu                                                       sync.Mutex
 	guardRejects                                                  map[string]uint64
 
@@ -223,7 +238,6 @@ type Cache struct {
 func New(opts Options) *Cache {
 	c := &Cache{
 		exact:        opts.Exact,
-		index:        opts.Index,
 		embedder:     opts.Embedder,
 		threshold:    opts.Threshold,
 		ttl:          opts.TTL,
@@ -243,8 +257,14 @@ func New(opts Options) *Cache {
 		}
 		c.exact, c.ownExact = x, true
 	}
-	if c.index == nil || c.embedder == nil {
-		c.index, c.embedder = nil, nil
+	switch {
+	case c.embedder == nil:
+	case opts.Index != nil:
+		c.ixp.Store(&indexRef{opts.Index})
+	case opts.OpenIndex != nil:
+		defer c.startOpen(opts.OpenIndex) // once c is complete
+	default:
+		c.embedder = nil
 	}
 	if t, ok := c.embedder.(truncator); ok {
 		c.trunc = t
@@ -270,7 +290,14 @@ func New(opts Options) *Cache {
 	return c
 }
 
-func (c *Cache) semantic() bool { return c.index != nil }
+// ix is the semantic tier's index, nil when there is none or it is still
+// opening.
+func (c *Cache) ix() Index {
+	if r := c.ixp.Load(); r != nil {
+		return r.Index
+	}
+	return nil
+}
 
 // Lookup returns the cached answer for key, if any: the exact tier first, then
 // the semantic tier. A semantic hit is copied into the exact tier under
@@ -285,7 +312,8 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	if e, ok := c.exact.Get(key.Exact, now); ok && e.Partition == key.Partition && fresh(&e) {
 		return Result{Entry: e, Tier: TierExact, Similarity: 1, Age: now.Sub(e.Created)}, true
 	}
-	if !c.semantic() || opt.SkipSemantic || !key.SemanticEligible() {
+	index := c.ix()
+	if index == nil || opt.SkipSemantic || !key.SemanticEligible() {
 		return Result{}, false
 	}
 	startGen := c.gen.Load()
@@ -294,7 +322,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	// index (Qdrant) that makes every replica's exact entries visible here,
 	// and after a restart the embedded index answers repeats exactly.
 	if opt.StaleThreshold == 0 {
-		e, ok, err := c.index.Get(ctx, key.Exact)
+		e, ok, err := index.Get(ctx, key.Exact)
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
@@ -335,7 +363,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		floor = min(threshold, max(c.verifier.Floor(), opt.Threshold))
 		limit = max(limit, c.verifier.Limit())
 	}
-	matches, err := c.index.Search(ctx, SearchQuery{
+	matches, err := index.Search(ctx, SearchQuery{
 		Partition:   key.Partition,
 		Fingerprint: key.Fingerprint,
 		Vector:      vecs[0],
@@ -475,8 +503,13 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 		return
 	}
 	c.exact.Set(e)
-	if c.semantic() && key.SemanticEligible() {
+	if !key.SemanticEligible() {
+		return
+	}
+	if c.ix() != nil {
 		c.q.push(queueItem{e: e, gen: c.gen.Load()})
+	} else if c.op != nil {
+		c.skipWrite()
 	}
 }
 
@@ -492,12 +525,16 @@ func (c *Cache) Flush(ctx context.Context, partition string) error {
 	}
 	c.exact.DeletePartition(partition)
 	c.flushMu.Unlock()
-	if !c.semantic() {
+	if c.deferFlush(partition) {
+		return nil
+	}
+	index := c.ix()
+	if index == nil {
 		return nil
 	}
 	c.writeMu.Lock()
 	defer c.writeMu.Unlock()
-	if err := c.index.DeletePartition(ctx, partition); err != nil {
+	if err := index.DeletePartition(ctx, partition); err != nil {
 		c.indexErrors.Add(1)
 		c.fail(ComponentIndex, fmt.Errorf("flush index: %w", err))
 		return fmt.Errorf("flush index: %w", err)
@@ -519,8 +556,10 @@ func (c *Cache) stale(partition string, gen uint64) bool {
 // healthy; an entry is cleared by the component's next success.
 func (c *Cache) Health() map[string]error {
 	c.healthMu.Lock()
-	defer c.healthMu.Unlock()
-	return maps.Clone(c.health)
+	h := maps.Clone(c.health)
+	c.healthMu.Unlock()
+	c.openingHealth(h)
+	return h
 }
 
 func (c *Cache) fail(component string, err error) {
@@ -557,8 +596,9 @@ func (c *Cache) Stats(ctx context.Context) Stats {
 	c.guardMu.Lock()
 	s.GuardRejections = maps.Clone(c.guardRejects)
 	c.guardMu.Unlock()
-	if c.semantic() {
-		if n, err := c.index.Len(ctx); err == nil {
+	c.openStats(&s)
+	if index := c.ix(); index != nil {
+		if n, err := index.Len(ctx); err == nil {
 			s.IndexEntries = n
 		}
 	}
@@ -567,10 +607,12 @@ func (c *Cache) Stats(ctx context.Context) Stats {
 
 // Close writes the queued index entries (bounded by ctx), stops the write
 // worker and, if New created it, closes the exact tier. It does not close
-// the Index, which belongs to the caller. It is safe to call twice; Stores
+// Options.Index, which belongs to the caller; an index from Options.OpenIndex
+// is closed (or, still opening past ctx, closed as soon as it opens). It is safe to call twice; Stores
 // after or during Close are dropped.
 func (c *Cache) Close(ctx context.Context) error {
 	err := c.q.close(ctx)
+	c.closeOpened(ctx)
 	c.closeOnce.Do(func() {
 		if c.ownExact {
 			c.exact.Close()
@@ -587,9 +629,9 @@ func (c *Cache) Close(ctx context.Context) error {
 // so an idle sidecar's readiness recovers when a backend comes back instead
 // of waiting for the next request to try it.
 func (c *Cache) Recheck(ctx context.Context) {
-	h := c.Health()
-	if h[ComponentIndex] != nil && c.index != nil {
-		if _, err := c.index.Len(ctx); err == nil {
+	h, index := c.Health(), c.ix()
+	if h[ComponentIndex] != nil && index != nil {
+		if _, err := index.Len(ctx); err == nil {
 			c.ok(ComponentIndex)
 		}
 	}
@@ -598,7 +640,7 @@ func (c *Cache) Recheck(ctx context.Context) {
 			c.ok(ComponentEmbedder)
 		}
 	}
-	if h[ComponentIndexWrites] != nil && c.index != nil {
+	if h[ComponentIndexWrites] != nil && index != nil {
 		c.retryWrites(ctx)
 	}
 }

@@ -213,7 +213,11 @@ func (c *Cache) upsert(ctx context.Context, batch []retryItem) error {
 	if len(items) == 0 {
 		return nil
 	}
-	if err := c.index.Upsert(ctx, items); err != nil {
+	index := c.ix()
+	if index == nil {
+		return errNoIndex
+	}
+	if err := index.Upsert(ctx, items); err != nil {
 		if ctx.Err() != nil && c.q.ctx.Err() != nil {
 			return err // shutting down: no index fault
 		}

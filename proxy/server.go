@@ -5,6 +5,7 @@ package proxy
 import (
 	"context"
 	"crypto/subtle"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -393,12 +394,15 @@ func (s *Server) handleHealthz(c echo.Context) error {
 }
 
 // handleReadyz answers 200 while serving, naming degraded tiers: a down
-// index or embedder degrades the cache but requests are still served.
+// index or embedder degrades the cache but requests are still served. An
+// index still opening is degraded too, and also listed under "loading": it
+// is expected to become ready on its own.
 func (s *Server) handleReadyz(c echo.Context) error {
 	if !s.ready.Load() {
 		return c.JSON(http.StatusServiceUnavailable, map[string]any{"status": "not ready"})
 	}
 	degraded := map[string]string{}
+	var loading []string
 	if s.opts.Cache != nil {
 		if r, ok := s.opts.Cache.(interface{ Recheck(context.Context) }); ok && len(s.opts.Cache.Health()) > 0 {
 			ctx, cancel := context.WithTimeout(c.Request().Context(), time.Second)
@@ -409,7 +413,13 @@ func (s *Server) handleReadyz(c echo.Context) error {
 			if err != nil {
 				degraded[tier] = err.Error()
 			}
+			if errors.Is(err, cache.ErrIndexOpening) {
+				loading = append(loading, tier)
+			}
 		}
+	}
+	if len(loading) > 0 {
+		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "degraded": degraded, "loading": loading})
 	}
 	if len(degraded) > 0 {
 		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "degraded": degraded})

@@ -70,6 +70,12 @@ type CacheStats struct {
 	EmbedErrors        uint64            `json:"embed_errors"`
 	IndexErrors        uint64            `json:"index_errors"`
 	WriteFailures      uint64            `json:"write_failures"`
+	// IndexState is the semantic tier's index: off, opening, ready or failed
+	// (cache.Index*); IndexOpenSeconds how long its open took (so far).
+	IndexState       string  `json:"index_state"`
+	IndexOpenSeconds float64 `json:"index_open_seconds,omitempty"`
+	// OpeningSkips counts answers kept out of the index while it opened.
+	OpeningSkips uint64 `json:"opening_skips,omitempty"`
 }
 
 // UpstreamStats counts what reached, or was kept from, the model endpoints.
@@ -196,7 +202,8 @@ func (s *Server) Snapshot() Stats {
 		st.Cache = &CacheStats{
 			GuardRejections: cs.GuardRejections, LongTextRejections: cs.LongTextRejections,
 			Promotions: cs.Promotions, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
-			WriteFailures: cs.WriteFailures,
+			WriteFailures: cs.WriteFailures, IndexState: cs.IndexState,
+			IndexOpenSeconds: cs.IndexOpenSeconds, OpeningSkips: cs.OpeningSkips,
 		}
 		for tier, err := range s.opts.Cache.Health() {
 			if err != nil {

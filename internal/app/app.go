@@ -32,7 +32,6 @@ type App struct {
 	log      *slog.Logger
 	registry *prometheus.Registry
 	cache    *cache.Cache
-	index    cache.Index
 	verify   *verifyParts
 	server   *proxy.Server
 	http     *http.Server

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/config"
 )
 
@@ -95,6 +96,12 @@ func startEnv(t *testing.T, env func(string) string, toml string, ups ...string)
 	r := &running{url: "http://" + ln.Addr().String(), app: a, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Serve(ctx, ln) }()
 	t.Cleanup(r.stop)
+	if a.cache != nil {
+		// The index opens in the background; these tests count on it.
+		waitFor(t, "the vector index to open", func() bool {
+			return a.cache.Stats(t.Context()).IndexState != cache.IndexOpening
+		})
+	}
 	return r
 }
 
@@ -347,5 +354,29 @@ func TestLongTextsWithSharedPrefixDoNotMatch(t *testing.T) {
 	}
 	if !strings.Contains(r.get(t, "/stats"), `"long_text_rejections":1`) {
 		t.Errorf("/stats does not count the long-text rejection: %s", r.get(t, "/stats"))
+	}
+}
+
+// TestServesWhenIndexCannotOpen: a second sidecar pointed at a vector store
+// that another one holds still comes up and answers; the semantic tier stays
+// off and /readyz and /stats say why.
+func TestServesWhenIndexCannotOpen(t *testing.T) {
+	up := &model{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	cfg := strings.ReplaceAll(fmt.Sprintf(baseConfig, "0.93"), "{{DATA}}", filepath.ToSlash(t.TempDir()))
+	start(t, cfg, us.URL, us.URL)
+	r := start(t, cfg, us.URL, us.URL)
+	if status, h, body := r.chat(t, "Which planet is the largest?"); status != http.StatusOK || h.Get("X-Breakwater-Cache") != "miss" {
+		t.Fatalf("request with the store held elsewhere: %d %q: %s", status, h.Get("X-Breakwater-Cache"), body)
+	}
+	if _, h, _ := r.chat(t, "Which planet is the largest?"); h.Get("X-Breakwater-Cache") != "hit-exact" {
+		t.Errorf("repeat = %q, want hit-exact (the exact tier works without the index)", h.Get("X-Breakwater-Cache"))
+	}
+	if got := r.get(t, "/readyz"); !strings.Contains(got, `"degraded"`) || !strings.Contains(got, "another breakwater") {
+		t.Errorf("/readyz = %s, want degraded naming the held store", got)
+	}
+	if got := r.get(t, "/stats"); !strings.Contains(got, `"index_state":"failed"`) {
+		t.Errorf("/stats = %s, want index_state failed", got)
 	}
 }

@@ -15,9 +15,12 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-// newCache builds the exact tier, the embedder, the vector index and the
-// partitioner. A remote index or embedder that is down at start does not stop
-// Breakwater: it starts degraded (exact tier + pass-through) and /readyz says so.
+// newCache builds the exact tier, the embedder and the partitioner, and has
+// the cache open the vector index in the background: a large embedded store
+// takes seconds to load and Qdrant's collection check waits on the network,
+// and neither holds up listening. Until the index is open, or when it cannot
+// be opened or a remote index or embedder is down, Breakwater serves degraded
+// (exact tier + forwarding) and /readyz says so.
 func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Caller) (*cache.Cache, *cache.Partitioner, error) {
 	cfg := a.cfg
 	secret, err := partitionSecret(cfg, opts)
@@ -40,13 +43,6 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	if err != nil {
 		return nil, nil, err
 	}
-	var index cache.Index
-	if emb != nil {
-		index, err = a.newIndex(ctx, emb, opts)
-		if err != nil {
-			return nil, nil, err
-		}
-	}
 	co := cache.Options{
 		Exact:      exact,
 		Threshold:  float32(cfg.Cache.Threshold),
@@ -56,18 +52,23 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 		Logger:     a.log,
 		Guard:      guard.New(guard.Options{}).Check,
 	}
-	if index != nil {
+	if emb != nil {
 		m := newCacheMetrics(a.registry)
-		co.Index = timedIndex{Index: index, m: m}
+		co.OpenIndex = func(ctx context.Context) (cache.Index, error) {
+			index, err := a.newIndex(ctx, emb, opts)
+			if err != nil {
+				return nil, err
+			}
+			return timedIndex{Index: index, m: m}, nil
+		}
 		co.Embedder = timedEmbedder{Embedder: emb, m: m}
-		a.index = index
 	}
 	a.verify, err = newVerify(cfg, opts, caller, emb, verify.NewMetrics(a.registry))
 	if err != nil {
 		return nil, nil, err
 	}
 	a.closers = append(a.closers, func() error { a.verify.verifier.Close(); return nil })
-	if index != nil {
+	if emb != nil {
 		co.Verifier = a.verify.verifier
 		if a.verify.verifier.Enabled() {
 			co.JudgedGuard = guard.New(guard.Options{MaxUnmatched: verify.DefaultGuardSlack}).Check
@@ -145,6 +146,8 @@ func (a *App) newEmbedder(ctx context.Context, opts Options) (embed.Embedder, er
 	return e, nil
 }
 
+// newIndex opens the configured index; the cache runs it in the background
+// and closes what it returns.
 func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (cache.Index, error) {
 	cfg := a.cfg
 	switch cfg.Vector.Backend {
@@ -161,7 +164,6 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 		if err != nil {
 			return nil, fmt.Errorf("open vector index (vector.path = %q): %w", cfg.Vector.Path, err)
 		}
-		a.closers = append(a.closers, ix.Close)
 		return ix, nil
 	case config.BackendQdrant:
 		q := cfg.Vector.Qdrant
@@ -178,7 +180,6 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 		if err != nil {
 			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err)
 		}
-		a.closers = append(a.closers, ix.Close)
 		return ix, nil
 	default:
 		return nil, fmt.Errorf("config: vector.backend = %q: must be %q or %q", cfg.Vector.Backend, config.BackendEmbedded, config.BackendQdrant)
