@@ -189,7 +189,7 @@ func TestCloseWhileIndexOpening(t *testing.T) {
 		c := New(Options{OpenIndex: g.open, Embedder: vectorEmbedder(standardVectors())})
 		<-g.started
 		ctx, cancel := context.WithCancel(t.Context())
-		cancel() // Close does not wait for the open
+		cancel()         // Close does not wait for the open
 		_ = c.Close(ctx) // reports the cancelled flush of the (empty) write queue
 		close(g.release)
 		waitState(t, c, IndexFailed)
