@@ -18,10 +18,11 @@ import (
 func (s *Server) newForwarder(root *url.URL, key, auth string) *httputil.ReverseProxy {
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			// /v1/files -> <root>/files: the root already holds the version.
+			// /v1/files -> <root>/files: the root already holds the version
+			// (a bare host gets the path whole, version included).
 			rest := pr.In.URL.Path
 			if upstream.HasAPIRoot(root.String()) {
-				rest = strings.TrimPrefix(rest, "/v1")
+				rest, _ = upstream.CutAPIVersion(rest)
 			}
 			pr.Out.URL.Scheme = root.Scheme
 			pr.Out.URL.Host = root.Host

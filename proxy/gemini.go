@@ -19,6 +19,9 @@ import (
 // in the path, not the body, so one value is built per request.
 type geminiFormat struct {
 	model  string     // from the path, without "models/"
+	// version is the API version the client called: "/v1beta" (the SDKs'
+	// default), "/v1" or "/v1alpha".
+	version string
 	stream bool       // streamGenerateContent?alt=sse
 	query  url.Values // the client's query, without its API key
 	// storeMaxTokens stores answers cut by maxOutputTokens (finishReason
@@ -114,16 +117,18 @@ func (f geminiFormat) pathShape(sh *requestShape) {
 	sh.Model, sh.Stream = f.model, f.stream
 }
 
-// upstreamPath is the path sent upstream for model. It starts with "/v1",
-// which the caller replaces with the upstream's base URL (e.g.
-// https://generativelanguage.googleapis.com/v1beta): the API version is the
-// upstream's, as for every other API.
+// upstreamPath is the path sent upstream for model. It starts with the
+// version the client called, which the caller replaces with the upstream's
+// base URL when that holds a version (e.g.
+// https://generativelanguage.googleapis.com/v1beta: the upstream's version
+// wins, as for every other API) and keeps after a bare host: the API answers
+// 404 to a path without a version.
 func (f geminiFormat) upstreamPath(model string) string {
 	method := "generateContent"
 	if f.stream {
 		method = "streamGenerateContent"
 	}
-	p := "/v1/models/" + url.PathEscape(model) + ":" + method
+	p := geminiVersionOr(f.version) + "/models/" + url.PathEscape(model) + ":" + method
 	if q := f.query.Encode(); q != "" {
 		p += "?" + q
 	}

@@ -40,11 +40,11 @@ func (s *Server) handleGemini(c echo.Context) error {
 	if err := moveGeminiKey(req); err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
-	rest := geminiRest(req.URL.Path)
+	rest, version := geminiRest(req.URL.Path), geminiVersion(req.URL.Path)
 	model, method := geminiTarget(rest)
 	query := req.URL.Query()
 	if req.Method == http.MethodPost && model != "" {
-		f := geminiFormat{model: model, query: query, storeMaxTokens: s.opts.StoreMaxTokens}
+		f := geminiFormat{model: model, version: version, query: query, storeMaxTokens: s.opts.StoreMaxTokens}
 		switch {
 		case method == "generateContent":
 			c.Set(formatCtxKey, f)
@@ -57,7 +57,7 @@ func (s *Server) handleGemini(c echo.Context) error {
 			return s.serveCached(c, f)
 		}
 	}
-	return s.geminiPassthrough(c, model, rest, query)
+	return s.geminiPassthrough(c, model, version+rest, query)
 }
 
 // moveGeminiKey moves an API key given as the "key" query parameter into the
@@ -98,10 +98,23 @@ func moveGeminiKey(req *http.Request) error {
 // geminiRest is the path after the API version: "/models/m:generateContent"
 // for "/v1beta/models/m:generateContent" and "/v1/models/m:generateContent".
 func geminiRest(path string) string {
-	if rest, ok := strings.CutPrefix(path, "/v1beta"); ok {
-		return rest
+	rest, _ := upstream.CutAPIVersion(path)
+	return rest
+}
+
+// geminiVersion is the API version segment path starts with ("/v1beta").
+func geminiVersion(path string) string {
+	rest, _ := upstream.CutAPIVersion(path)
+	return path[:len(path)-len(rest)]
+}
+
+// geminiVersionOr is version, or "/v1beta" (the version the genai SDKs call
+// by default) when there is none.
+func geminiVersionOr(version string) string {
+	if version == "" {
+		return "/v1beta"
 	}
-	return strings.TrimPrefix(path, "/v1")
+	return version
 }
 
 // geminiTarget reads "/models/{model}[:{method}]": the model ("" when the
@@ -118,12 +131,15 @@ func geminiTarget(rest string) (model, method string) {
 // geminiPassthrough forwards a Gemini request that is not cached to the
 // route of the model its path names (the default upstream when none), with
 // the caller's retries and fallbacks, and answers what the upstream said.
-func (s *Server) geminiPassthrough(c echo.Context, model, rest string, query url.Values) error {
+func (s *Server) geminiPassthrough(c echo.Context, model, path string, query url.Values) error {
 	req := c.Request()
+	version := geminiVersionOr(geminiVersion(path))
+	rest := geminiRest(path)
 	if model == "" && s.geminiFwd != nil {
-		// The forwarder puts what follows "/v1" after the Gemini upstream's
-		// root, which holds the API version.
-		req.URL.Path, req.URL.RawPath = "/v1"+rest, ""
+		// The forwarder puts what follows the version after the Gemini
+		// upstream's root when that holds a version, and the whole path after
+		// a bare host.
+		req.URL.Path, req.URL.RawPath = version+rest, ""
 		c.Response().Header().Set(HeaderCache, OutcomeBypass)
 		s.stats.outcome(OutcomeBypass)
 		s.geminiFwd.ServeHTTP(c.Response(), req)
@@ -146,9 +162,9 @@ func (s *Server) geminiPassthrough(c echo.Context, model, rest string, query url
 		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
 	}
 	pathFor := func(m string) string {
-		p := "/v1" + rest
+		p := version + rest
 		if model != "" {
-			p = "/v1/models/" + url.PathEscape(m) + strings.TrimPrefix(rest, "/models/"+model)
+			p = version + "/models/" + url.PathEscape(m) + strings.TrimPrefix(rest, "/models/"+model)
 		}
 		if q := query.Encode(); q != "" {
 			p += "?" + q

@@ -308,9 +308,13 @@ func TestGeminiPaths(t *testing.T) {
 			t.Errorf("%s: model %q method %q, want %q %q", path, m, meth, want[0], want[1])
 		}
 	}
-	f := geminiFormat{model: "gemini-3-pro-preview", stream: true, query: url.Values{"alt": {"sse"}}}
+	f := geminiFormat{model: "gemini-3-pro-preview", version: "/v1", stream: true, query: url.Values{"alt": {"sse"}}}
 	if got, want := f.upstreamPath("gemini-2.5-flash"), "/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse"; got != want {
 		t.Errorf("upstreamPath = %q, want %q", got, want)
+	}
+	// Without a version (none parsed) the SDKs' default, /v1beta.
+	if got, want := (geminiFormat{model: "m"}).upstreamPath("m"), "/v1beta/models/m:generateContent"; got != want {
+		t.Errorf("upstreamPath without a version = %q, want %q", got, want)
 	}
 	path, body := f.ForModel("", []byte(`{"model":"models/gemini-3-pro-preview","contents":[]}`))("gemini-2.5-flash")
 	if path != "/v1/models/gemini-2.5-flash:streamGenerateContent?alt=sse" || !bytes.Contains(body, []byte(`"model":"models/gemini-2.5-flash"`)) {

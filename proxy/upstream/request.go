@@ -13,7 +13,9 @@ type Request struct {
 	// Method is the HTTP method; "" means POST, or GET when Body is nil.
 	Method string
 	// Path is the client's request path, optionally with a query, e.g.
-	// "/v1/chat/completions"; a leading "/v1" is replaced by the upstream's BaseURL.
+	// "/v1/chat/completions"; a leading API version ("/v1", or Gemini's
+	// "/v1beta" or "/v1alpha") is replaced by the upstream's BaseURL when
+	// that names an API root, and kept when it is a bare host.
 	Path string
 	// Model is the requested model; it selects the route. "" goes to the default upstream.
 	Model string
@@ -64,13 +66,29 @@ func (r *Request) method() string {
 // upstreamURL joins the upstream's API root and the client's path.
 func upstreamURL(base, path string) string {
 	base = strings.TrimSuffix(base, "/")
-	if rest, ok := strings.CutPrefix(path, "/v1"); ok && (rest == "" || rest[0] == '/' || rest[0] == '?') && HasAPIRoot(base) {
+	if rest, ok := CutAPIVersion(path); ok && HasAPIRoot(base) {
 		path = rest
 	}
 	if path != "" && path[0] != '/' && path[0] != '?' {
 		path = "/" + path
 	}
 	return base + path
+}
+
+// apiVersions are the version segments a client's path may start with:
+// "/v1" (OpenAI, Anthropic, Gemini's stable API) and Gemini's "/v1beta" and
+// "/v1alpha" (https://ai.google.dev/gemini-api/docs/api-versions).
+var apiVersions = [...]string{"/v1beta", "/v1alpha", "/v1"}
+
+// CutAPIVersion returns path without its leading API version segment, and
+// whether it had one.
+func CutAPIVersion(path string) (string, bool) {
+	for _, v := range apiVersions {
+		if rest, ok := strings.CutPrefix(path, v); ok && (rest == "" || rest[0] == '/' || rest[0] == '?') {
+			return rest, true
+		}
+	}
+	return path, false
 }
 
 // HasAPIRoot reports whether a base URL names an API root below its host

@@ -33,7 +33,14 @@ func TestUpstreamURL(t *testing.T) {
 		{"https://api.openai.com/v1/", "/v1/models", "https://api.openai.com/v1/models"},
 		{"http://h:8080/openai/v1", "/v1/embeddings?x=1", "http://h:8080/openai/v1/embeddings?x=1"},
 		{"http://h/v1", "/v1", "http://h/v1"},
-		{"http://h/v1", "/v1beta/x", "http://h/v1/v1beta/x"},
+		// Gemini's versions are replaced by the root's version like "/v1" ...
+		{"https://generativelanguage.googleapis.com/v1beta", "/v1beta/models/m:generateContent", "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent"},
+		{"http://h/v1", "/v1alpha/x?y=1", "http://h/v1/x?y=1"},
+		// ... a segment that only starts like one is not a version ...
+		{"http://h/v1", "/v1betax", "http://h/v1/v1betax"},
+		// ... and a bare host keeps the version the client called.
+		{"https://generativelanguage.googleapis.com", "/v1beta/models/m:generateContent", "https://generativelanguage.googleapis.com/v1beta/models/m:generateContent"},
+		{"https://generativelanguage.googleapis.com/", "/v1/models/m:generateContent", "https://generativelanguage.googleapis.com/v1/models/m:generateContent"},
 		// A bare host takes the client's path whole, as the Anthropic SDK's
 		// base URL does.
 		{"http://h:9999", "/v1/messages", "http://h:9999/v1/messages"},
