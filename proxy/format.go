@@ -129,12 +129,21 @@ type requestShaper interface {
 	pathShape(sh *requestShape)
 }
 
+// upstreamBinder is a Format some of whose requests continue state that one
+// provider account holds, so no other upstream may serve them.
+type upstreamBinder interface {
+	boundToUpstream(body []byte) bool
+}
+
 // shapeRequest lets f adjust the upstream request r built by the flow, and
 // sends a model no route lists to f's own provider.
 func (s *Server) shapeRequest(f Format, r *upstream.Request) {
 	r.Upstream = s.unlistedUpstream(f)
 	if sh, ok := f.(requestShaper); ok {
 		sh.shapeRequest(r)
+	}
+	if b, ok := f.(upstreamBinder); ok && b.boundToUpstream(r.Body) {
+		r.SameUpstream = true
 	}
 }
 

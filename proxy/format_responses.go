@@ -157,6 +157,25 @@ func (s *Server) handleResponses(c echo.Context) error {
 	return s.serveCached(c, responsesFormat)
 }
 
+// boundToUpstream: a request naming previous_response_id (or a
+// conversation) continues a response stored by one provider account, and
+// only that account can serve it
+// (https://platform.openai.com/docs/guides/conversation-state). Another
+// model on the same upstream may (the API takes any model with
+// previous_response_id); another upstream may not.
+func (responsesAPI) boundToUpstream(body []byte) bool {
+	f, err := exactFields(body)
+	if err != nil {
+		return false
+	}
+	for _, name := range [...]string{"previous_response_id", "conversation"} {
+		if v, ok := f[name]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
+			return true
+		}
+	}
+	return false
+}
+
 // responsesStateful names why a Responses request must pass through
 // uncached, or "" when it may be cached. Field names are matched exactly, as
 // the API matches them; a body that is not a JSON object is left to the

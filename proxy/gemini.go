@@ -18,12 +18,12 @@ import (
 // (https://ai.google.dev/api/generate-content). The model and the method are
 // in the path, not the body, so one value is built per request.
 type geminiFormat struct {
-	model  string     // from the path, without "models/"
+	model string // from the path, without "models/"
 	// version is the API version the client called: "/v1beta" (the SDKs'
 	// default), "/v1" or "/v1alpha".
 	version string
-	stream bool       // streamGenerateContent?alt=sse
-	query  url.Values // the client's query, without its API key
+	stream  bool       // streamGenerateContent?alt=sse
+	query   url.Values // the client's query, without its API key
 	// storeMaxTokens stores answers cut by maxOutputTokens (finishReason
 	// MAX_TOKENS) as well as those that stopped by themselves.
 	storeMaxTokens bool

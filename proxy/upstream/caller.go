@@ -226,6 +226,8 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 	groups := r.groups
 	if r == c.def {
 		groups = [][]*member{{c.defaultMember(req.Upstream, req.Model)}}
+	} else if req.SameUpstream {
+		groups = k.sameUpstream(groups)
 	}
 	groups = avoidLast(groups, req.Avoid)
 	for _, group := range groups {
@@ -280,6 +282,28 @@ func clientTimeout(h http.Header) time.Duration {
 	}
 	d := time.Duration(s * float64(time.Second))
 	return max(d-d/20, time.Second) // 5 % margin, at least 1 s
+}
+
+// sameUpstream keeps the targets on the upstream of the first target of
+// groups (the route's first by priority, then config order), noting the
+// others as skipped in the report.
+func (k *call) sameUpstream(groups [][]*member) [][]*member {
+	up := groups[0][0].t.up
+	out := make([][]*member, 0, len(groups))
+	for _, g := range groups {
+		keep := make([]*member, 0, len(g))
+		for _, m := range g {
+			if m.t.up == up {
+				keep = append(keep, m)
+				continue
+			}
+			k.rep.note(m.t.name, "not tried (the request is bound to upstream "+up.cfg.Name+")")
+		}
+		if len(keep) > 0 {
+			out = append(out, keep)
+		}
+	}
+	return out
 }
 
 // avoidLast moves the target named avoid behind every other target, so a

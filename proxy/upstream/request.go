@@ -47,6 +47,15 @@ type Request struct {
 	// per target, so every attempt to a target sends the same bytes. nil
 	// rewrites the body's top-level "model" field and keeps Path.
 	ForModel func(model string) (path string, body []byte)
+	// SameUpstream keeps the request on the upstream of its route's first
+	// target: that upstream's other targets (other models) remain fallbacks,
+	// targets on other upstreams are skipped. For requests that continue
+	// state one provider account holds, such as an OpenAI Responses request
+	// naming previous_response_id
+	// (https://platform.openai.com/docs/guides/conversation-state): another
+	// account answers 404 for that id, or, behind a compatible gateway,
+	// answers without the context.
+	SameUpstream bool
 	// Classify reads each non-2xx answer of this request's wire format; its
 	// verdict is combined with the caller's own reading of the status and
 	// headers. nil means status and headers only.
