@@ -165,6 +165,19 @@ func (c *Cache) openStats(s *Stats) {
 	}
 }
 
+// closedChan is the Opened of a cache with nothing to open.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Opened is closed once Options.OpenIndex has returned (opened or failed),
+// and from the start without it: callers that need the semantic tier from
+// their first request (a demo, a benchmark) wait on it.
+func (c *Cache) Opened() <-chan struct{} {
+	if c.op == nil {
+		return closedChan
+	}
+	return c.op.done
+}
+
 // closeOpened stops a running open (waiting for it up to ctx) and closes the
 // index it opened.
 func (c *Cache) closeOpened(ctx context.Context) {

@@ -106,6 +106,17 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 // Handler is the wired HTTP handler (for tests that serve it themselves).
 func (a *App) Handler() http.Handler { return a.server.Handler() }
 
+// IndexOpened is closed once the vector index has opened, or failed to
+// (Serve does not wait for it; see cache.Options.OpenIndex).
+func (a *App) IndexOpened() <-chan struct{} {
+	if a.cache == nil {
+		return closedChan
+	}
+	return a.cache.Opened()
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
 // Server is the proxy (for tests).
 func (a *App) Server() *proxy.Server { return a.server }
 

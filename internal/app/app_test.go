@@ -12,11 +12,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/config"
 )
 
@@ -69,7 +69,20 @@ func start(t *testing.T, toml string, ups ...string) *running {
 }
 
 // startEnv is start with env as the process environment (for *_env keys).
+// It returns once the vector index has opened (or failed to).
 func startEnv(t *testing.T, env func(string) string, toml string, ups ...string) *running {
+	t.Helper()
+	r := launch(t, env, toml, ups...)
+	select {
+	case <-r.app.IndexOpened():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the vector index did not open within 10s")
+	}
+	return r
+}
+
+// launch is startEnv without waiting for the index.
+func launch(t *testing.T, env func(string) string, toml string, ups ...string) *running {
 	t.Helper()
 	dir := t.TempDir()
 	toml = strings.ReplaceAll(toml, "{{DATA}}", filepath.ToSlash(dir))
@@ -96,12 +109,6 @@ func startEnv(t *testing.T, env func(string) string, toml string, ups ...string)
 	r := &running{url: "http://" + ln.Addr().String(), app: a, cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- a.Serve(ctx, ln) }()
 	t.Cleanup(r.stop)
-	if a.cache != nil {
-		// The index opens in the background; these tests count on it.
-		waitFor(t, "the vector index to open", func() bool {
-			return a.cache.Stats(t.Context()).IndexState != cache.IndexOpening
-		})
-	}
 	return r
 }
 
@@ -378,5 +385,60 @@ func TestServesWhenIndexCannotOpen(t *testing.T) {
 	}
 	if got := r.get(t, "/stats"); !strings.Contains(got, `"index_state":"failed"`) {
 		t.Errorf("/stats = %s, want index_state failed", got)
+	}
+}
+
+// lockedBuffer is a log destination safe for the goroutines that write it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestIndexReadyLogged: the operator learns from the log when the semantic
+// tier is ready and how long its index took to open.
+func TestIndexReadyLogged(t *testing.T) {
+	dir := t.TempDir()
+	toml := strings.ReplaceAll(fmt.Sprintf(baseConfig, "0.93"), "{{DATA}}", filepath.ToSlash(dir))
+	toml = strings.ReplaceAll(strings.ReplaceAll(toml, "{{UP1}}", "http://127.0.0.1:1"), "{{UP2}}", "http://127.0.0.1:1")
+	path := filepath.Join(dir, "breakwater.toml")
+	if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := func(string) string { return "" }
+	cfg, err := config.Load(path, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	a, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Env: env})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Shutdown(context.Background())
+	select {
+	case <-a.IndexOpened():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the vector index did not open within 10s")
+	}
+	var line string
+	for l := range strings.Lines(logs.String()) {
+		if strings.Contains(l, `msg="semantic tier ready"`) {
+			line = l
+		}
+	}
+	if !strings.Contains(line, "took=") {
+		t.Errorf("no \"semantic tier ready\" line with the time it took in the log:\n%s", logs.String())
 	}
 }

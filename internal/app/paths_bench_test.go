@@ -103,6 +103,7 @@ base_url = "%s/v1"
 	pprof.Do(ctx, pprof.Labels("side", "breakwater"), func(ctx context.Context) {
 		go func() { done <- a.Serve(ctx, ln) }()
 	})
+	<-a.IndexOpened() // the paths measured include the semantic tier
 	b.Cleanup(func() {
 		cancel()
 		<-done

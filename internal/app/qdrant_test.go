@@ -273,3 +273,68 @@ func TestQdrantOutageDoesNotFailRequests(t *testing.T) {
 		t.Errorf("only %d requests were sent; the run did not exercise the outage", asked)
 	}
 }
+
+// TestQdrantSilentAtStartDoesNotHoldListening: a Qdrant address that accepts
+// connections and never answers holds the collection check for the whole
+// vector.qdrant.timeout (here a minute). The sidecar serves meanwhile:
+// forwarding and the exact tier work, /readyz lists the index as loading,
+// and shutdown does not wait for the check.
+func TestQdrantSilentAtStartDoesNotHoldListening(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu    sync.Mutex
+		conns []net.Conn
+	)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c) // held open, never answered
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	up := &model{}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	cfg := strings.ReplaceAll(strings.ReplaceAll(qdrantConfig, "{{QDRANT}}", ln.Addr().String()), `timeout = "300ms"`, `timeout = "1m"`)
+	r := launch(t, qdrantEnv, cfg, us.URL)
+
+	auth := []string{"Authorization", "Bearer tenant-A"}
+	if status, h, body := r.chat(t, "Which river is the longest?", auth...); status != http.StatusOK || h.Get("X-Breakwater-Cache") != "miss" {
+		t.Fatalf("first request while Qdrant is silent: %d %q %s", status, h.Get("X-Breakwater-Cache"), body)
+	}
+	if _, h, _ := r.chat(t, "Which river is the longest?", auth...); h.Get("X-Breakwater-Cache") != "hit-exact" {
+		t.Errorf("repeat = %q, want hit-exact", h.Get("X-Breakwater-Cache"))
+	}
+	code, body := readyz(t, r)
+	loading, _ := body["loading"].([]any)
+	if code != http.StatusOK || body["status"] != "degraded" || len(loading) != 1 || loading[0] != "index" {
+		t.Errorf("/readyz while Qdrant is silent = %d %v, want 200 degraded with the index loading", code, body)
+	}
+	select {
+	case <-r.app.IndexOpened():
+		t.Fatal("the index open returned while Qdrant was silent")
+	default:
+	}
+	stopped := make(chan struct{})
+	go func() { r.stop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(30 * time.Second):
+		t.Fatal("shutdown waited for the Qdrant collection check")
+	}
+}

@@ -202,6 +202,11 @@ func startBreakwater(ctx context.Context, o Options, upstreamURL string) (string
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan error, 1)
 	go func() { done <- a.Serve(sctx, ln) }()
+	// The demo shows semantic hits from its first questions.
+	select {
+	case <-a.IndexOpened():
+	case <-ctx.Done():
+	}
 	stop := func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
