@@ -267,6 +267,8 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 		`breakwater_upstream_breaker_state{target="primary/gpt-test"} 2`,
 		`breakwater_upstream_attempts_total{outcome="success",target="fallback/gpt-test"} 2`,
 		`breakwater_cache_entries{tier="exact"}`,
+		`breakwater_index_state{state="ready"} 1`,
+		`breakwater_index_state{state="opening"} 0`,
 		`breakwater_overhead_seconds_count`,
 		`breakwater_embed_duration_seconds_count`,
 		`breakwater_coalesced_total 0`,

@@ -58,11 +58,13 @@ var (
 	descGuard   = prometheus.NewDesc("breakwater_guard_rejections_total", "Semantic candidates above the threshold rejected by the guard, by reason.", []string{"reason"}, nil)
 	descLong    = prometheus.NewDesc("breakwater_longtext_rejections_total", "Semantic candidates rejected because a text was longer than the encoder sees.", nil, nil)
 	descPromo   = prometheus.NewDesc("breakwater_cache_promotions_total", "Semantic hits copied into the exact tier.", nil, nil)
+	descIxState = prometheus.NewDesc("breakwater_index_state", "1 for the vector index's current state (state: opening, ready, failed, off), 0 for the others.", []string{"state"}, nil)
+	descIxOpen  = prometheus.NewDesc("breakwater_index_open_seconds", "How long the vector index took to open (so far, while opening).", nil, nil)
 	descErrs    = prometheus.NewDesc("breakwater_cache_component_errors_total", "Errors of the semantic tier's components (component: embedder, index reads and flushes, index_writes).", []string{"component"}, nil)
 )
 
 func (s *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEntries, descQueue, descDrops, descWFail, descGuard, descLong, descPromo, descErrs} {
+	for _, d := range []*prometheus.Desc{descEntries, descQueue, descDrops, descWFail, descGuard, descLong, descPromo, descErrs, descIxState, descIxOpen} {
 		ch <- d
 	}
 }
@@ -79,6 +81,14 @@ func (s *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.EmbedErrors), "embedder")
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.IndexErrors), "index")
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.IndexWriteErrors), "index_writes")
+	for _, state := range [...]string{cache.IndexOpening, cache.IndexReady, cache.IndexFailed, cache.IndexOff} {
+		v := 0.0
+		if st.IndexState == state {
+			v = 1
+		}
+		ch <- prometheus.MustNewConstMetric(descIxState, prometheus.GaugeValue, v, state)
+	}
+	ch <- prometheus.MustNewConstMetric(descIxOpen, prometheus.GaugeValue, st.IndexOpenSeconds)
 	for reason, n := range st.GuardRejections {
 		ch <- prometheus.MustNewConstMetric(descGuard, prometheus.CounterValue, float64(n), reason)
 	}
