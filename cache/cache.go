@@ -508,7 +508,7 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 	}
 	if c.ix() != nil {
 		c.q.push(queueItem{e: e, gen: c.gen.Load()})
-	} else if c.op != nil {
+	} else {
 		c.skipWrite()
 	}
 }
@@ -551,33 +551,6 @@ func (c *Cache) stale(partition string, gen uint64) bool {
 	return c.marks.flushed(partition, gen+1)
 }
 
-// Health returns the components (ComponentEmbedder, ComponentIndex) whose
-// last operation failed, with that error. An empty map means every tier is
-// healthy; an entry is cleared by the component's next success.
-func (c *Cache) Health() map[string]error {
-	c.healthMu.Lock()
-	h := maps.Clone(c.health)
-	c.healthMu.Unlock()
-	c.openingHealth(h)
-	return h
-}
-
-func (c *Cache) fail(component string, err error) {
-	c.healthMu.Lock()
-	c.health[component] = err
-	c.healthMu.Unlock()
-	c.log.Warn("cache tier degraded", "component", component, "err", err)
-}
-
-func (c *Cache) ok(component string) {
-	c.healthMu.Lock()
-	defer c.healthMu.Unlock()
-	if _, failing := c.health[component]; failing {
-		delete(c.health, component)
-		c.log.Info("cache tier recovered", "component", component)
-	}
-}
-
 // Stats returns the cache's counters. Counting the index may block, bounded
 // by ctx.
 func (c *Cache) Stats(ctx context.Context) Stats {
@@ -608,8 +581,8 @@ func (c *Cache) Stats(ctx context.Context) Stats {
 // Close writes the queued index entries (bounded by ctx), stops the write
 // worker and, if New created it, closes the exact tier. It does not close
 // Options.Index, which belongs to the caller; an index from Options.OpenIndex
-// is closed (or, still opening past ctx, closed as soon as it opens). It is safe to call twice; Stores
-// after or during Close are dropped.
+// is closed (or, still opening past ctx, closed as soon as it opens). It is
+// safe to call twice; Stores after or during Close are dropped.
 func (c *Cache) Close(ctx context.Context) error {
 	err := c.q.close(ctx)
 	c.closeOpened(ctx)
@@ -622,25 +595,4 @@ func (c *Cache) Close(ctx context.Context) error {
 		return fmt.Errorf("close cache: %w", err)
 	}
 	return nil
-}
-
-// Recheck retries each failing component with one cheap call (Len for the
-// index, a short text for the embedder) and clears its failure on success,
-// so an idle sidecar's readiness recovers when a backend comes back instead
-// of waiting for the next request to try it.
-func (c *Cache) Recheck(ctx context.Context) {
-	h, index := c.Health(), c.ix()
-	if h[ComponentIndex] != nil && index != nil {
-		if _, err := index.Len(ctx); err == nil {
-			c.ok(ComponentIndex)
-		}
-	}
-	if h[ComponentEmbedder] != nil && c.embedder != nil {
-		if _, err := c.embedder.Embed(ctx, []string{"readiness probe"}); err == nil {
-			c.ok(ComponentEmbedder)
-		}
-	}
-	if h[ComponentIndexWrites] != nil && index != nil {
-		c.retryWrites(ctx)
-	}
 }

@@ -133,7 +133,18 @@ func (c *Cache) deferFlush(partition string) bool {
 // Queuing it instead would fill the bounded write-back queue within seconds
 // of traffic during a load that takes ten, and count the overflow as drops;
 // the exact tier serves its repeats meanwhile.
-func (c *Cache) skipWrite() { c.openingSkips.Add(1) }
+func (c *Cache) skipWrite() {
+	o := c.op
+	if o == nil {
+		return
+	}
+	o.mu.Lock()
+	opening := o.state == IndexOpening
+	o.mu.Unlock()
+	if opening {
+		c.openingSkips.Add(1)
+	}
+}
 
 // openingHealth adds ComponentIndex to h while the index opens.
 func (c *Cache) openingHealth(h map[string]error) {

@@ -162,6 +162,9 @@ func TestOpenIndexFailureLeavesTierOff(t *testing.T) {
 	if r, ok := c.Lookup(t.Context(), k, LookupOptions{}); !ok || r.Tier != TierExact {
 		t.Errorf("repeat after a failed open = %q %v, want an exact hit", r.Tier, ok)
 	}
+	if s := c.Stats(t.Context()); s.OpeningSkips != 0 || s.QueueDepth != 0 {
+		t.Errorf("store after a failed open: opening_skips %d, queue %d; want 0, 0 (nothing is opening)", s.OpeningSkips, s.QueueDepth)
+	}
 	c.Recheck(t.Context())
 	if c.Health()[ComponentIndex] == nil {
 		t.Error("Recheck cleared a failed open: the tier is still off")
