@@ -360,7 +360,13 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 	var buf [10]slog.Attr
 	attrs := append(buf[:0], slog.String("request_id", x.reqID), slog.String("endpoint", x.endpoint), slog.String("outcome", outcome),
 		slog.Int("status", status), slog.Int64("duration_us", total.Microseconds()))
-	if similarity > 0 {
+	switch {
+	case similarity == 1:
+		// An exact hit's 1, as an integer: the same JSON token, while slog's
+		// JSON handler writes every float through encoding/json (1.8 % of
+		// an exact hit's CPU).
+		attrs = append(attrs, slog.Int("similarity", 1))
+	case similarity > 0:
 		attrs = append(attrs, slog.Float64("similarity", float64(similarity)))
 	}
 	if target != "" {

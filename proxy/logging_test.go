@@ -65,3 +65,31 @@ func TestRequestLogLine(t *testing.T) {
 		}
 	}
 }
+
+// TestRequestLogLineExactHit checks an exact hit's line: outcome hit_exact
+// and similarity the number 1, as a semantic hit's is a number.
+func TestRequestLogLineExactHit(t *testing.T) {
+	var buf syncBuffer
+	e := newEnv(t, envOptions{proxy: func(o *Options) {
+		o.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}})
+	body := chat("what is the capital of France?")
+	e.post("/v1/chat/completions", body, HeaderRequestID, "req-1")
+	e.post("/v1/chat/completions", body, HeaderRequestID, "req-2")
+	var line map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		var m map[string]any
+		if json.Unmarshal([]byte(l), &m) == nil && m["request_id"] == "req-2" {
+			line = m
+		}
+	}
+	if line == nil {
+		t.Fatalf("no line for the second request in:\n%s", buf.String())
+	}
+	if got, want := line["outcome"], OutcomeHitExact; got != want {
+		t.Errorf("outcome = %v, want %v", got, want)
+	}
+	if got, want := line["similarity"], float64(1); got != want {
+		t.Errorf("similarity = %#v, want the number 1", got)
+	}
+}

@@ -8,7 +8,10 @@
 #   - optionally the same Breakwater built from another commit (-before REV);
 #   - optionally (-floor) the least a Go proxy can do, scripts/floor, on the
 #     standard library's HTTP server and client and on fasthttp's: what the
-#     HTTP stack alone costs, before any of Breakwater's work.
+#     HTTP stack alone costs, before any of Breakwater's work;
+#   - optionally (-syscalls) the system calls per request of each miss-path
+#     server at c=16, counted with strace -c (which slows the server: only
+#     the counts are read, not the times).
 # Every server under test runs on CPU 1 (taskset); the load tool (wrk, one
 # thread) and the mock upstream (nginx returning a fixed 1.4 KB completion)
 # share CPU 0. Every request is the same 316 bytes long; miss-path requests
@@ -19,13 +22,14 @@
 # concurrency 1 minus the mock's own p50 ("added"). Ratios are taken within
 # one round, so other load on the machine moves both sides.
 #
-# Usage: scripts/pinned.sh [-d 5s] [-rounds 3] [-before REV] [-floor] [-o out.md]
+# Usage: scripts/pinned.sh [-d 5s] [-rounds 3] [-before REV] [-floor] [-syscalls] [-o out.md]
 set -euo pipefail
 
 DUR=5s
 ROUNDS=3
 BEFORE=
 FLOOR=
+SYSCALLS=
 OUT=
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -33,8 +37,9 @@ while [ $# -gt 0 ]; do
 	-rounds) ROUNDS=$2; shift 2 ;;
 	-before) BEFORE=$2; shift 2 ;;
 	-floor) FLOOR=1; shift ;;
+	-syscalls) SYSCALLS=1; shift ;;
 	-o) OUT=$2; shift 2 ;;
-	*) echo "usage: $0 [-d 5s] [-rounds 3] [-before REV] [-floor] [-o out.md]" >&2; exit 2 ;;
+	*) echo "usage: $0 [-d 5s] [-rounds 3] [-before REV] [-floor] [-syscalls] [-o out.md]" >&2; exit 2 ;;
 	esac
 done
 
@@ -67,10 +72,10 @@ wait_http() {
 	return 1
 }
 
-if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null; then
-	log "installing nginx-light and wrk (apt-get)"
-	as_root apt-get install -y -qq nginx-light wrk >"$TMP/apt.log" 2>&1 ||
-		(as_root apt-get update -qq && as_root apt-get install -y -qq nginx-light wrk) >>"$TMP/apt.log" 2>&1 ||
+if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null || { [ -n "$SYSCALLS" ] && ! command -v strace >/dev/null; }; then
+	log "installing nginx-light, wrk and strace (apt-get)"
+	as_root apt-get install -y -qq nginx-light wrk strace >"$TMP/apt.log" 2>&1 ||
+		(as_root apt-get update -qq && as_root apt-get install -y -qq nginx-light wrk strace) >>"$TMP/apt.log" 2>&1 ||
 		{ log "apt-get failed: $(tail -1 "$TMP/apt.log")"; exit 1; }
 fi
 [ "$(nproc)" -ge 2 ] || { log "needs 2 CPUs (server on CPU 1, load on CPU 0)"; exit 1; }
@@ -317,6 +322,41 @@ for r in $(seq "$ROUNDS"); do
 	done
 	say
 done
+# System calls per request on the miss path at c=16: strace -c follows every
+# thread of the server for one wrk run; calls (and failed calls, which for
+# read are EAGAIN: a read tried before the socket had data) are divided by
+# the requests answered.
+if [ -n "$SYSCALLS" ]; then
+	say "### System calls per request, miss path, c=16 (strace -c -f)"
+	say
+	say "| server | requests | read/recvfrom | of which EAGAIN | write/writev | epoll | futex | other | total |"
+	say "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+	for t in "${MISS[@]}"; do
+		name=${t%%:*} port=${t#*:}
+		pids=$(server_pids "$name")
+		taskset -c 0 wrk -t1 -c16 -d1s -s "$TMP/miss.lua" "http://127.0.0.1:$port" >/dev/null 2>&1 || true
+		args=()
+		for p in $pids; do args+=(-p "$p"); done
+		strace -f -c -o "$TMP/strace-$name.txt" "${args[@]}" 2>/dev/null &
+		spid=$!
+		sleep 0.5
+		reqs=$(taskset -c 0 wrk -t1 -c16 -d2s -s "$TMP/miss.lua" "http://127.0.0.1:$port" | awk '/requests in/ {print $1}')
+		sleep 0.2
+		kill -INT "$spid" 2>/dev/null || true
+		wait "$spid" 2>/dev/null || true
+		say "$(awk -v n="$reqs" -v name="$name" '
+			$NF ~ /^(read|recvfrom|readv)$/ { rd += $4; if (NF == 6) eagain += $5 }
+			$NF ~ /^(write|writev|sendto|sendmsg)$/ { wr += $4 }
+			$NF ~ /^epoll/ { ep += $4 }
+			$NF == "futex" { fx += $4 }
+			$NF ~ /^[a-z_0-9]+$/ && $NF != "total" && $NF != "syscall" && $4 ~ /^[0-9]+$/ { all += $4 }
+			END {
+				oth = all - rd - wr - ep - fx
+				printf "| %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |", name, n, rd / n, eagain / n, wr / n, ep / n, fx / n, oth / n, all / n
+			}' "$TMP/strace-$name.txt")"
+	done
+	say
+fi
 for _ in 1 2; do
 	hdr=$(curl -s -D - -o /dev/null -H 'Content-Type: application/json' -H 'Authorization: Bearer sk-bench' -d '{"model":"gpt-test","messages":[{"role":"user","content":"x"}]}' "http://127.0.0.1:$BWON/v1/chat/completions" | tr -d '\r' | grep -i '^x-breakwater-cache' || true)
 done
