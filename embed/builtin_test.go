@@ -323,7 +323,7 @@ func testLinearKernels(t *testing.T, in, out int) {
 			}
 			for _, relu := range []bool{false, true} {
 				got := make([]float32, n*out)
-				l.apply(got, x[:n*in], n, res, relu)
+				l.apply(got, x[:n*in], n, res, relu, nil)
 				for r := range n {
 					for j := range out {
 						want := float64(bias[j]) + float64(res[r*out+j])

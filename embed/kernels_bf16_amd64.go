@@ -1,0 +1,20 @@
+//go:build amd64 && !purego
+
+package embed
+
+import "golang.org/x/sys/cpu"
+
+// haveBF16 selects the AVX512_BF16 kernels (VDPBF16PS) in
+// kernels_bf16_amd64.s.
+var haveBF16 = haveAVX512 && cpu.X86.HasAVX512BF16
+
+// gemm8x32bf is the bf16 kernel: 8 rows × 32 columns over two bf16 panels;
+// see kernels_bf16_amd64.s.
+//
+//go:noescape
+func gemm8x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, acc *[256]float32)
+
+// gemm4x32bf is gemm8x32bf for 4 rows.
+//
+//go:noescape
+func gemm4x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, acc *[256]float32)
