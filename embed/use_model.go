@@ -224,7 +224,7 @@ func (m *useModel) forwardBatch(texts [][]int32, s *scratch, dst [][]float32) {
 	attend(att, qkv, embDim, l.scale)
 	l.res.apply(y2, x0, n, nil, false, s)
 	l.out.apply(y, att, n, y2, false, s) // attention + projected residual
-	m.ffn(l, y, y2, n, s)             // y2 = FFN(y) + y
+	m.ffn(l, y, y2, n, s)                // y2 = FFN(y) + y
 
 	// Layer 1.
 	l = &m.layers[1]
