@@ -55,10 +55,10 @@ type Builtin struct {
 // ModelBytes) and builds the tokenizer. Create one Builtin and share it; each
 // concurrent encoder pass also holds about 6 MB of scratch buffers, pooled.
 func NewBuiltin() (*Builtin, error) {
-	return newBuiltin(useLiteEN)
+	return newBuiltin(useLiteEN, true)
 }
 
-func newBuiltin(data []byte) (*Builtin, error) {
+func newBuiltin(data []byte, bf16 bool) (*Builtin, error) {
 	f, err := parseModel(data)
 	if err != nil {
 		return nil, err
@@ -66,7 +66,7 @@ func newBuiltin(data []byte) (*Builtin, error) {
 	if len(f.pieces) > vocabRows {
 		return nil, fmt.Errorf("load model: %d pieces for %d embedding rows", len(f.pieces), vocabRows)
 	}
-	m, err := newUSEModel(f)
+	m, err := newUSEModel(f, bf16)
 	if err != nil {
 		return nil, err
 	}

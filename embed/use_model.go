@@ -41,7 +41,9 @@ type useModel struct {
 	head      *linear
 }
 
-func newUSEModel(f *modelFile) (*useModel, error) {
+// newUSEModel unpacks the model's tensors; with bf16 (and a CPU with
+// AVX512_BF16) the linear layers are packed for the bf16 kernels.
+func newUSEModel(f *modelFile, bf16 bool) (*useModel, error) {
 	m := &useModel{}
 	var err error
 	get := func(name string, shape ...int) []float32 {
@@ -64,6 +66,11 @@ func newUSEModel(f *modelFile) (*useModel, error) {
 		b := get(name+".b", out)
 		if err != nil {
 			return nil
+		}
+		if bf16 {
+			if l := newLinearBF16(w, wh, b, in, out); l != nil {
+				return l
+			}
 		}
 		return newLinear(w, wh, b, in, out)
 	}
