@@ -55,19 +55,29 @@ func newLinearBF16(w []float32, wh []uint16, b []float32, in, out int) *linear {
 	return l
 }
 
-// bf16Pairs converts n rows of width in (stride in) to bf16 pairs, ⌈in/2⌉
-// per row, the last one padded with zero when in is odd.
+// bf16Pairs converts n rows of width in to bf16 pairs, ⌈in/2⌉ per row,
+// the last one padded with zero when in is odd. With an even width the
+// pairs are the floats in order, converted 32 at a time by cvtBF16.
 func bf16Pairs(dst []uint32, x []float32, n, in int) {
 	kp := (in + 1) / 2
+	if in%2 == 0 {
+		total := n * in
+		done := total &^ 31
+		if done > 0 {
+			cvtBF16(&dst[0], &x[0], done)
+		}
+		for i := done / 2; i < total/2; i++ {
+			dst[i] = uint32(f32ToBF16(x[2*i])) | uint32(f32ToBF16(x[2*i+1]))<<16
+		}
+		return
+	}
 	for t := range n {
 		row := x[t*in : t*in+in]
 		d := dst[t*kp : t*kp+kp]
 		for i := range in / 2 {
 			d[i] = uint32(f32ToBF16(row[2*i])) | uint32(f32ToBF16(row[2*i+1]))<<16
 		}
-		if in%2 == 1 {
-			d[kp-1] = uint32(f32ToBF16(row[in-1]))
-		}
+		d[kp-1] = uint32(f32ToBF16(row[in-1]))
 	}
 }
 
@@ -81,10 +91,11 @@ func (s *scratch) pairs(n int) []uint32 {
 }
 
 // applyBF16 is apply for bf16 panels: 8-row tiles of two panels through
-// gemm8x32bf, a last tile of 4 or fewer rows through gemm4x32bf. Both run
-// the same chain of VDPBF16PS per element, so a text's vector does not
-// depend on how its rows fall into tiles (alone or in a batch). The rows
-// of the last tile past n are zero pairs in the scratch.
+// gemm8x32bf, a last tile of 4 or fewer rows through gemm4x32bf; both add
+// bias, residual and ReLU as they store (store16's arithmetic) and run the
+// same chain of VDPBF16PS per element, so a text's vector does not depend
+// on how its rows fall into tiles (alone or in a batch). Rows of the last
+// tile past n are zero pairs in the scratch and are not stored.
 func (l *linear) applyBF16(dst, x []float32, n int, res []float32, relu bool, s *scratch) {
 	in, out, kp := l.in, l.out, (l.in+1)/2
 	rows := (n + 7) &^ 7
@@ -94,25 +105,25 @@ func (l *linear) applyBF16(dst, x []float32, n int, res []float32, relu bool, s 
 	} else {
 		xb = make([]uint32, rows*kp)
 	}
-	bf16Pairs(xb, x, n, in)
+	bf16Pairs(xb, x[:n*in], n, in)
 	clear(xb[n*kp:])
 	dst = dst[:n*out]
 	if res != nil {
 		res = res[:n*out]
 	}
-	var acc [256]float32
 	for p := 0; p < out/16; p += 2 {
 		w0, w1 := &l.wb[p*kp*32], &l.wb[(p+1)*kp*32]
+		bias := &l.b[p*16]
 		for t := 0; t < n; t += 8 {
-			if n-t <= 4 {
-				gemm4x32bf(kp, &xb[t*kp], kp, w0, w1, &acc)
-			} else {
-				gemm8x32bf(kp, &xb[t*kp], kp, w0, w1, &acc)
+			o := t*out + p*16
+			var r *float32
+			if res != nil {
+				r = &res[o]
 			}
-			for r := range min(8, n-t) {
-				o := (t+r)*out + p*16
-				l.store16(dst, res, o, acc[r*32:r*32+16], p*16, relu)
-				l.store16(dst, res, o+16, acc[r*32+16:r*32+32], p*16+16, relu)
+			if m := n - t; m <= 4 {
+				gemm4x32bf(kp, &xb[t*kp], kp, w0, w1, &dst[o], out, bias, r, m, relu)
+			} else {
+				gemm8x32bf(kp, &xb[t*kp], kp, w0, w1, &dst[o], out, bias, r, min(m, 8), relu)
 			}
 		}
 	}

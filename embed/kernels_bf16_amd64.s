@@ -3,23 +3,27 @@
 #include "textflag.h"
 
 // The bf16 kernels. Go's assembler has no AVX512_BF16 mnemonics (Go 1.26),
-// so each VDPBF16PS is written out as its bytes — EVEX.512.F3.0F38.W0 52 /r
-// with the EVEX.b bit set, i.e. "vdpbf16ps zmmA, zmmW, dword ptr [row]{1to16}"
-// (Intel SDM vol. 2C, VDPBF16PS) — with the Go-syntax form beside it.
+// so VDPBF16PS and VCVTNE2PS2BF16 are written out as their bytes (Intel SDM
+// vol. 2: VDPBF16PS is EVEX.512.F3.0F38.W0 52 /r, here with EVEX.b set for
+// a {1to16} broadcast of one bf16 pair; VCVTNE2PS2BF16 is
+// EVEX.512.F2.0F38.W0 72 /r), with the Go-syntax form beside each.
 // VDPBF16PS zmmA, zmmW, m32bcst adds to each fp32 lane c of zmmA the two
-// products of lane c's bf16 pair in zmmW with the broadcast bf16 pair
-// (odd element first, then even; denormal inputs read as zero).
+// products of lane c's bf16 pair in zmmW with the broadcast bf16 pair (odd
+// element first, then even, each rounded to nearest even; subnormal inputs
+// read as zero and subnormal results are flushed to zero).
 //
-// Registers: Z16/Z17 hold the current k-pair of the two 16-column panels;
-// Z(2r) and Z(2r+1) accumulate row r; rows are R8, R8+DX, R8+2DX, R9,
-// R9+DX, R9+2DX, R10, R10+DX.
+// Registers in the loop: Z16/Z17 hold the current k-pair of the two
+// 16-column panels; Z(2r) and Z(2r+1) accumulate row r; rows are R8,
+// R8+DX, R8+2DX, R9, R9+DX, R9+2DX, R10, R10+DX.
 
-// func gemm8x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, acc *[256]float32)
+// func gemm8x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
 //
-// acc[r*32+c] = Σ_i x[r][i] · w[i][c] over k bf16 pairs i, for 8 rows and
-// the 32 columns of panels w0 (c < 16) and w1 ([k][16][2] bf16 each). x is
-// one bf16 pair per uint32, xstride pairs between rows.
-TEXT ·gemm8x32bf(SB), NOSPLIT, $0-48
+// dst[r*dstride+c] = Σ_i x[r*xstride+i] · w[i][c] + bias[c] (+ res[r*dstride+c])
+// (then max(·, 0) if relu) for the first m ≤ 8 rows r of an 8-row tile and
+// the 32 columns c of panels w0 (c < 16) and w1, [k][16][2] bf16 each. x
+// holds one bf16 pair per uint32; all 8 rows are read. res may be nil.
+// The epilogue adds in store16's order, so results match it bit for bit.
+TEXT ·gemm8x32bf(SB), NOSPLIT, $0-81
 	MOVQ k+0(FP), CX
 	MOVQ x+8(FP), R8
 	MOVQ xstride+16(FP), DX
@@ -47,9 +51,9 @@ TEXT ·gemm8x32bf(SB), NOSPLIT, $0-48
 	VPXORD Z14, Z14, Z14
 	VPXORD Z15, Z15, Z15
 	TESTQ CX, CX
-	JE    bdone
+	JE    epilogue
 
-bloop:
+loop:
 	VMOVUPS (SI), Z16
 	VMOVUPS (DI), Z17
 	BYTE $0x62; BYTE $0xd2; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x00 // VDPBF16PS.BCST (R8), Z16, Z0
@@ -74,34 +78,189 @@ bloop:
 	ADDQ $4, R9
 	ADDQ $4, R10
 	DECQ CX
-	JNZ  bloop
+	JNZ  loop
 
-bdone:
-	MOVQ    acc+40(FP), AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, 192(AX)
-	VMOVUPS Z4, 256(AX)
-	VMOVUPS Z5, 320(AX)
-	VMOVUPS Z6, 384(AX)
-	VMOVUPS Z7, 448(AX)
-	VMOVUPS Z8, 512(AX)
-	VMOVUPS Z9, 576(AX)
-	VMOVUPS Z10, 640(AX)
-	VMOVUPS Z11, 704(AX)
-	VMOVUPS Z12, 768(AX)
-	VMOVUPS Z13, 832(AX)
-	VMOVUPS Z14, 896(AX)
-	VMOVUPS Z15, 960(AX)
+epilogue:
+	MOVQ    dst+40(FP), R11
+	MOVQ    dstride+48(FP), R12
+	SHLQ    $2, R12
+	MOVQ    bias+56(FP), AX
+	VMOVUPS (AX), Z18
+	VMOVUPS 64(AX), Z19
+	MOVQ    res+64(FP), R13
+	MOVQ    m+72(FP), BX
+	MOVBLZX relu+80(FP), AX
+	VPXORD  Z20, Z20, Z20
+	CMPQ    BX, $0
+	JLE     done
+	VADDPS  Z18, Z0, Z0
+	VADDPS  Z19, Z1, Z1
+	TESTQ   R13, R13
+	JE      nores0
+	VADDPS  (R13), Z0, Z0
+	VADDPS  64(R13), Z1, Z1
+	ADDQ    R12, R13
+
+nores0:
+	TESTQ   AX, AX
+	JE      store0
+	VMAXPS  Z20, Z0, Z0
+	VMAXPS  Z20, Z1, Z1
+
+store0:
+	VMOVUPS Z0, (R11)
+	VMOVUPS Z1, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $1
+	JLE     done
+	VADDPS  Z18, Z2, Z2
+	VADDPS  Z19, Z3, Z3
+	TESTQ   R13, R13
+	JE      nores1
+	VADDPS  (R13), Z2, Z2
+	VADDPS  64(R13), Z3, Z3
+	ADDQ    R12, R13
+
+nores1:
+	TESTQ   AX, AX
+	JE      store1
+	VMAXPS  Z20, Z2, Z2
+	VMAXPS  Z20, Z3, Z3
+
+store1:
+	VMOVUPS Z2, (R11)
+	VMOVUPS Z3, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $2
+	JLE     done
+	VADDPS  Z18, Z4, Z4
+	VADDPS  Z19, Z5, Z5
+	TESTQ   R13, R13
+	JE      nores2
+	VADDPS  (R13), Z4, Z4
+	VADDPS  64(R13), Z5, Z5
+	ADDQ    R12, R13
+
+nores2:
+	TESTQ   AX, AX
+	JE      store2
+	VMAXPS  Z20, Z4, Z4
+	VMAXPS  Z20, Z5, Z5
+
+store2:
+	VMOVUPS Z4, (R11)
+	VMOVUPS Z5, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $3
+	JLE     done
+	VADDPS  Z18, Z6, Z6
+	VADDPS  Z19, Z7, Z7
+	TESTQ   R13, R13
+	JE      nores3
+	VADDPS  (R13), Z6, Z6
+	VADDPS  64(R13), Z7, Z7
+	ADDQ    R12, R13
+
+nores3:
+	TESTQ   AX, AX
+	JE      store3
+	VMAXPS  Z20, Z6, Z6
+	VMAXPS  Z20, Z7, Z7
+
+store3:
+	VMOVUPS Z6, (R11)
+	VMOVUPS Z7, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $4
+	JLE     done
+	VADDPS  Z18, Z8, Z8
+	VADDPS  Z19, Z9, Z9
+	TESTQ   R13, R13
+	JE      nores4
+	VADDPS  (R13), Z8, Z8
+	VADDPS  64(R13), Z9, Z9
+	ADDQ    R12, R13
+
+nores4:
+	TESTQ   AX, AX
+	JE      store4
+	VMAXPS  Z20, Z8, Z8
+	VMAXPS  Z20, Z9, Z9
+
+store4:
+	VMOVUPS Z8, (R11)
+	VMOVUPS Z9, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $5
+	JLE     done
+	VADDPS  Z18, Z10, Z10
+	VADDPS  Z19, Z11, Z11
+	TESTQ   R13, R13
+	JE      nores5
+	VADDPS  (R13), Z10, Z10
+	VADDPS  64(R13), Z11, Z11
+	ADDQ    R12, R13
+
+nores5:
+	TESTQ   AX, AX
+	JE      store5
+	VMAXPS  Z20, Z10, Z10
+	VMAXPS  Z20, Z11, Z11
+
+store5:
+	VMOVUPS Z10, (R11)
+	VMOVUPS Z11, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $6
+	JLE     done
+	VADDPS  Z18, Z12, Z12
+	VADDPS  Z19, Z13, Z13
+	TESTQ   R13, R13
+	JE      nores6
+	VADDPS  (R13), Z12, Z12
+	VADDPS  64(R13), Z13, Z13
+	ADDQ    R12, R13
+
+nores6:
+	TESTQ   AX, AX
+	JE      store6
+	VMAXPS  Z20, Z12, Z12
+	VMAXPS  Z20, Z13, Z13
+
+store6:
+	VMOVUPS Z12, (R11)
+	VMOVUPS Z13, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $7
+	JLE     done
+	VADDPS  Z18, Z14, Z14
+	VADDPS  Z19, Z15, Z15
+	TESTQ   R13, R13
+	JE      nores7
+	VADDPS  (R13), Z14, Z14
+	VADDPS  64(R13), Z15, Z15
+	ADDQ    R12, R13
+
+nores7:
+	TESTQ   AX, AX
+	JE      store7
+	VMAXPS  Z20, Z14, Z14
+	VMAXPS  Z20, Z15, Z15
+
+store7:
+	VMOVUPS Z14, (R11)
+	VMOVUPS Z15, 64(R11)
+	ADDQ    R12, R11
+
+done:
 	VZEROUPPER
 	RET
 
-// func gemm4x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, acc *[256]float32)
+// func gemm4x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
 //
-// gemm8x32bf for 4 rows (acc[128:] untouched), with the same chain of
+// gemm8x32bf for a tile of 4 rows (m ≤ 4), with the same chain of
 // VDPBF16PS per element: for the last tile when 4 or fewer rows remain.
-TEXT ·gemm4x32bf(SB), NOSPLIT, $0-48
+TEXT ·gemm4x32bf(SB), NOSPLIT, $0-81
 	MOVQ k+0(FP), CX
 	MOVQ x+8(FP), R8
 	MOVQ xstride+16(FP), DX
@@ -119,9 +278,9 @@ TEXT ·gemm4x32bf(SB), NOSPLIT, $0-48
 	VPXORD Z6, Z6, Z6
 	VPXORD Z7, Z7, Z7
 	TESTQ CX, CX
-	JE    b4done
+	JE    epilogue
 
-b4loop:
+loop:
 	VMOVUPS (SI), Z16
 	VMOVUPS (DI), Z17
 	BYTE $0x62; BYTE $0xd2; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x00 // VDPBF16PS.BCST (R8), Z16, Z0
@@ -137,17 +296,125 @@ b4loop:
 	ADDQ $4, R8
 	ADDQ $4, R9
 	DECQ CX
-	JNZ  b4loop
+	JNZ  loop
 
-b4done:
-	MOVQ    acc+40(FP), AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	VMOVUPS Z2, 128(AX)
-	VMOVUPS Z3, 192(AX)
-	VMOVUPS Z4, 256(AX)
-	VMOVUPS Z5, 320(AX)
-	VMOVUPS Z6, 384(AX)
-	VMOVUPS Z7, 448(AX)
+epilogue:
+	MOVQ    dst+40(FP), R11
+	MOVQ    dstride+48(FP), R12
+	SHLQ    $2, R12
+	MOVQ    bias+56(FP), AX
+	VMOVUPS (AX), Z18
+	VMOVUPS 64(AX), Z19
+	MOVQ    res+64(FP), R13
+	MOVQ    m+72(FP), BX
+	MOVBLZX relu+80(FP), AX
+	VPXORD  Z20, Z20, Z20
+	CMPQ    BX, $0
+	JLE     done
+	VADDPS  Z18, Z0, Z0
+	VADDPS  Z19, Z1, Z1
+	TESTQ   R13, R13
+	JE      nores0
+	VADDPS  (R13), Z0, Z0
+	VADDPS  64(R13), Z1, Z1
+	ADDQ    R12, R13
+
+nores0:
+	TESTQ   AX, AX
+	JE      store0
+	VMAXPS  Z20, Z0, Z0
+	VMAXPS  Z20, Z1, Z1
+
+store0:
+	VMOVUPS Z0, (R11)
+	VMOVUPS Z1, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $1
+	JLE     done
+	VADDPS  Z18, Z2, Z2
+	VADDPS  Z19, Z3, Z3
+	TESTQ   R13, R13
+	JE      nores1
+	VADDPS  (R13), Z2, Z2
+	VADDPS  64(R13), Z3, Z3
+	ADDQ    R12, R13
+
+nores1:
+	TESTQ   AX, AX
+	JE      store1
+	VMAXPS  Z20, Z2, Z2
+	VMAXPS  Z20, Z3, Z3
+
+store1:
+	VMOVUPS Z2, (R11)
+	VMOVUPS Z3, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $2
+	JLE     done
+	VADDPS  Z18, Z4, Z4
+	VADDPS  Z19, Z5, Z5
+	TESTQ   R13, R13
+	JE      nores2
+	VADDPS  (R13), Z4, Z4
+	VADDPS  64(R13), Z5, Z5
+	ADDQ    R12, R13
+
+nores2:
+	TESTQ   AX, AX
+	JE      store2
+	VMAXPS  Z20, Z4, Z4
+	VMAXPS  Z20, Z5, Z5
+
+store2:
+	VMOVUPS Z4, (R11)
+	VMOVUPS Z5, 64(R11)
+	ADDQ    R12, R11
+	CMPQ    BX, $3
+	JLE     done
+	VADDPS  Z18, Z6, Z6
+	VADDPS  Z19, Z7, Z7
+	TESTQ   R13, R13
+	JE      nores3
+	VADDPS  (R13), Z6, Z6
+	VADDPS  64(R13), Z7, Z7
+	ADDQ    R12, R13
+
+nores3:
+	TESTQ   AX, AX
+	JE      store3
+	VMAXPS  Z20, Z6, Z6
+	VMAXPS  Z20, Z7, Z7
+
+store3:
+	VMOVUPS Z6, (R11)
+	VMOVUPS Z7, 64(R11)
+	ADDQ    R12, R11
+
+done:
+	VZEROUPPER
+	RET
+
+// func cvtBF16(dst *uint16, src *float32, n int)
+//
+// dst[i] = src[i] rounded to bf16 (nearest even; subnormals to zero) for
+// i < n, n a multiple of 32: VCVTNE2PS2BF16 takes the low 16 results from
+// its memory operand (src[0:16]) and the high 16 from Z1 (src[16:32]).
+TEXT ·cvtBF16(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $5, CX
+	JE   cdone
+
+cloop:
+	VMOVUPS 64(SI), Z1
+	BYTE $0x62; BYTE $0xf2; BYTE $0x77; BYTE $0x48; BYTE $0x72; BYTE $0x06 // VCVTNE2PS2BF16 (SI), Z1, Z0
+	VMOVUPS Z0, (DI)
+	ADDQ    $128, SI
+	ADDQ    $64, DI
+	DECQ    CX
+	JNZ     cloop
+
+cdone:
 	VZEROUPPER
 	RET

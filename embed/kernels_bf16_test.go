@@ -84,8 +84,19 @@ func TestBF16Kernels(t *testing.T) {
 				res[i] = float32(rng.NormFloat64())
 			}
 			for _, relu := range []bool{false, true} {
-				got := make([]float32, n*out)
+				// Rows past n of the last tile must not be stored: a
+				// guard band after dst stays NaN.
+				buf := make([]float32, (n+8)*out)
+				for i := range buf {
+					buf[i] = float32(math.NaN())
+				}
+				got := buf[:n*out]
 				l.apply(got, x, n, res, relu, nil)
+				for i, v := range buf[n*out:] {
+					if !math.IsNaN(float64(v)) {
+						t.Fatalf("in=%d out=%d n=%d: wrote %v past the last row (offset %d)", in, out, n, v, i)
+					}
+				}
 				for r := range n {
 					xr := make([]uint16, in+in%2)
 					for k := range in {
@@ -118,4 +129,36 @@ func TestBF16Kernels(t *testing.T) {
 		}
 	}
 	t.Logf("%d of %d elements bit-exact to the emulation", exact, total)
+}
+
+// TestBF16Convert checks the VCVTNE2PS2BF16 path of bf16Pairs against
+// f32ToBF16 on random bit patterns (all classes: subnormals, NaNs, ties)
+// and on a tail that is not a multiple of 32.
+func TestBF16Convert(t *testing.T) {
+	if !haveBF16 {
+		t.Skip("this CPU (or build) has no AVX512_BF16 kernel")
+	}
+	rng := rand.New(rand.NewPCG(3, 5))
+	const n = 4096 + 6
+	x := make([]float32, n)
+	for i := range x {
+		b := rng.Uint32()
+		switch i % 4 {
+		case 1:
+			b &= 0x807fffff // subnormal or zero
+		case 2:
+			b = b&^0xffff | 0x8000 // a tie
+		}
+		x[i] = math.Float32frombits(b)
+	}
+	got := make([]uint32, n/2)
+	bf16Pairs(got, x, 1, n)
+	for i, p := range got {
+		for e, h := range []uint16{uint16(p), uint16(p >> 16)} {
+			want := f32ToBF16(x[2*i+e])
+			if h != want && !(h&0x7fff > 0x7f80 && want&0x7fff > 0x7f80) {
+				t.Fatalf("bf16 of %#08x = %#04x, want %#04x", math.Float32bits(x[2*i+e]), h, want)
+			}
+		}
+	}
 }
