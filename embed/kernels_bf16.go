@@ -3,9 +3,10 @@ package embed
 import "math"
 
 // The bf16 path (AVX512_BF16): weights are packed at load as bfloat16 —
-// the top half of a float32, 8 bits of mantissa — in panels of 16 output
-// columns × 2 consecutive inputs, [out/16][⌈in/2⌉][16][2], so that one ZMM
-// load holds a k-pair of 16 columns. Each linear call converts its input
+// the top half of a float32, 8 bits of mantissa — in pairs of panels of 16
+// output columns × 2 consecutive inputs, [out/32][⌈in/2⌉][2][16][2], so
+// that one ZMM load holds a k-pair of 16 columns and the kernel streams one
+// contiguous block per 32 columns. Each linear call converts its input
 // rows once to bf16 pairs (one uint32 per pair, low half the even input)
 // and VDPBF16PS multiplies a broadcast pair into 16 fp32 accumulators: 32
 // multiply-adds per instruction against 16 for VFMADD231PS over widened
@@ -48,8 +49,8 @@ func newLinearBF16(w []float32, wh []uint16, b []float32, in, out int) *linear {
 			} else {
 				v = f16ToF32(wh[k*out+j])
 			}
-			p, c := j/16, j%16
-			l.wb[p*kp*32+(k/2)*32+c*2+k%2] = f32ToBF16(v)
+			p, c := j/32, j%32
+			l.wb[p*kp*64+(k/2)*64+c*2+k%2] = f32ToBF16(v)
 		}
 	}
 	return l
@@ -90,7 +91,7 @@ func (s *scratch) pairs(n int) []uint32 {
 	return s.xb[:n]
 }
 
-// applyBF16 is apply for bf16 panels: 8-row tiles of two panels through
+// applyBF16 is apply for bf16 panels: 8-row tiles of a pair of panels through
 // gemm8x32bf, a last tile of 4 or fewer rows through gemm4x32bf; both add
 // bias, residual and ReLU as they store (store16's arithmetic) and run the
 // same chain of VDPBF16PS per element, so a text's vector does not depend
@@ -111,19 +112,18 @@ func (l *linear) applyBF16(dst, x []float32, n int, res []float32, relu bool, s 
 	if res != nil {
 		res = res[:n*out]
 	}
-	for p := 0; p < out/16; p += 2 {
-		w0, w1 := &l.wb[p*kp*32], &l.wb[(p+1)*kp*32]
-		bias := &l.b[p*16]
+	for p := range out / 32 {
+		w, bias := &l.wb[p*kp*64], &l.b[p*32]
 		for t := 0; t < n; t += 8 {
-			o := t*out + p*16
+			o := t*out + p*32
 			var r *float32
 			if res != nil {
 				r = &res[o]
 			}
 			if m := n - t; m <= 4 {
-				gemm4x32bf(kp, &xb[t*kp], kp, w0, w1, &dst[o], out, bias, r, m, relu)
+				gemm4x32bf(kp, &xb[t*kp], kp, w, &dst[o], out, bias, r, m, relu)
 			} else {
-				gemm8x32bf(kp, &xb[t*kp], kp, w0, w1, &dst[o], out, bias, r, min(m, 8), relu)
+				gemm8x32bf(kp, &xb[t*kp], kp, w, &dst[o], out, bias, r, min(m, 8), relu)
 			}
 		}
 	}

@@ -8,17 +8,17 @@ import "golang.org/x/sys/cpu"
 // kernels_bf16_amd64.s.
 var haveBF16 = haveAVX512 && cpu.X86.HasAVX512BF16
 
-// gemm8x32bf is the bf16 kernel: 8 rows × 32 columns over two bf16 panels
+// gemm8x32bf is the bf16 kernel: 8 rows × 32 columns over a pair of bf16 panels
 // with the epilogue of store16 (bias, residual, ReLU) for the first m rows;
 // see kernels_bf16_amd64.s.
 //
 //go:noescape
-func gemm8x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
+func gemm8x32bf(k int, x *uint32, xstride int, w *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
 
 // gemm4x32bf is gemm8x32bf for 4 rows.
 //
 //go:noescape
-func gemm4x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
+func gemm4x32bf(k int, x *uint32, xstride int, w *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
 
 // cvtBF16 rounds n floats (n a multiple of 32) to bf16, stored two per
 // uint32 in order.

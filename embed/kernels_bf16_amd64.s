@@ -13,22 +13,22 @@
 // read as zero and subnormal results are flushed to zero).
 //
 // Registers in the loop: Z16/Z17 hold the current k-pair of the two
-// 16-column panels; Z(2r) and Z(2r+1) accumulate row r; rows are R8,
+// 16-column panels of a pair; Z(2r) and Z(2r+1) accumulate row r; rows are R8,
 // R8+DX, R8+2DX, R9, R9+DX, R9+2DX, R10, R10+DX.
 
-// func gemm8x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
+// func gemm8x32bf(k int, x *uint32, xstride int, w *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
 //
 // dst[r*dstride+c] = Σ_i x[r*xstride+i] · w[i][c] + bias[c] (+ res[r*dstride+c])
 // (then max(·, 0) if relu) for the first m ≤ 8 rows r of an 8-row tile and
-// the 32 columns c of panels w0 (c < 16) and w1, [k][16][2] bf16 each. x
-// holds one bf16 pair per uint32; all 8 rows are read. res may be nil.
+// the 32 columns c of a pair of panels w, [k][2][16][2] bf16 (per k-pair
+// the even and odd inputs of columns 0–15, then those of columns 16–31).
+// x holds one bf16 pair per uint32; all 8 rows are read. res may be nil.
 // The epilogue adds in store16's order, so results match it bit for bit.
-TEXT ·gemm8x32bf(SB), NOSPLIT, $0-81
+TEXT ·gemm8x32bf(SB), NOSPLIT, $0-73
 	MOVQ k+0(FP), CX
 	MOVQ x+8(FP), R8
 	MOVQ xstride+16(FP), DX
-	MOVQ w0+24(FP), SI
-	MOVQ w1+32(FP), DI
+	MOVQ w+24(FP), SI
 	SHLQ $2, DX
 	LEAQ (R8)(DX*2), R9
 	ADDQ DX, R9             // row 3
@@ -55,7 +55,7 @@ TEXT ·gemm8x32bf(SB), NOSPLIT, $0-81
 
 loop:
 	VMOVUPS (SI), Z16
-	VMOVUPS (DI), Z17
+	VMOVUPS 64(SI), Z17
 	BYTE $0x62; BYTE $0xd2; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x00 // VDPBF16PS.BCST (R8), Z16, Z0
 	BYTE $0x62; BYTE $0xd2; BYTE $0x76; BYTE $0x50; BYTE $0x52; BYTE $0x08 // VDPBF16PS.BCST (R8), Z17, Z1
 	BYTE $0x62; BYTE $0xd2; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x14; BYTE $0x10 // VDPBF16PS.BCST (R8)(DX*1), Z16, Z2
@@ -72,8 +72,7 @@ loop:
 	BYTE $0x62; BYTE $0x52; BYTE $0x76; BYTE $0x50; BYTE $0x52; BYTE $0x2a // VDPBF16PS.BCST (R10), Z17, Z13
 	BYTE $0x62; BYTE $0x52; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x34; BYTE $0x12 // VDPBF16PS.BCST (R10)(DX*1), Z16, Z14
 	BYTE $0x62; BYTE $0x52; BYTE $0x76; BYTE $0x50; BYTE $0x52; BYTE $0x3c; BYTE $0x12 // VDPBF16PS.BCST (R10)(DX*1), Z17, Z15
-	ADDQ $64, SI
-	ADDQ $64, DI
+	ADDQ $128, SI
 	ADDQ $4, R8
 	ADDQ $4, R9
 	ADDQ $4, R10
@@ -81,15 +80,15 @@ loop:
 	JNZ  loop
 
 epilogue:
-	MOVQ    dst+40(FP), R11
-	MOVQ    dstride+48(FP), R12
+	MOVQ    dst+32(FP), R11
+	MOVQ    dstride+40(FP), R12
 	SHLQ    $2, R12
-	MOVQ    bias+56(FP), AX
+	MOVQ    bias+48(FP), AX
 	VMOVUPS (AX), Z18
 	VMOVUPS 64(AX), Z19
-	MOVQ    res+64(FP), R13
-	MOVQ    m+72(FP), BX
-	MOVBLZX relu+80(FP), AX
+	MOVQ    res+56(FP), R13
+	MOVQ    m+64(FP), BX
+	MOVBLZX relu+72(FP), AX
 	VPXORD  Z20, Z20, Z20
 	CMPQ    BX, $0
 	JLE     done
@@ -256,16 +255,15 @@ done:
 	VZEROUPPER
 	RET
 
-// func gemm4x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
+// func gemm4x32bf(k int, x *uint32, xstride int, w *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool)
 //
 // gemm8x32bf for a tile of 4 rows (m ≤ 4), with the same chain of
 // VDPBF16PS per element: for the last tile when 4 or fewer rows remain.
-TEXT ·gemm4x32bf(SB), NOSPLIT, $0-81
+TEXT ·gemm4x32bf(SB), NOSPLIT, $0-73
 	MOVQ k+0(FP), CX
 	MOVQ x+8(FP), R8
 	MOVQ xstride+16(FP), DX
-	MOVQ w0+24(FP), SI
-	MOVQ w1+32(FP), DI
+	MOVQ w+24(FP), SI
 	SHLQ $2, DX
 	LEAQ (R8)(DX*2), R9
 	ADDQ DX, R9             // row 3
@@ -282,7 +280,7 @@ TEXT ·gemm4x32bf(SB), NOSPLIT, $0-81
 
 loop:
 	VMOVUPS (SI), Z16
-	VMOVUPS (DI), Z17
+	VMOVUPS 64(SI), Z17
 	BYTE $0x62; BYTE $0xd2; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x00 // VDPBF16PS.BCST (R8), Z16, Z0
 	BYTE $0x62; BYTE $0xd2; BYTE $0x76; BYTE $0x50; BYTE $0x52; BYTE $0x08 // VDPBF16PS.BCST (R8), Z17, Z1
 	BYTE $0x62; BYTE $0xd2; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x14; BYTE $0x10 // VDPBF16PS.BCST (R8)(DX*1), Z16, Z2
@@ -291,23 +289,22 @@ loop:
 	BYTE $0x62; BYTE $0xd2; BYTE $0x76; BYTE $0x50; BYTE $0x52; BYTE $0x2c; BYTE $0x50 // VDPBF16PS.BCST (R8)(DX*2), Z17, Z5
 	BYTE $0x62; BYTE $0xd2; BYTE $0x7e; BYTE $0x50; BYTE $0x52; BYTE $0x31 // VDPBF16PS.BCST (R9), Z16, Z6
 	BYTE $0x62; BYTE $0xd2; BYTE $0x76; BYTE $0x50; BYTE $0x52; BYTE $0x39 // VDPBF16PS.BCST (R9), Z17, Z7
-	ADDQ $64, SI
-	ADDQ $64, DI
+	ADDQ $128, SI
 	ADDQ $4, R8
 	ADDQ $4, R9
 	DECQ CX
 	JNZ  loop
 
 epilogue:
-	MOVQ    dst+40(FP), R11
-	MOVQ    dstride+48(FP), R12
+	MOVQ    dst+32(FP), R11
+	MOVQ    dstride+40(FP), R12
 	SHLQ    $2, R12
-	MOVQ    bias+56(FP), AX
+	MOVQ    bias+48(FP), AX
 	VMOVUPS (AX), Z18
 	VMOVUPS 64(AX), Z19
-	MOVQ    res+64(FP), R13
-	MOVQ    m+72(FP), BX
-	MOVBLZX relu+80(FP), AX
+	MOVQ    res+56(FP), R13
+	MOVQ    m+64(FP), BX
+	MOVBLZX relu+72(FP), AX
 	VPXORD  Z20, Z20, Z20
 	CMPQ    BX, $0
 	JLE     done

@@ -4,11 +4,11 @@ package embed
 
 const haveBF16 = false
 
-func gemm8x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool) {
+func gemm8x32bf(k int, x *uint32, xstride int, w *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool) {
 	panic("embed: gemm8x32bf without assembly")
 }
 
-func gemm4x32bf(k int, x *uint32, xstride int, w0, w1 *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool) {
+func gemm4x32bf(k int, x *uint32, xstride int, w *uint16, dst *float32, dstride int, bias, res *float32, m int, relu bool) {
 	panic("embed: gemm4x32bf without assembly")
 }
 
