@@ -114,7 +114,7 @@ func (l *linear) apply(dst, x []float32, n int, res []float32, relu bool, s *scr
 	for ; t < n; t++ {
 		xt := x[t*in : t*in+in]
 		for j := 0; j < out; j++ {
-			v := dotUnitary(xt, l.wt[j*in:j*in+in]) + l.b[j]
+			v := dotSeq(xt, l.wt[j*in:j*in+in]) + l.b[j]
 			o := t*out + j
 			if res != nil {
 				v += res[o]
@@ -147,6 +147,19 @@ func dot4x2(x0, x1, x2, x3, w0, w1 []float32) [8]float32 {
 		s31 += v3 * b
 	}
 	return [8]float32{s00, s01, s10, s11, s20, s21, s30, s31}
+}
+
+// dotSeq returns x·y summed in order with one accumulator, the chain
+// dot4x2 runs for each of its outputs, so that a row's result does not
+// depend on whether it falls into a group of four (a text embedded alone
+// gets the vector it gets in a batch).
+func dotSeq(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s float32
+	for k, v := range x {
+		s += v * y[k]
+	}
+	return s
 }
 
 // dotUnitary returns x·y over len(x) elements with four accumulators.
