@@ -162,3 +162,21 @@ func TestBF16Convert(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkBF16Kernel is gemm8x32bf alone on an L1-resident panel pair
+// (64 k-pairs): ns/dp is the time per VDPBF16PS (32 multiply-adds).
+func BenchmarkBF16Kernel(b *testing.B) {
+	if !haveBF16 {
+		b.Skip("this CPU (or build) has no AVX512_BF16 kernel")
+	}
+	const kp = 64
+	w := make([]uint16, kp*64)
+	x := make([]uint32, 8*kp)
+	dst := make([]float32, 8*32)
+	bias := make([]float32, 32)
+	b.ReportAllocs()
+	for b.Loop() {
+		gemm8x32bf(kp, &x[0], kp, &w[0], &dst[0], 32, &bias[0], nil, 8, false)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/(kp*16), "ns/dp")
+}
