@@ -41,16 +41,18 @@ func newLinearBF16(w []float32, wh []uint16, b []float32, in, out int) *linear {
 	}
 	kp := (in + 1) / 2
 	l := &linear{in: in, out: out, b: b, wb: make([]uint16, kp*2*out)}
-	for k := range in {
-		for j := range out {
-			var v float32
+	for p := range out / 32 {
+		for k := range in {
+			d := l.wb[p*kp*64+(k/2)*64+k%2:][:63]
 			if w != nil {
-				v = w[k*out+j]
+				for c, v := range w[k*out+p*32 : k*out+p*32+32] {
+					d[2*c] = f32ToBF16(v)
+				}
 			} else {
-				v = f16ToF32(wh[k*out+j])
+				for c, h := range wh[k*out+p*32 : k*out+p*32+32] {
+					d[2*c] = f32ToBF16(f16ToF32(h))
+				}
 			}
-			p, c := j/32, j%32
-			l.wb[p*kp*64+(k/2)*64+c*2+k%2] = f32ToBF16(v)
 		}
 	}
 	return l
