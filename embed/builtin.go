@@ -46,7 +46,7 @@ const BuiltinName = "builtin:use-lite-en@0.2.0"
 type Builtin struct {
 	tok     *tokenizer
 	model   *useModel
-	scratch sync.Pool // *scratch: activations of one encoder pass (~6 MB)
+	scratch sync.Pool // *scratch: activations of one encoder pass (~7–8 MB)
 	toks    sync.Pool // *tokScratch: the tokenizer's, kept apart so that
 	// Tokenize and Truncated (once per request) never take a pass's buffers
 	batch batcher
@@ -55,7 +55,7 @@ type Builtin struct {
 // NewBuiltin loads the embedded model: it unpacks and repacks the weights
 // (tens of milliseconds, about 15 MB resident with half-float weights, see
 // ModelBytes) and builds the tokenizer. Create one Builtin and share it; each
-// concurrent encoder pass also holds about 6 MB of scratch buffers, pooled.
+// concurrent encoder pass also holds about 7–8 MB of scratch buffers, pooled.
 func NewBuiltin() (*Builtin, error) {
 	return newBuiltin(useLiteEN, true)
 }
