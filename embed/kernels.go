@@ -13,6 +13,9 @@ const tileRows = 6
 //   - otherwise W transposed, [out][in], so that every output is a
 //     contiguous dot product over the input row (4 rows × 2 outputs per pass).
 //
+// With AVX512_BF16 the model may instead be packed as bf16 panels
+// (newLinearBF16, kernels_bf16.go).
+//
 // Half-float weights (the shipped file) stay half in memory when the CPU
 // has F16C: the kernel widens them as it streams them, which halves both the
 // resident size and the memory traffic per text.
@@ -21,6 +24,7 @@ type linear struct {
 	wh      []uint16  // packed half-float panels (AVX2+FMA+F16C), or nil
 	wp      []float32 // packed panels (AVX2+FMA), or nil
 	wt      []float32 // [out][in] (portable kernel), or nil
+	wb      []uint16  // packed bf16 k-pair panels (AVX512_BF16), or nil
 	b       []float32 // [out]
 }
 
@@ -66,12 +70,17 @@ func newLinear(w []float32, wh []uint16, b []float32, in, out int) *linear {
 
 // bytes is the resident size of the packed weights and bias.
 func (l *linear) bytes() int64 {
-	return 2*int64(len(l.wh)) + 4*int64(len(l.wp)+len(l.wt)+len(l.b))
+	return 2*int64(len(l.wh)+len(l.wb)) + 4*int64(len(l.wp)+len(l.wt)+len(l.b))
 }
 
 // apply computes dst[t] = x[t]·W + b (+ res[t]) (then ReLU if relu) for n
-// rows. res may be nil and must not alias dst.
-func (l *linear) apply(dst, x []float32, n int, res []float32, relu bool) {
+// rows. res may be nil and must not alias dst. s holds the bf16 kernel's
+// converted input; nil allocates it.
+func (l *linear) apply(dst, x []float32, n int, res []float32, relu bool, s *scratch) {
+	if l.wb != nil {
+		l.applyBF16(dst, x, n, res, relu, s)
+		return
+	}
 	if l.wp != nil || l.wh != nil {
 		l.applyPacked(dst, x, n, res, relu)
 		return
@@ -105,7 +114,7 @@ func (l *linear) apply(dst, x []float32, n int, res []float32, relu bool) {
 	for ; t < n; t++ {
 		xt := x[t*in : t*in+in]
 		for j := 0; j < out; j++ {
-			v := dotUnitary(xt, l.wt[j*in:j*in+in]) + l.b[j]
+			v := dotSeq(xt, l.wt[j*in:j*in+in]) + l.b[j]
 			o := t*out + j
 			if res != nil {
 				v += res[o]
@@ -138,6 +147,19 @@ func dot4x2(x0, x1, x2, x3, w0, w1 []float32) [8]float32 {
 		s31 += v3 * b
 	}
 	return [8]float32{s00, s01, s10, s11, s20, s21, s30, s31}
+}
+
+// dotSeq returns x·y summed in order with one accumulator, the chain
+// dot4x2 runs for each of its outputs, so that a row's result does not
+// depend on whether it falls into a group of four (a text embedded alone
+// gets the vector it gets in a batch).
+func dotSeq(x, y []float32) float32 {
+	y = y[:len(x)]
+	var s float32
+	for k, v := range x {
+		s += v * y[k]
+	}
+	return s
 }
 
 // dotUnitary returns x·y over len(x) elements with four accumulators.

@@ -41,7 +41,9 @@ type useModel struct {
 	head      *linear
 }
 
-func newUSEModel(f *modelFile) (*useModel, error) {
+// newUSEModel unpacks the model's tensors; with bf16 (and a CPU with
+// AVX512_BF16) the linear layers are packed for the bf16 kernels.
+func newUSEModel(f *modelFile, bf16 bool) (*useModel, error) {
 	m := &useModel{}
 	var err error
 	get := func(name string, shape ...int) []float32 {
@@ -64,6 +66,11 @@ func newUSEModel(f *modelFile) (*useModel, error) {
 		b := get(name+".b", out)
 		if err != nil {
 			return nil
+		}
+		if bf16 {
+			if l := newLinearBF16(w, wh, b, in, out); l != nil {
+				return l
+			}
 		}
 		return newLinear(w, wh, b, in, out)
 	}
@@ -148,6 +155,7 @@ type scratch struct {
 	probs []float32 // one head's attention weights, (n+spare) × n rounded to 16
 	pool  []float32 // one mean-pooled row per text of the batch
 	head  []float32 // the head's output per text
+	xb    []uint32  // bf16 pairs of a linear layer's input (bf16 kernel), on first use
 }
 
 func newScratch() *scratch {
@@ -219,19 +227,19 @@ func (m *useModel) forwardBatch(texts [][]int32, s *scratch, dst [][]float32) {
 	hn, qkv, att := s.hn[:n*embDim], s.qkv[:n*3*embDim], s.att[:n*embDim]
 	y, y2 := s.y[:n*hidden], s.y2[:n*hidden]
 	layerNorm(hn, x0, n, embDim, l.ln1g, l.ln1b, m.lnEps)
-	l.qkv.apply(qkv, hn, n, nil, false)
+	l.qkv.apply(qkv, hn, n, nil, false, s)
 	attend(att, qkv, embDim, l.scale)
-	l.res.apply(y2, x0, n, nil, false)
-	l.out.apply(y, att, n, y2, false) // attention + projected residual
-	m.ffn(l, y, y2, n, s)             // y2 = FFN(y) + y
+	l.res.apply(y2, x0, n, nil, false, s)
+	l.out.apply(y, att, n, y2, false, s) // attention + projected residual
+	m.ffn(l, y, y2, n, s)                // y2 = FFN(y) + y
 
 	// Layer 1.
 	l = &m.layers[1]
 	hn, qkv, att = s.hn[:n*hidden], s.qkv[:n*3*hidden], s.att[:n*hidden]
 	layerNorm(hn, y2, n, hidden, l.ln1g, l.ln1b, m.lnEps)
-	l.qkv.apply(qkv, hn, n, nil, false)
+	l.qkv.apply(qkv, hn, n, nil, false, s)
 	attend(att, qkv, hidden, l.scale)
-	l.out.apply(y, att, n, y2, false)
+	l.out.apply(y, att, n, y2, false, s)
 	m.ffn(l, y, y2, n, s)
 
 	// Mean pool per text, one tanh layer for the batch, L2 normalisation.
@@ -251,7 +259,7 @@ func (m *useModel) forwardBatch(texts [][]int32, s *scratch, dst [][]float32) {
 		}
 	}
 	head := s.head[:nt*hidden]
-	m.head.apply(head, pool, nt, nil, false)
+	m.head.apply(head, pool, nt, nil, false, s)
 	for i, d := range dst {
 		d = d[:hidden]
 		var ss float32
@@ -271,8 +279,8 @@ func (m *useModel) forwardBatch(texts [][]int32, s *scratch, dst [][]float32) {
 func (m *useModel) ffn(l *layer, x, out []float32, n int, s *scratch) {
 	hn, h := s.hn[:n*hidden], s.ffn[:n*ffnDim]
 	layerNorm(hn, x, n, hidden, l.ln2g, l.ln2b, m.lnEps)
-	l.ffn1.apply(h, hn, n, nil, true)
-	l.ffn2.apply(out, h, n, x, false)
+	l.ffn1.apply(h, hn, n, nil, true, s)
+	l.ffn2.apply(out, h, n, x, false, s)
 }
 
 // layerNorm normalises each of n rows of width w: (x-mean)·rsqrt(var+eps)·g + b.
