@@ -269,6 +269,11 @@ type EmbedConfig struct {
 	// CacheBytes is the memory budget of the text → vector cache. Default
 	// 32 MiB. 0 disables it.
 	CacheBytes Size `toml:"cache_bytes"`
+	// PortableVectors turns off the built-in encoder's bf16 kernel, so that
+	// every amd64 CPU embeds a text to the same vector (replicas on mixed
+	// CPUs sharing one Qdrant cache). Default false: the bf16 kernel where
+	// the CPU has AVX512_BF16, vectors within ~1e-3 of the others.
+	PortableVectors bool `toml:"portable_vectors"`
 	// OpenAI is used only when Provider is "openai" ([embed.openai]).
 	OpenAI OpenAIEmbedConfig `toml:"openai"`
 }

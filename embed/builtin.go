@@ -60,6 +60,14 @@ func NewBuiltin() (*Builtin, error) {
 	return newBuiltin(useLiteEN, true)
 }
 
+// NewBuiltinPortable is NewBuiltin without the bf16 kernel: every amd64 CPU
+// with AVX2 (AVX-512 or not) embeds a text to the same bits, for replicas
+// on mixed CPUs that share one vector store. It costs about twice the
+// encoder CPU of NewBuiltin on a CPU with AVX512_BF16.
+func NewBuiltinPortable() (*Builtin, error) {
+	return newBuiltin(useLiteEN, false)
+}
+
 func newBuiltin(data []byte, bf16 bool) (*Builtin, error) {
 	f, err := parseModel(data)
 	if err != nil {

@@ -429,3 +429,37 @@ func TestBuiltinContract(t *testing.T) {
 		})
 	})
 }
+
+// TestBuiltinPortableSkipsBF16 checks embed.portable_vectors' encoder: on a
+// CPU with AVX512_BF16 it does not take the bf16 kernel (its vectors differ
+// from NewBuiltin's), and it gives the bits of the fp32/half-float path that
+// every AVX2 CPU runs.
+func TestBuiltinPortableSkipsBF16(t *testing.T) {
+	if !haveBF16 {
+		t.Skip("this CPU has no AVX512_BF16: NewBuiltin and NewBuiltinPortable run the same kernels")
+	}
+	texts := []string{"How do I reset my password?", "What is the capital of France?"}
+	embedWith := func(newB func() (*Builtin, error)) [][]float32 {
+		t.Helper()
+		b, err := newB()
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := b.Embed(context.Background(), texts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	portable := embedWith(NewBuiltinPortable)
+	fast := embedWith(NewBuiltin)
+	fp32 := embedWith(func() (*Builtin, error) { return newBuiltin(useLiteEN, false) })
+	for i := range texts {
+		if slices.Equal(portable[i], fast[i]) {
+			t.Errorf("text %d: the portable encoder gave the bf16 kernel's vector", i)
+		}
+		if !slices.Equal(portable[i], fp32[i]) {
+			t.Errorf("text %d: the portable encoder's vector is not the fp32 path's", i)
+		}
+	}
+}

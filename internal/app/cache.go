@@ -103,7 +103,11 @@ func (a *App) newEmbedder(ctx context.Context, opts Options) (embed.Embedder, er
 	var e embed.Embedder
 	switch cfg.Embed.Provider {
 	case config.ProviderBuiltin:
-		b, err := embed.NewBuiltin()
+		newBuiltin := embed.NewBuiltin
+		if cfg.Embed.PortableVectors {
+			newBuiltin = embed.NewBuiltinPortable
+		}
+		b, err := newBuiltin()
 		if err != nil {
 			return nil, fmt.Errorf("load built-in encoder: %w", err)
 		}
