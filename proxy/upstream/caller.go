@@ -393,13 +393,14 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		m: m, pool: t.up.pool(k.req.Class), lane: l, method: k.req.method(), body: body,
 		url:    upstreamURL(t.up.cfg.BaseURL, path),
 		header: outboundHeader(k.req.Header, t.up.cfg, k.req.RequestID, body != nil),
+		base:   c.log, reqID: k.req.RequestID, target: t.name,
 	}
 	retried := false
 	for n := 1; n <= c.retry.MaxAttempts; n++ {
 		if err := k.stopped(); err != nil {
 			return nil, err
 		}
-		x.log = c.log.With("request_id", k.req.RequestID, "attempt", k.rep.attempts+1, "target", t.name)
+		x.startAttempt(k.rep.attempts + 1)
 		if wait := l.pace.wait(c.now()); wait > 0 {
 			if wait >= k.remaining() {
 				k.shed(t, ShedRateLimited, wait, fmt.Sprintf(
@@ -407,7 +408,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 					t.name, wait.Round(time.Millisecond), atLeastSecond(wait)))
 				return nil, nil
 			}
-			x.log.Debug("upstream paced", "wait", wait)
+			x.log().Debug("upstream paced", "wait", wait)
 			if !sleep(k.dctx, wait) {
 				return nil, k.stopped()
 			}
@@ -430,7 +431,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 				return nil, k.rep.deadline(k.budget)
 			}
 			k.shed(t, shed.reason, shed.retryAfter, shed.Error())
-			x.log.Info("upstream shed", "reason", shed.reason, "waiting", shed.waiting, "slots", shed.slots, "retry_after", shed.retryAfter)
+			x.log().Info("upstream shed", "reason", shed.reason, "waiting", shed.waiting, "slots", shed.slots, "retry_after", shed.retryAfter)
 			return nil, nil
 		}
 		err := x.pool.acquire(k.dctx)
@@ -445,7 +446,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 				return nil, k.rep.deadline(k.budget)
 			}
 			k.shed(t, ShedQueueFull, shedRetryAfter, shed.Error())
-			x.log.Info("upstream shed", "pool", shed.pool, "waiting", shed.waiting, "inflight", shed.inflight)
+			x.log().Info("upstream shed", "pool", shed.pool, "waiting", shed.waiting, "inflight", shed.inflight)
 			return nil, nil
 		}
 		x.probe = probe
@@ -493,7 +494,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			return nil, nil
 		}
 		c.metrics.retry(t.name, r.reason)
-		x.log.Info("upstream retry", "reason", r.reason, "wait", wait)
+		x.log().Info("upstream retry", "reason", r.reason, "wait", wait)
 		if !sleep(k.dctx, wait) {
 			return nil, k.stopped()
 		}
@@ -517,7 +518,7 @@ func (k *call) shed(t *target, reason string, retryAfter time.Duration, msg stri
 
 // settle records an attempt's outcome in the counters and its verdict in the
 // breaker and the weight.
-func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time.Duration, log *slog.Logger) {
+func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time.Duration, log func() *slog.Logger) {
 	t.stats.count(o)
 	if o == outSuccess {
 		t.lastOK.Store(c.now().UnixNano())
@@ -530,7 +531,7 @@ func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time
 	f := t.adjust(v)
 	c.metrics.health(t.name, state, t.cfgWeight*f)
 	if changed {
-		log.Info("upstream breaker "+state.String(), "outcome", o.String())
+		log().Info("upstream breaker "+state.String(), "outcome", o.String())
 	}
 }
 

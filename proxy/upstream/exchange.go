@@ -23,7 +23,26 @@ type exchange struct {
 	header http.Header
 	body   []byte
 	probe  probeKind
-	log    *slog.Logger
+	// The attempt's logger is built on its first line: most attempts write
+	// none (slog's With copies its attributes, 1.3 % of a miss's CPU).
+	base     *slog.Logger
+	reqID    string
+	attempt  int
+	target   string
+	attemptL *slog.Logger
+}
+
+// startAttempt names the attempt the next lines are about.
+func (x *exchange) startAttempt(n int) {
+	x.attempt, x.attemptL = n, nil
+}
+
+// log is the attempt's logger.
+func (x *exchange) log() *slog.Logger {
+	if x.attemptL == nil {
+		x.attemptL = x.base.With("request_id", x.reqID, "attempt", x.attempt, "target", x.target)
+	}
+	return x.attemptL
 }
 
 // result is one attempt's outcome.
@@ -155,8 +174,8 @@ func (k *call) send(x *exchange) result {
 			v = success
 		}
 	}
-	if x.log.Enabled(k.ctx, slog.LevelDebug) { // the arguments cost allocations even when off
-		x.log.Debug("upstream attempt", "status", statusOf(r.resp), "outcome", r.out.String(),
+	if x.base.Enabled(k.ctx, slog.LevelDebug) { // the arguments cost allocations even when off
+		x.log().Debug("upstream attempt", "status", statusOf(r.resp), "outcome", r.out.String(),
 			"reason", r.reason, "duration", dur, "error", errString(err))
 	}
 	if over && (r.retry || err != nil) {
