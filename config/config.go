@@ -291,7 +291,8 @@ type OpenAIEmbedConfig struct {
 	// (default): no Authorization header (fine for local servers).
 	APIKeyEnv string `toml:"api_key_env"`
 	// Dimensions asks the model for shorter vectors (text-embedding-3-*).
-	// 0 (default): the model's native size.
+	// 0 (default): the model's native size, learnt from one call when the
+	// index opens (retried in the background while the endpoint is down).
 	Dimensions int `toml:"dimensions"`
 	// Timeout bounds each embeddings call. Default 10s.
 	Timeout Duration `toml:"timeout"`

@@ -22,13 +22,17 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/embed"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // App is a wired, not yet serving, Breakwater.
 type App struct {
-	cfg      *config.Config
+	cfg *config.Config
+	// prober is the OpenAI-compatible embedder whose vector length the
+	// index opener learns with one call (embed.openai.dimensions unset).
+	prober   *embed.OpenAI
 	log      *slog.Logger
 	registry *prometheus.Registry
 	cache    *cache.Cache

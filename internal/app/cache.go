@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
@@ -55,6 +56,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	if emb != nil {
 		m := newCacheMetrics(a.registry)
 		co.OpenIndex = func(ctx context.Context) (cache.Index, error) {
+			if err := a.probeDimension(ctx); err != nil {
+				return nil, err
+			}
 			index, err := a.newIndex(ctx, emb, opts)
 			if err != nil {
 				return nil, err
@@ -125,15 +129,11 @@ func (a *App) newEmbedder(ctx context.Context, opts Options) (embed.Embedder, er
 			return nil, fmt.Errorf("config: embed.openai: %w", err)
 		}
 		if o.Dimensions == 0 {
-			pctx, cancel := context.WithTimeout(ctx, waitTimeout)
-			_, err := oe.Probe(pctx)
-			cancel()
-			if err != nil {
-				// Without a dimension the index cannot be opened; run
-				// without the semantic tier rather than not at all.
-				a.log.Warn("embeddings endpoint unreachable at start: semantic tier off (set embed.openai.dimensions to start it regardless)", "err", err)
-				return nil, nil
-			}
+			// The vector length is learnt from one call; the index opener
+			// makes it (probeDimension), in the background like the rest of
+			// the open, so an endpoint that is down at start delays the
+			// semantic tier, not listening, and does not turn it off.
+			a.prober = oe
 		}
 		e = oe
 	default:
@@ -195,4 +195,46 @@ func envOr(env func(string) string, name string) string {
 		return ""
 	}
 	return env(name)
+}
+
+// Probe retries: the first after probeFirstRetry, doubling to probeMaxRetry.
+const (
+	probeFirstRetry = time.Second
+	probeMaxRetry   = 30 * time.Second
+)
+
+// probeDimension learns the embeddings endpoint's vector length when
+// embed.openai.dimensions does not give it: the index cannot be opened
+// without it. It calls the endpoint until one call answers (each bounded by
+// waitTimeout, retried with backoff), or ctx ends at shutdown.
+func (a *App) probeDimension(ctx context.Context) error {
+	if a.prober == nil || a.prober.Dimension() > 0 {
+		return nil
+	}
+	wait := probeFirstRetry
+	for n := 1; ; n++ {
+		pctx, cancel := context.WithTimeout(ctx, waitTimeout)
+		_, err := a.prober.Probe(pctx)
+		cancel()
+		if err == nil {
+			if n > 1 {
+				a.log.Info("embeddings endpoint answered: opening the semantic tier", "attempts", n)
+			}
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("learn the embeddings' dimension: %w", ctx.Err())
+		}
+		if n == 1 {
+			a.log.Warn("embeddings endpoint unreachable: the semantic tier waits for it (set embed.openai.dimensions to open it regardless)", "err", err)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("learn the embeddings' dimension: %w", ctx.Err())
+		case <-t.C:
+		}
+		wait = min(2*wait, probeMaxRetry)
+	}
 }
