@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -48,8 +49,10 @@ func (e *encoder) time(t time.Time) {
 
 func (e *encoder) vector(v []float32) {
 	e.uvarint(uint64(len(v)))
-	for _, x := range v {
-		e.b = binary.LittleEndian.AppendUint32(e.b, math.Float32bits(x))
+	n := len(e.b)
+	e.b = slices.Grow(e.b, 4*len(v))[:n+4*len(v)]
+	for i, x := range v {
+		binary.LittleEndian.PutUint32(e.b[n+4*i:], math.Float32bits(x))
 	}
 }
 
@@ -159,7 +162,16 @@ func (d *decoder) entry() cache.Entry {
 }
 
 func encodeUpsert(items []cache.IndexItem) []byte {
-	e := encoder{}
+	// One allocation for the record: its size is known but for the varints
+	// (each at most binary.MaxVarintLen64).
+	size := 1 + binary.MaxVarintLen64
+	for i := range items {
+		en := &items[i].Entry
+		size += 6*binary.MaxVarintLen64 + len(en.Key) + len(en.Partition) + len(en.Fingerprint) +
+			len(en.Query) + len(en.Model) + len(en.Body) + 2*(1+2*binary.MaxVarintLen64) +
+			binary.MaxVarintLen64 + 4*len(items[i].Vector)
+	}
+	e := encoder{b: make([]byte, 0, size)}
 	e.byte(opUpsert)
 	e.uvarint(uint64(len(items)))
 	for i := range items {
