@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genai"
 
+	"github.com/breakwater-dev/breakwater/internal/logtest"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -268,7 +269,7 @@ func TestGeminiSDKKeysNeverShare(t *testing.T) {
 // response, error, /stats or metric.
 func TestGeminiKeyInURLNotLogged(t *testing.T) {
 	const secret = "AIzaSy-very-secret-url-key"
-	var logs syncBuffer
+	var logs logtest.Buffer
 	logger := slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	reg := prometheus.NewRegistry()
 	closed := httptest.NewServer(http.NotFoundHandler())

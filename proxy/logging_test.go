@@ -1,37 +1,18 @@
 package proxy
 
 import (
-	"bytes"
-	"encoding/json"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
+
+	"github.com/breakwater-dev/breakwater/internal/logtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestRequestLogLine checks the one info line per request: it carries the
 // request ID, outcome, target, attempts and durations, and never the prompt
 // or the Authorization header.
 func TestRequestLogLine(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	e := newEnv(t, envOptions{proxy: func(o *Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}})
@@ -45,11 +26,8 @@ func TestRequestLogLine(t *testing.T) {
 		t.Fatalf("an info log line holds the key or the prompt:\n%s", logs)
 	}
 	var line map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(logs), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["msg"] == "request" {
-			line = m
-		}
+	if ls := buf.Lines("request"); len(ls) > 0 {
+		line = ls[len(ls)-1]
 	}
 	if line == nil {
 		t.Fatalf("no request line in:\n%s", logs)
@@ -69,7 +47,7 @@ func TestRequestLogLine(t *testing.T) {
 // TestRequestLogLineExactHit checks an exact hit's line: outcome hit_exact
 // and similarity the number 1, as a semantic hit's is a number.
 func TestRequestLogLineExactHit(t *testing.T) {
-	var buf syncBuffer
+	var buf logtest.Buffer
 	e := newEnv(t, envOptions{proxy: func(o *Options) {
 		o.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}})
@@ -77,9 +55,8 @@ func TestRequestLogLineExactHit(t *testing.T) {
 	e.post("/v1/chat/completions", body, HeaderRequestID, "req-1")
 	e.post("/v1/chat/completions", body, HeaderRequestID, "req-2")
 	var line map[string]any
-	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(l), &m) == nil && m["request_id"] == "req-2" {
+	for _, m := range buf.Lines("request") {
+		if m["request_id"] == "req-2" {
 			line = m
 		}
 	}

@@ -12,12 +12,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/internal/logtest"
 )
 
 // model is an OpenAI-compatible upstream answering from the last user turn.
@@ -390,24 +390,6 @@ func TestServesWhenIndexCannotOpen(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination safe for the goroutines that write it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // TestIndexReadyLogged: the operator learns from the log when the semantic
 // tier is ready and how long its index took to open.
 func TestIndexReadyLogged(t *testing.T) {
@@ -423,7 +405,7 @@ func TestIndexReadyLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	a, err := New(t.Context(), cfg, Options{Logger: slog.New(slog.NewTextHandler(&logs, nil)), Env: env})
 	if err != nil {
 		t.Fatal(err)

@@ -1,37 +1,20 @@
 package app
 
 import (
-	"bytes"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/internal/logtest"
 )
-
-// syncBuffer is a bytes.Buffer safe for the flushing goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestLogBufferWritesEveryLineInOrder: lines from many goroutines all
 // arrive, whole, without an explicit flush (the timer), and Close writes
 // the rest.
 func TestLogBufferWritesEveryLineInOrder(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	lb := newLogBuffer(&out)
 	log := NewLogger(lb, "info", "json")
 	const writers, lines = 8, 2000 // more than logFlushBytes in all
@@ -77,7 +60,7 @@ func TestLogBufferWritesEveryLineInOrder(t *testing.T) {
 // TestLogBufferBackPressure: a burst larger than logMaxPending is written
 // by the writers themselves rather than held without bound.
 func TestLogBufferBackPressure(t *testing.T) {
-	var out syncBuffer
+	var out logtest.Buffer
 	lb := newLogBuffer(&out)
 	defer lb.Close()
 	line := []byte(strings.Repeat("x", 1023) + "\n")

@@ -1,41 +1,13 @@
 package upstream
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"log/slog"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
+
+	"github.com/breakwater-dev/breakwater/internal/logtest"
 )
-
-// lockedBuffer is a bytes.Buffer for concurrent log writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
-	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []map[string]any
-	for _, s := range strings.Split(strings.TrimSpace(l.b.String()), "\n") {
-		var m map[string]any
-		if json.Unmarshal([]byte(s), &m) == nil && m["msg"] == msg {
-			out = append(out, m)
-		}
-	}
-	return out
-}
 
 // TestAttemptLogLines checks the lines an attempt writes (built only when
 // one is written) name the request, the attempt and the target: a 503 then
@@ -49,7 +21,7 @@ func TestAttemptLogLines(t *testing.T) {
 		}
 		ok(w, r, n)
 	})
-	var buf lockedBuffer
+	var buf logtest.Buffer
 	opts := oneTarget(up.url())
 	opts.Logger = slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	c := newCaller(t, opts)
@@ -60,7 +32,7 @@ func TestAttemptLogLines(t *testing.T) {
 	if resp.Status != http.StatusOK {
 		t.Fatalf("status %d, want 200", resp.Status)
 	}
-	retries := buf.lines(t, "upstream retry")
+	retries := buf.Lines("upstream retry")
 	if len(retries) != 1 {
 		t.Fatalf("%d retry lines, want 1", len(retries))
 	}
@@ -69,7 +41,7 @@ func TestAttemptLogLines(t *testing.T) {
 			t.Errorf("retry line %s = %v, want %v", k, got, want)
 		}
 	}
-	attempts := buf.lines(t, "upstream attempt")
+	attempts := buf.Lines("upstream attempt")
 	if len(attempts) != 2 {
 		t.Fatalf("%d attempt lines, want 2", len(attempts))
 	}
