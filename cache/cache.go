@@ -153,6 +153,10 @@ type Result struct {
 	// Verifier's Floor was not served (judged wrong, or below the static
 	// threshold): the best such candidate.
 	Near *Match
+	// Vector is the query's embedding when the lookup computed one (a
+	// semantic miss, or a semantic hit). A Key carrying it (Key.Vector) is
+	// written back with it instead of being embedded again.
+	Vector []float32
 }
 
 // Stats are the cache's counters.
@@ -376,7 +380,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 			c.indexErrors.Add(1)
 			c.fail(ComponentIndex, fmt.Errorf("search index: %w", err))
 		}
-		return Result{}, false
+		return Result{Vector: vecs[0]}, false
 	}
 	c.ok(ComponentIndex)
 
@@ -389,7 +393,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	}
 	passed := c.vet(key, matches, floor, want, vetGuard, now, fresh)
 	if len(passed) == 0 {
-		return Result{}, false
+		return Result{Vector: vecs[0]}, false
 	}
 	serve := -1
 	if verifying {
@@ -409,7 +413,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		serve = 0
 	}
 	if serve < 0 {
-		return Result{Near: &passed[0]}, false
+		return Result{Near: &passed[0], Vector: vecs[0]}, false
 	}
 	m := passed[serve]
 	if opt.StaleThreshold == 0 {
@@ -417,7 +421,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		// the exact answer for this question.
 		c.promote(key, m.Entry, startGen)
 	}
-	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created)}, true
+	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created), Vector: vecs[0]}, true
 }
 
 // vet keeps the candidates that may be served, in order: right partition
@@ -507,7 +511,11 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 		return
 	}
 	if c.ix() != nil {
-		c.q.push(queueItem{e: e, gen: c.gen.Load()})
+		it := queueItem{e: e, gen: c.gen.Load()}
+		if len(key.Vector) == c.embedder.Dimension() {
+			it.vec = key.Vector
+		}
+		c.q.push(it)
 	} else {
 		c.skipWrite()
 	}

@@ -18,6 +18,9 @@ const (
 
 type queueItem struct {
 	e Entry
+	// vec is the query's embedding from the lookup, or nil: writeBatch
+	// embeds only the items without one.
+	vec []float32
 	// gen is the cache's flush generation when the write was queued.
 	gen uint64
 }
@@ -75,7 +78,7 @@ func (q *queue) push(it queueItem) bool {
 // size is what an item counts against the queue's byte bound.
 func (it queueItem) size() int64 {
 	e := &it.e
-	return int64(len(e.Key) + len(e.Partition) + len(e.Fingerprint) + len(e.Query) + len(e.Model) + len(e.Body))
+	return int64(len(e.Key) + len(e.Partition) + len(e.Fingerprint) + len(e.Query) + len(e.Model) + len(e.Body) + 4*len(it.vec))
 }
 
 // taken releases the bytes of items the worker has taken off the queue.
@@ -155,29 +158,49 @@ func (c *Cache) writeBatch(ctx context.Context, batch []queueItem) {
 	if len(live) == 0 {
 		return
 	}
-	texts := make([]string, len(live))
+	// The lookup's vector is reused: embedding the query again would cost a
+	// second encoder pass per semantic miss whenever the embedding cache
+	// (bounded, and whose admission policy refuses texts seen once when it
+	// is full) no longer holds it.
+	vecs := make([][]float32, len(live))
+	var texts []string
+	var need []int
 	for i, it := range live {
-		texts[i] = it.e.Query
+		if it.vec != nil {
+			vecs[i] = it.vec
+			continue
+		}
+		texts = append(texts, it.e.Query)
+		need = append(need, i)
 	}
-	vecs, err := c.embedder.Embed(ctx, texts)
-	if err == nil && len(vecs) != len(texts) {
-		err = fmt.Errorf("embedder returned %d vectors for %d texts", len(vecs), len(texts))
-	}
-	if err == nil {
-		for _, v := range vecs {
-			if len(v) != c.embedder.Dimension() {
-				err = fmt.Errorf("embedder returned a vector of dimension %d, want %d", len(v), c.embedder.Dimension())
-				break
+	if len(texts) > 0 {
+		got, err := c.embedder.Embed(ctx, texts)
+		if err == nil && len(got) != len(texts) {
+			err = fmt.Errorf("embedder returned %d vectors for %d texts", len(got), len(texts))
+		}
+		if err == nil {
+			for _, v := range got {
+				if len(v) != c.embedder.Dimension() {
+					err = fmt.Errorf("embedder returned a vector of dimension %d, want %d", len(v), c.embedder.Dimension())
+					break
+				}
+			}
+		}
+		if err != nil {
+			c.writeFailures.Add(uint64(len(texts)))
+			c.embedErrors.Add(1)
+			c.fail(ComponentEmbedder, fmt.Errorf("embed queries: %w", err))
+			// The items that came with their vector are still written.
+			if vecs, live = keepEmbedded(vecs, live); len(live) == 0 {
+				return
+			}
+		} else {
+			c.ok(ComponentEmbedder)
+			for j, i := range need {
+				vecs[i] = got[j]
 			}
 		}
 	}
-	if err != nil {
-		c.writeFailures.Add(uint64(len(live)))
-		c.embedErrors.Add(1)
-		c.fail(ComponentEmbedder, fmt.Errorf("embed queries: %w", err))
-		return
-	}
-	c.ok(ComponentEmbedder)
 
 	batchItems := make([]retryItem, len(live))
 	for i, it := range live {
@@ -251,4 +274,16 @@ func (c *Cache) retryWrites(ctx context.Context) {
 	if len(live) > 0 {
 		_ = c.upsert(ctx, live)
 	}
+}
+
+// keepEmbedded keeps the items that have a vector.
+func keepEmbedded(vecs [][]float32, live []queueItem) ([][]float32, []queueItem) {
+	n := 0
+	for i := range live {
+		if vecs[i] != nil {
+			vecs[n], live[n] = vecs[i], live[i]
+			n++
+		}
+	}
+	return vecs[:n], live[:n]
 }

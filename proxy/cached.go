@@ -279,6 +279,8 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 		MaxAge:       x.ctl.maxAge,
 		SkipSemantic: !x.format.Semantic(),
 	})
+	// The write-back uses the lookup's embedding of the question.
+	x.key.Vector = res.Vector
 	if !ok {
 		s.noteNear(x, res)
 		return res, "", false

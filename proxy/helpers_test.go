@@ -121,10 +121,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // bag-of-words vector, so texts sharing most words are close. Tests of the
 // real encoder live in embed/ and in the app's end-to-end test.
 type bagEmbedder struct {
-	fail atomic.Bool
+	fail  atomic.Bool
+	texts atomic.Int64 // texts embedded
 }
 
 func (b *bagEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	b.texts.Add(int64(len(texts)))
 	if b.fail.Load() {
 		return nil, fmt.Errorf("embedder unavailable")
 	}
