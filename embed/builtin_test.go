@@ -125,7 +125,7 @@ func TestBuiltinParity(t *testing.T) {
 			b := testBuiltinF16(t)
 			if tc.bf16 {
 				if !haveBF16 {
-					t.Skip("this CPU (or build) has no AVX512_BF16 kernel")
+					t.Skip("this CPU (or a purego build) has no AVX512_BF16 kernel (no variable enables it: it runs wherever the CPU has the feature)")
 				}
 				b = testBuiltin(t)
 				if b.model.head.wb == nil {
@@ -436,7 +436,7 @@ func TestBuiltinContract(t *testing.T) {
 // every AVX2 CPU runs.
 func TestBuiltinPortableSkipsBF16(t *testing.T) {
 	if !haveBF16 {
-		t.Skip("this CPU has no AVX512_BF16: NewBuiltin and NewBuiltinPortable run the same kernels")
+		t.Skip("this CPU has no AVX512_BF16, so NewBuiltin and NewBuiltinPortable run the same kernels (no variable enables it: it runs wherever the CPU has the feature)")
 	}
 	texts := []string{"How do I reset my password?", "What is the capital of France?"}
 	embedWith := func(newB func() (*Builtin, error)) [][]float32 {

@@ -59,7 +59,7 @@ func bf16Dot(x, w []uint16) float32 {
 // epilogue, to 1e-5 of the sum of the terms' magnitudes.
 func TestBF16Kernels(t *testing.T) {
 	if !haveBF16 {
-		t.Skip("this CPU (or build) has no AVX512_BF16 kernel")
+		t.Skip("this CPU (or a purego build) has no AVX512_BF16 kernel (no variable enables it: it runs wherever the CPU has the feature)")
 	}
 	rng := rand.New(rand.NewPCG(7, 11))
 	exact, total := 0, 0
@@ -136,7 +136,7 @@ func TestBF16Kernels(t *testing.T) {
 // and on a tail that is not a multiple of 32.
 func TestBF16Convert(t *testing.T) {
 	if !haveBF16 {
-		t.Skip("this CPU (or build) has no AVX512_BF16 kernel")
+		t.Skip("this CPU (or a purego build) has no AVX512_BF16 kernel (no variable enables it: it runs wherever the CPU has the feature)")
 	}
 	rng := rand.New(rand.NewPCG(3, 5))
 	const n = 4096 + 6
@@ -167,7 +167,7 @@ func TestBF16Convert(t *testing.T) {
 // (64 k-pairs): ns/dp is the time per VDPBF16PS (32 multiply-adds).
 func BenchmarkBF16Kernel(b *testing.B) {
 	if !haveBF16 {
-		b.Skip("this CPU (or build) has no AVX512_BF16 kernel")
+		b.Skip("this CPU (or a purego build) has no AVX512_BF16 kernel (no variable enables it: it runs wherever the CPU has the feature)")
 	}
 	const kp = 64
 	w := make([]uint16, kp*64)

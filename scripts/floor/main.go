@@ -16,6 +16,7 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"os"
 
@@ -23,9 +24,9 @@ import (
 )
 
 func main() {
+	log.SetFlags(0)
 	if len(os.Args) != 4 {
-		fmt.Fprintln(os.Stderr, "usage: floor nethttp|fasthttp|nethttp-fastclient|nethttp-stored LISTEN UPSTREAM_HOST:PORT")
-		os.Exit(2)
+		log.Fatal("usage: floor nethttp|fasthttp|nethttp-fastclient|nethttp-stored LISTEN UPSTREAM_HOST:PORT")
 	}
 	mode, listen, up := os.Args[1], os.Args[2], os.Args[3]
 	var err error
@@ -44,8 +45,7 @@ func main() {
 	default:
 		err = fmt.Errorf("unknown mode %q", mode)
 	}
-	fmt.Fprintln(os.Stderr, err)
-	os.Exit(1)
+	log.Fatal(err) // a server's Listen returns only on error
 }
 
 func netHTTP(up string) http.HandlerFunc {
