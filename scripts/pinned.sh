@@ -49,7 +49,7 @@ TMP=$(mktemp -d /tmp/breakwater-pinned.XXXXXX)
 chmod 755 "$TMP"
 PORT=${BENCH_PORT:-19200}
 MOCK=$PORT NGX=$((PORT + 1)) NGXC=$((PORT + 2)) BWOFF=$((PORT + 3)) BWON=$((PORT + 4)) OLDOFF=$((PORT + 5)) OLDON=$((PORT + 6))
-GONET=$((PORT + 7)) GOFAST=$((PORT + 8)) GOFC=$((PORT + 9)) GOSTORED=$((PORT + 10))
+GONET=$((PORT + 7)) GOFAST=$((PORT + 8)) GOFC=$((PORT + 9)) GOSTORED=$((PORT + 10)) GOPOOL=$((PORT + 11))
 PIDS=()
 cleanup() {
 	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -181,7 +181,7 @@ start_bw() { # name bin port cache(true|false)
 start_bw bwoff "$TMP/bw" $BWOFF false
 start_bw bwon "$TMP/bw" $BWON true
 if [ -n "$FLOOR" ]; then
-	for m in gonethttp:nethttp:$GONET gofasthttp:fasthttp:$GOFAST gonethttpfc:nethttp-fastclient:$GOFC gostored:nethttp-stored:$GOSTORED; do
+	for m in gonethttp:nethttp:$GONET gofasthttp:fasthttp:$GOFAST gonethttpfc:nethttp-fastclient:$GOFC gostored:nethttp-stored:$GOSTORED gopool:nethttp-pool:$GOPOOL; do
 		IFS=: read -r name mode port <<<"$m"
 		taskset -c 1 "$TMP/floor" "$mode" "127.0.0.1:$port" "127.0.0.1:$MOCK" 2>"$TMP/floor-$mode.log" &
 		PIDS+=($!)
@@ -266,7 +266,7 @@ say
 
 MISS=(nginx:$NGX bwoff:$BWOFF)
 HIT=(nginx-cache:$NGXC bwon:$BWON)
-[ -n "$FLOOR" ] && MISS+=(gonethttp:$GONET gofasthttp:$GOFAST gonethttpfc:$GOFC) && HIT+=(gostored:$GOSTORED)
+[ -n "$FLOOR" ] && MISS+=(gonethttp:$GONET gofasthttp:$GOFAST gonethttpfc:$GOFC gopool:$GOPOOL) && HIT+=(gostored:$GOSTORED)
 if [ -n "$BEFORE" ]; then
 	MISS+=(oldoff:$OLDOFF)
 	HIT+=(oldon:$OLDON)

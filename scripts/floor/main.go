@@ -13,7 +13,10 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
+	"net"
+	"sync"
 	"fmt"
 	"io"
 	"log"
@@ -37,6 +40,8 @@ func main() {
 		err = (&fasthttp.Server{Handler: fastHTTP(up)}).ListenAndServe(listen)
 	case "nethttp-fastclient":
 		err = http.ListenAndServe(listen, netHTTPFastClient(up))
+	case "nethttp-pool":
+		err = http.ListenAndServe(listen, netHTTPPool(up))
 	case "nethttp-stored":
 		var h http.HandlerFunc
 		if h, err = netHTTPStored(up); err == nil {
@@ -140,4 +145,62 @@ func netHTTPStored(up string) (http.HandlerFunc, error) {
 		w.Header().Set("Content-Type", ctype)
 		_, _ = w.Write(answer)
 	}, nil
+}
+
+// netHTTPPool is the standard library's server with a connection pool of its
+// own: the request written and the answer read in the handler's goroutine
+// (http.Request.Write, http.ReadResponse), no transport goroutines.
+func netHTTPPool(up string) http.HandlerFunc {
+	type pconn struct {
+		c  net.Conn
+		br *bufio.Reader
+		bw *bufio.Writer
+	}
+	var mu sync.Mutex
+	var idle []*pconn
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		mu.Lock()
+		var pc *pconn
+		if n := len(idle); n > 0 {
+			pc, idle = idle[n-1], idle[:n-1]
+		}
+		mu.Unlock()
+		if pc == nil {
+			c, err := net.Dial("tcp", up)
+			if err != nil {
+				w.WriteHeader(http.StatusBadGateway)
+				return
+			}
+			pc = &pconn{c: c, br: bufio.NewReader(c), bw: bufio.NewWriter(c)}
+		}
+		req, _ := http.NewRequestWithContext(r.Context(), http.MethodPost, "http://"+up+r.URL.Path, bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", r.Header.Get("Authorization"))
+		if err := req.Write(pc.bw); err == nil {
+			err = pc.bw.Flush()
+		}
+		resp, err := http.ReadResponse(pc.br, req)
+		if err != nil {
+			pc.c.Close()
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		answer, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil || resp.Close {
+			pc.c.Close()
+		} else {
+			mu.Lock()
+			idle = append(idle, pc)
+			mu.Unlock()
+		}
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(answer)
+	}
 }
