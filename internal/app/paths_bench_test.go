@@ -161,6 +161,13 @@ func BenchmarkPaths(b *testing.B) {
 	}
 	unique := func(i int) []byte { return pathsBody(pathsQuestion(i)) }
 	b.Run("direct", func(b *testing.B) { run(b, up.URL, unique, "") })
+	// The least a net/http proxy can do on a miss: miss-nocache minus this is
+	// Breakwater's own work (routing, limits, metrics, the access line).
+	b.Run("floor-nethttp", func(b *testing.B) {
+		floor := httptest.NewServer(floorProxy(up.URL))
+		defer floor.Close()
+		run(b, floor.URL, unique, "")
+	})
 	b.Run("miss-nocache", func(b *testing.B) { run(b, startPaths(b, up.URL, false), unique, "bypass") })
 	b.Run("miss-semantic", func(b *testing.B) { run(b, startPaths(b, up.URL, true), unique, "miss") })
 	// The same past FlatLimit: the bucket holds a graph, so every write-back
@@ -193,6 +200,40 @@ func BenchmarkPaths(b *testing.B) {
 			b.Fatal(err)
 		}
 		run(b, url, func(int) []byte { return same }, "hit-exact")
+	})
+}
+
+// floorProxy reads the body, posts it to upstream with the two headers a
+// model needs and writes the answer back: no routing, limits, metrics or log.
+func floorProxy(upstream string) http.Handler {
+	tr := &http.Transport{MaxIdleConnsPerHost: 256}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		req, err := http.NewRequestWithContext(r.Context(), http.MethodPost, upstream+r.URL.Path, bytes.NewReader(body))
+		if err != nil {
+			w.WriteHeader(http.StatusInternalServerError)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", r.Header.Get("Authorization"))
+		resp, err := tr.RoundTrip(req)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		defer resp.Body.Close()
+		answer, err := io.ReadAll(resp.Body)
+		if err != nil {
+			w.WriteHeader(http.StatusBadGateway)
+			return
+		}
+		w.Header().Set("Content-Type", resp.Header.Get("Content-Type"))
+		w.WriteHeader(resp.StatusCode)
+		_, _ = w.Write(answer)
 	})
 }
 
