@@ -34,8 +34,11 @@ func laneKey(h http.Header, up Upstream) string {
 	}
 	for _, name := range keyHeaders {
 		if v := h.Get(name); v != "" {
-			sum := sha256.Sum256([]byte(name + "\x00" + v))
-			return hex.EncodeToString(sum[:8])
+			var buf [256]byte // keys fit; a longer one spills to the heap
+			sum := sha256.Sum256(append(append(append(buf[:0], name...), 0), v...))
+			var out [16]byte
+			hex.Encode(out[:], sum[:8])
+			return string(out[:])
 		}
 	}
 	return ""

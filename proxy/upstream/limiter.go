@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // shedError is returned by pool.acquire when the queue is full.
@@ -29,6 +31,7 @@ type pool struct {
 	upstream, name string
 	max, maxQueue  int // max <= 0: unlimited
 	metrics        *Metrics
+	gauge          prometheus.Gauge // breakwater_upstream_inflight{upstream}, resolved once
 
 	mu       sync.Mutex
 	inflight int
@@ -36,7 +39,13 @@ type pool struct {
 }
 
 func newPool(upstream, name string, max, maxQueue int, m *Metrics) *pool {
-	return &pool{upstream: upstream, name: name, max: max, maxQueue: max0(maxQueue), metrics: m}
+	p := &pool{upstream: upstream, name: name, max: max, maxQueue: max0(maxQueue), metrics: m}
+	if m != nil {
+		// Looked up once: WithLabelValues hashes the labels on every call,
+		// and every attempt moves this gauge twice.
+		p.gauge = m.inflight.WithLabelValues(upstream)
+	}
+	return p
 }
 
 func max0(n int) int { return max(n, 0) }
@@ -49,7 +58,7 @@ func (p *pool) acquire(ctx context.Context) error {
 	if p.max <= 0 || (p.inflight < p.max && p.waiters.Len() == 0) {
 		p.inflight++
 		p.mu.Unlock()
-		p.metrics.inflightAdd(p.upstream, 1)
+		p.inflightAdd(1)
 		return nil
 	}
 	if p.waiters.Len() >= p.maxQueue {
@@ -101,7 +110,13 @@ func (p *pool) release() {
 	}
 	p.inflight--
 	p.mu.Unlock()
-	p.metrics.inflightAdd(p.upstream, -1)
+	p.inflightAdd(-1)
+}
+
+func (p *pool) inflightAdd(d float64) {
+	if p.gauge != nil {
+		p.gauge.Add(d)
+	}
 }
 
 func (p *pool) counts() (inflight, queued int) {

@@ -104,13 +104,6 @@ func (m *Metrics) retry(target, reason string) {
 	m.retries.WithLabelValues(target, reason).Inc()
 }
 
-func (m *Metrics) inflightAdd(upstream string, d float64) {
-	if m == nil {
-		return
-	}
-	m.inflight.WithLabelValues(upstream).Add(d)
-}
-
 func (m *Metrics) queuedSet(upstream, pool string, n int) {
 	if m == nil {
 		return

@@ -179,7 +179,15 @@ func outboundHeader(in http.Header, up Upstream, requestID string, hasBody bool)
 		if strings.HasPrefix(k, "X-Breakwater-") {
 			continue
 		}
-		h[k] = append(h[k], v...)
+		// The value slices are shared with in, not copied: everything below
+		// and the transport replace or delete a key, never write into its
+		// slice. Only two spellings of one name (a map built by hand; a
+		// server's are canonical) need a fresh slice.
+		if prev, ok := h[k]; ok {
+			h[k] = append(append(make([]string, 0, len(prev)+len(v)), prev...), v...)
+		} else {
+			h[k] = v[:len(v):len(v)]
+		}
 	}
 	removeHopHeaders(h)
 	// Go's transport asks for gzip and decompresses itself only when we do not
