@@ -15,13 +15,13 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"net"
-	"sync"
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"os"
+	"sync"
 
 	"github.com/valyala/fasthttp"
 )
