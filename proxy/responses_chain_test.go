@@ -146,7 +146,7 @@ func TestResponsesBoundToUpstream(t *testing.T) {
 		`{"model":"m","input":"x"}`:                                 false,
 		`not json`:                                                  false,
 	} {
-		if got := (responsesAPI{}).boundToUpstream([]byte(body)); got != want {
+		if got, _ := (responsesAPI{}).boundToUpstream([]byte(body)); got != want {
 			t.Errorf("boundToUpstream(%s) = %v, want %v", body, got, want)
 		}
 	}

@@ -1,0 +1,211 @@
+package proxy
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultResponseOwners is how many Responses ids the proxy remembers the
+// upstream of (Options.ResponseOwners). A response is stored by the provider
+// account that created it, and only that account knows its id
+// (https://platform.openai.com/docs/guides/conversation-state): retrieval,
+// deletion, cancellation and the next turn's previous_response_id must go
+// back there. Past the bound the oldest ids are forgotten first; a forgotten
+// (or never seen) id keeps the routing it had without the registry. An entry
+// is an id (at most maxResponseIDBytes) and a shared upstream name: 100,000
+// of them take about 15 MB at most.
+const DefaultResponseOwners = 100_000
+
+// maxResponseIDBytes: longer ids are not remembered. OpenAI's are "resp_"
+// and about 50 hex digits; the bound keeps a compatible server's odd ids
+// from growing the registry's memory beyond its documented size.
+const maxResponseIDBytes = 128
+
+// PassthroughTarget is one upstream's pass-through root (including /v1) and
+// credential: Key, when set, replaces the client's credential headers, sent
+// in the Auth style (upstream.AuthBearer when ""); empty forwards the
+// client's headers as sent.
+type PassthroughTarget struct {
+	Root      *url.URL
+	Key, Auth string
+}
+
+// responseOwners maps a Responses id to the upstream that created it. It is
+// per process: replicas do not share it, and an id another replica created
+// is unknown here. Safe for concurrent use; add and owner are O(1).
+type responseOwners struct {
+	mu    sync.Mutex
+	limit int
+	owner map[string]string
+	ring  []string // ids in insertion order from next, wrapping; grows up to limit
+	next  int      // the oldest id's slot once the ring is full
+	gauge prometheus.Gauge
+}
+
+func newResponseOwners(limit int, gauge prometheus.Gauge) *responseOwners {
+	if limit <= 0 {
+		limit = DefaultResponseOwners
+	}
+	return &responseOwners{limit: limit, owner: make(map[string]string), gauge: gauge}
+}
+
+// add remembers that upstream created id. An empty or over-long id, or an
+// empty upstream, is ignored; an id already known keeps its place and takes
+// the new upstream.
+func (r *responseOwners) add(id, upstream string) {
+	if id == "" || len(id) > maxResponseIDBytes || upstream == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.owner[id]; ok {
+		r.owner[id] = upstream
+		return
+	}
+	if len(r.ring) < r.limit {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.owner, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % r.limit
+	}
+	r.owner[id] = upstream
+	if r.gauge != nil {
+		r.gauge.Set(float64(len(r.owner)))
+	}
+}
+
+// lookup returns the upstream that created id, if it is known.
+func (r *responseOwners) lookup(id string) (string, bool) {
+	if id == "" || len(id) > maxResponseIDBytes {
+		return "", false
+	}
+	r.mu.Lock()
+	up, ok := r.owner[id]
+	r.mu.Unlock()
+	return up, ok
+}
+
+// size is how many ids are known.
+func (r *responseOwners) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.owner)
+}
+
+// responseIDer is a Format whose answers carry an id the provider keeps
+// (OpenAI's Responses API): the proxy remembers which upstream created it.
+type responseIDer interface {
+	responseID(body []byte) string
+}
+
+// streamIDer is a StreamAssembler that has read its response's id from the
+// stream ("" until then).
+type streamIDer interface {
+	responseID() string
+}
+
+// responseID is the top-level "id" of a Responses answer ("" for anything
+// else). Only a response object is read (a compatible server may leave
+// "object" out); an error body has no id.
+func (responsesAPI) responseID(body []byte) string {
+	f, err := exactFields(body)
+	if err != nil {
+		return ""
+	}
+	var object, id string
+	if o, ok := f["object"]; ok && (json.Unmarshal(o, &object) != nil || object != "response") {
+		return ""
+	}
+	if json.Unmarshal(f["id"], &id) != nil {
+		return ""
+	}
+	return id
+}
+
+// learnOwner remembers the upstream of an answer's response id, for a Format
+// whose answers have one. Called once per upstream call (inside the call a
+// coalesced flight shares), before the answer reaches any client, so a client
+// that sends the id back at once finds it known.
+func (s *Server) learnOwner(f Format, status int, body []byte, upstreamName string) {
+	r, ok := f.(responseIDer)
+	if !ok || status < 200 || status > 299 {
+		return
+	}
+	s.owners.add(r.responseID(body), upstreamName)
+}
+
+// ownerOf is the upstream that created the response id, when this process
+// saw it created and has a pass-through target for that upstream.
+func (s *Server) ownerOf(id string) (string, bool) {
+	up, ok := s.owners.lookup(id)
+	if !ok {
+		return "", false
+	}
+	_, ok = s.ownerFwd[up]
+	return up, ok
+}
+
+// newOwnerForwarders builds one reverse proxy per upstream, once.
+func (s *Server) newOwnerForwarders(targets map[string]PassthroughTarget) map[string]*httputil.ReverseProxy {
+	out := make(map[string]*httputil.ReverseProxy, len(targets))
+	for name, t := range targets {
+		if t.Root == nil {
+			continue
+		}
+		fwd := s.newForwarder(t.Root, t.Key, t.Auth)
+		fwd.ErrorHandler = s.passthroughFailed("upstream " + name)
+		out[name] = fwd
+	}
+	return out
+}
+
+// handleResponseByID serves GET and DELETE /v1/responses/{id}, GET
+// .../input_items and POST .../cancel
+// (https://platform.openai.com/docs/api-reference/responses/get): to the
+// upstream that created the id when it is known, else as every other /v1/*
+// path (the default upstream).
+func (s *Server) handleResponseByID(c echo.Context) error {
+	up, ok := s.ownerOf(c.Param("id"))
+	if !ok {
+		return s.handleForward(c)
+	}
+	if s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
+		s.logger(c).Debug("responses id routed to its upstream", "upstream", up)
+	}
+	h := c.Response().Header()
+	h.Set(HeaderCache, OutcomeBypass)
+	h.Set(HeaderUpstream, up)
+	s.stats.outcome(OutcomeBypass)
+	s.ownerFwd[up].ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// mountResponseIDs registers the routes of handleResponseByID; echo matches
+// them before the /v1/* catch-all, and any other method or sub-path (POST
+// /v1/responses/input_tokens, ...) still reaches the catch-all.
+func (s *Server) mountResponseIDs(e *echo.Echo) {
+	e.GET("/v1/responses/:id", s.handleResponseByID)
+	e.DELETE("/v1/responses/:id", s.handleResponseByID)
+	e.GET("/v1/responses/:id/input_items", s.handleResponseByID)
+	e.POST("/v1/responses/:id/cancel", s.handleResponseByID)
+}
+
+// passthroughFailed answers a pass-through that reached no upstream, in the
+// client's API shape, naming who did not answer.
+func (s *Server) passthroughFailed(who string) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
+		status, body := passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: "+who+" did not answer")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}
+}
