@@ -126,10 +126,11 @@ func (responsesAPI) StreamError(err error) []byte {
 }
 
 // handleResponses serves POST /v1/responses. Requests bound to state the
-// provider keeps and changes pass through to the default upstream untouched
-// (retrieval, deletion and cancellation of responses by id go to the
-// upstream that created the id when this process knows it:
-// handleResponseByID):
+// provider keeps and changes pass through untouched, to the default upstream
+// or, when they continue a response (previous_response_id) another upstream
+// created, to that upstream (retrieval, deletion and cancellation of
+// responses by id also go to the upstream that created the id when this
+// process knows it: handleResponseByID):
 //   - background: true: the answer is a queued response polled later by id;
 //   - conversation: the conversation's items grow with every turn, so the
 //     same request body asks a different question each time, and a cached
@@ -153,6 +154,12 @@ func (s *Server) handleResponses(c echo.Context) error {
 	req.ContentLength = int64(len(body))
 	if why := responsesStateful(body); why != "" {
 		s.logger(c).Debug("responses request passed through", "reason", why)
+		// Continuing a response another upstream created: to that one.
+		if _, prev := (responsesAPI{}).boundToUpstream(body); prev != "" {
+			if up, ok := s.ownerOf(prev); ok {
+				return s.forwardToOwner(c, up)
+			}
+		}
 		return s.handleForward(c)
 	}
 	return s.serveCached(c, responsesFormat)

@@ -1,11 +1,15 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strings"
 	"sync"
 
 	"github.com/labstack/echo/v4"
@@ -162,6 +166,10 @@ func (s *Server) newOwnerForwarders(targets map[string]PassthroughTarget) map[st
 		}
 		fwd := s.newForwarder(t.Root, t.Key, t.Auth)
 		fwd.ErrorHandler = s.passthroughFailed("upstream " + name)
+		fwd.ModifyResponse = func(resp *http.Response) error {
+			s.learnPassedThrough(resp, name)
+			return nil
+		}
 		out[name] = fwd
 	}
 	return out
@@ -177,6 +185,12 @@ func (s *Server) handleResponseByID(c echo.Context) error {
 	if !ok {
 		return s.handleForward(c)
 	}
+	return s.forwardToOwner(c, up)
+}
+
+// forwardToOwner passes the request through to upstream up, one of
+// s.ownerFwd's.
+func (s *Server) forwardToOwner(c echo.Context, up string) error {
 	if s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
 		s.logger(c).Debug("responses id routed to its upstream", "upstream", up)
 	}
@@ -208,4 +222,49 @@ func (s *Server) passthroughFailed(who string) func(http.ResponseWriter, *http.R
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
 	}
+}
+
+// maxLearnBytes bounds what is read ahead of the client from a passed-through
+// create's answer to learn its id: a background response is answered
+// queued, without output, in a few KB.
+const maxLearnBytes = 1 << 20
+
+// learnPassedThrough remembers the id of a response created through a
+// pass-through to upstream up (a background request continuing one of its
+// responses), before the answer goes on to the client. Only a JSON answer
+// within maxLearnBytes (gzip-encoded or not) is read; a streamed one is
+// relayed untouched and its id stays unknown.
+func (s *Server) learnPassedThrough(resp *http.Response, up string) {
+	req := resp.Request
+	if req == nil || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/responses") ||
+		resp.StatusCode < 200 || resp.StatusCode > 299 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxLearnBytes+1))
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil || len(head) > maxLearnBytes {
+		return
+	}
+	body := head
+	switch resp.Header.Get("Content-Encoding") {
+	case "":
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(head))
+		if err != nil {
+			return
+		}
+		body, err = io.ReadAll(io.LimitReader(zr, maxLearnBytes))
+		if err != nil {
+			return
+		}
+	default:
+		return
+	}
+	s.owners.add(responsesAPI{}.responseID(body), up)
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }

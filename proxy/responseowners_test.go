@@ -1,10 +1,13 @@
 package proxy
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -275,5 +278,76 @@ func TestResponseOwnersBound(t *testing.T) {
 	}
 	if len(r.owner) != len(r.ring) {
 		t.Errorf("map holds %d ids, ring %d", len(r.owner), len(r.ring))
+	}
+}
+
+// A background request continuing B's response passes through uncached to
+// B, not to the default upstream, and the id of the queued response B
+// answers is learnt from the pass-through, so polling it reaches B too.
+func TestResponsesBackgroundFollowsItsUpstream(t *testing.T) {
+	o := newOwnersEnv(t)
+	c := responsesClient(o.e, "sk-tenant-a")
+	ctx := context.Background()
+	o.overloaded.Store(true)
+	first, _ := create(t, c, ask("Tell me about lions."))
+	o.overloaded.Store(false)
+	refused := o.aLog.count("POST /v1/responses ")
+
+	bg := followUp(first.ID, "Think about it for a while.")
+	bg.Background = openai.Bool(true)
+	queued, outcome := create(t, c, bg)
+	if queued.Status != "queued" || outcome != OutcomeBypass || !strings.HasPrefix(queued.ID, "resp_b") {
+		t.Fatalf("background request after %s: %q %q %q, want B's queued response passed through", first.ID, queued.ID, queued.Status, outcome)
+	}
+	if got, err := c.Responses.Get(ctx, queued.ID, responses.ResponseGetParams{}); err != nil || got.ID != queued.ID {
+		t.Fatalf("poll %s: %v (%v), want B's response", queued.ID, err, got)
+	}
+	if n := o.aLog.count("POST /v1/responses ") - refused; n != 0 {
+		t.Errorf("A received %d creates once healthy, want 0", n)
+	}
+	if n := o.aLog.count("/v1/responses/"); n != 0 {
+		t.Errorf("A received %d requests by id, want 0", n)
+	}
+	if n := o.bLog.count("GET /v1/responses/"+queued.ID, "Bearer sk-upstream-b"); n != 1 {
+		t.Errorf("B received %d polls of %s with its key, want 1", n, queued.ID)
+	}
+}
+
+// learnPassedThrough reads the id of a gzip-encoded answer (the client's
+// Accept-Encoding is forwarded as sent) and hands the client the same bytes.
+func TestLearnPassedThroughGzip(t *testing.T) {
+	s := &Server{owners: newResponseOwners(0, nil)}
+	const body = `{"id":"resp_z1","object":"response","status":"queued"}`
+	var zb bytes.Buffer
+	zw := gzip.NewWriter(&zb)
+	_, _ = zw.Write([]byte(body))
+	_ = zw.Close()
+	wire := append([]byte(nil), zb.Bytes()...)
+	for _, tc := range []struct {
+		name, method, path, encoding string
+		status                       int
+		raw                          []byte
+		learnt                       bool
+	}{
+		{"gzip", http.MethodPost, "/v1/responses", "gzip", 200, wire, true},
+		{"plain", http.MethodPost, "/v1/responses", "", 200, []byte(body), true},
+		{"error status", http.MethodPost, "/v1/responses", "", 400, []byte(body), false},
+		{"cancel", http.MethodPost, "/v1/responses/resp_z1/cancel", "", 200, []byte(body), false},
+		{"other encoding", http.MethodPost, "/v1/responses", "br", 200, []byte(body), false},
+	} {
+		s.owners = newResponseOwners(0, nil)
+		req := httptest.NewRequest(tc.method, "http://up.example"+tc.path, nil)
+		resp := &http.Response{StatusCode: tc.status, Request: req, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(bytes.NewReader(tc.raw))}
+		if tc.encoding != "" {
+			resp.Header.Set("Content-Encoding", tc.encoding)
+		}
+		s.learnPassedThrough(resp, "b")
+		if _, ok := s.owners.lookup("resp_z1"); ok != tc.learnt {
+			t.Errorf("%s: learnt %v, want %v", tc.name, ok, tc.learnt)
+		}
+		if got, _ := io.ReadAll(resp.Body); !bytes.Equal(got, tc.raw) {
+			t.Errorf("%s: the client gets %q, want the upstream's bytes", tc.name, got)
+		}
 	}
 }

@@ -58,6 +58,7 @@ func TestResponsesChainStaysOnUpstream(t *testing.T) {
 func testChainStaysOnUpstream(t *testing.T, status int) {
 	backupModel := &fakeModel{}
 	backupResponses := newFakeResponses()
+	backupResponses.prefix = "backup" // two accounts never issue the same id
 	backupResponses.install(&env{model: backupModel})
 	var backup responsesLog
 	serveBackup := backupModel.HandleFunc
