@@ -110,4 +110,7 @@ func TestResponsesIDRoutedToItsUpstream(t *testing.T) {
 	if s := r.get(t, "/stats"); !strings.Contains(s, `"known_ids":1`) {
 		t.Errorf("/stats does not count the learnt id: %s", s)
 	}
+	if s := r.get(t, "/metrics"); !strings.Contains(s, "\nbreakwater_responses_known_ids 1\n") {
+		t.Error("/metrics has no breakwater_responses_known_ids 1")
+	}
 }
