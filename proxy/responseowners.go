@@ -191,6 +191,10 @@ func (s *Server) handleResponseByID(c echo.Context) error {
 // forwardToOwner passes the request through to upstream up, one of
 // s.ownerFwd's.
 func (s *Server) forwardToOwner(c echo.Context, up string) error {
+	// As handleForward: a ?key= never travels in a URL that may be logged.
+	if err := moveGeminiKey(c.Request()); err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
 	if s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
 		s.logger(c).Debug("responses id routed to its upstream", "upstream", up)
 	}

@@ -224,7 +224,10 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 	k := &call{c: c, req: req, ctx: ctx, dctx: dctx, deadline: deadline, budget: time.Until(deadline),
 		stream: stream, rep: report{model: req.Model}}
 	groups := r.groups
-	bound := c.ups[req.BindUpstream]
+	var bound *upstream
+	if req.BindUpstream != "" {
+		bound = c.ups[req.BindUpstream]
+	}
 	switch {
 	case bound != nil:
 		groups = k.boundTo(r, bound)
