@@ -24,7 +24,8 @@ import (
 // back there. Past the bound the oldest ids are forgotten first; a forgotten
 // (or never seen) id keeps the routing it had without the registry. An entry
 // is an id (at most maxResponseIDBytes) and a shared upstream name: 100,000
-// of them take about 15 MB at most.
+// of them take 13.5 MB of heap with OpenAI's 53-byte ids and 20 MB with
+// 128-byte ones (docs/BENCHMARKS.md).
 const DefaultResponseOwners = 100_000
 
 // maxResponseIDBytes: longer ids are not remembered. OpenAI's are "resp_"
@@ -117,19 +118,51 @@ type streamIDer interface {
 }
 
 // responseID is the top-level "id" of a Responses answer ("" for anything
-// else). Only a response object is read (a compatible server may leave
-// "object" out); an error body has no id.
+// else): only a response object is read (a compatible server may leave
+// "object" out); an error body has no id. Names are matched exactly. The
+// scan stops once "id" and "object" are read, which the API sends first:
+// decoding the whole answer was 50 us for a 1,000-word one
+// (BenchmarkResponseIDLearn), this is about 1 us.
 func (responsesAPI) responseID(body []byte) string {
-	f, err := exactFields(body)
-	if err != nil {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return ""
 	}
-	var object, id string
-	if o, ok := f["object"]; ok && (json.Unmarshal(o, &object) != nil || object != "response") {
-		return ""
-	}
-	if json.Unmarshal(f["id"], &id) != nil {
-		return ""
+	var id string
+	seenObject := false
+	for dec.More() && (id == "" || !seenObject) {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		var dst any
+		var str string
+		switch tok {
+		case "id":
+			if id != "" {
+				return "" // a duplicate name: not a response the API sent
+			}
+			dst = &str
+		case "object":
+			if seenObject {
+				return ""
+			}
+			seenObject = true
+			dst = &str
+		default:
+			dst = &json.RawMessage{}
+		}
+		if err := dec.Decode(dst); err != nil {
+			return ""
+		}
+		switch tok {
+		case "id":
+			id = str
+		case "object":
+			if str != "response" {
+				return ""
+			}
+		}
 	}
 	return id
 }

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -348,6 +349,87 @@ func TestLearnPassedThroughGzip(t *testing.T) {
 		}
 		if got, _ := io.ReadAll(resp.Body); !bytes.Equal(got, tc.raw) {
 			t.Errorf("%s: the client gets %q, want the upstream's bytes", tc.name, got)
+		}
+	}
+}
+
+// BenchmarkResponseOwners is one learnt id and one lookup on a full
+// registry of DefaultResponseOwners ids, 53 bytes each as OpenAI's are
+// (idlen=53) or at the 128-byte bound; it reports the registry's heap.
+func BenchmarkResponseOwners(b *testing.B) {
+	for _, n := range []int{53, maxResponseIDBytes} {
+		b.Run(fmt.Sprintf("idlen=%d", n), func(b *testing.B) {
+			id := func(i int) string { return fmt.Sprintf("resp_%0*x", n-5, i) }
+			var m0, m1 runtime.MemStats
+			runtime.GC()
+			runtime.ReadMemStats(&m0)
+			r := newResponseOwners(0, nil)
+			for i := range DefaultResponseOwners {
+				r.add(id(i), "backup")
+			}
+			runtime.GC()
+			runtime.ReadMemStats(&m1)
+			ids := make([]string, 1024)
+			for i := range ids {
+				ids[i] = id(DefaultResponseOwners + i)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				r.add(ids[i%len(ids)], "backup")
+				r.lookup(ids[(i+512)%len(ids)])
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(m1.HeapAlloc-m0.HeapAlloc)/1e6, "heap-MB")
+			runtime.KeepAlive(r)
+		})
+	}
+}
+
+// BenchmarkResponseIDLearn is what a Responses miss adds to learn its id:
+// reading the answer's top-level "id" (a 1,000-word answer), beside the
+// Finished check that every stored answer already pays.
+func BenchmarkResponseIDLearn(b *testing.B) {
+	// In the API's own field order (id and object first).
+	body := []byte(`{"id":"resp_` + strings.Repeat("0a", 24) + `","object":"response","created_at":1700000000,` +
+		`"status":"completed","error":null,"incomplete_details":null,"model":"gpt-test","output":[{"id":"msg_1",` +
+		`"type":"message","status":"completed","role":"assistant","content":[{"type":"output_text","text":"` +
+		strings.Repeat("word ", 1000) + `","annotations":[]}]}],"usage":{"input_tokens":5,"output_tokens":1000,"total_tokens":1005}}`)
+	for _, bc := range []struct {
+		name string
+		f    func() bool
+	}{
+		{"responseID", func() bool { return responsesAPI{}.responseID(body) != "" }},
+		{"Finished", func() bool { return responsesAPI{}.Finished(body) }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if !bc.f() {
+					b.Fatal("not read")
+				}
+			}
+		})
+	}
+}
+
+// responseID reads a response's id by its exact name, from response objects
+// only.
+func TestResponseID(t *testing.T) {
+	for body, want := range map[string]string{
+		`{"id":"resp_1","object":"response","status":"completed"}`:      "resp_1",
+		`{"object":"response","output":[{"id":"msg_1"}],"id":"resp_2"}`: "resp_2",
+		`{"id":"resp_3","status":"queued"}`:                             "resp_3",
+		`{"id":"resp_4","object":"response.deleted"}`:                   "",
+		`{"error":{"message":"nope","type":"invalid_request_error"}}`:   "",
+		`{"ID":"resp_5","object":"response"}`:                           "",
+		`{"id":5,"object":"response"}`:                                  "",
+		`{"id":"resp_6","id":"resp_7","object":"response"}`:             "",
+		`[{"id":"resp_8"}]`:                                             "",
+		`not json`:                                                      "",
+	} {
+		if got := (responsesAPI{}).responseID([]byte(body)); got != want {
+			t.Errorf("responseID(%s) = %q, want %q", body, got, want)
 		}
 	}
 }
