@@ -105,8 +105,9 @@ type Options struct {
 	GeminiPassthroughAuth string
 	// Upstreams are the pass-through targets by upstream name (the caller's
 	// Response.Upstream): GET/DELETE /v1/responses/{id}, its input_items and
-	// cancel go to the upstream that created the id (responseowners.go).
-	// Nil, or an upstream missing here: they go to Passthrough.
+	// cancel, and a background request continuing a response, go to the
+	// upstream that created the id (responseowners.go). Nil, or an upstream
+	// missing here: they go to Passthrough.
 	Upstreams map[string]PassthroughTarget
 	// ResponseOwners bounds how many Responses ids the proxy remembers the
 	// upstream of. Zero: DefaultResponseOwners.
@@ -203,14 +204,15 @@ type Server struct {
 	anthropicFwd *httputil.ReverseProxy
 	// geminiFwd serves Gemini requests naming no model; nil: the Caller.
 	geminiFwd *httputil.ReverseProxy
+	ready     atomic.Bool
+	bodySem   *semaphore.Weighted // nil: no limit
+	keys      *keyMemo            // nil when the cache is off
+	renders   *ristretto.Cache[string, *sseRender]
+
 	// owners remembers which upstream created each Responses id; ownerFwd
 	// is the pass-through of each upstream of Options.Upstreams.
 	owners   *responseOwners
 	ownerFwd map[string]*httputil.ReverseProxy
-	ready    atomic.Bool
-	bodySem  *semaphore.Weighted // nil: no limit
-	keys     *keyMemo            // nil when the cache is off
-	renders  *ristretto.Cache[string, *sseRender]
 }
 
 // New builds a Server. It is not ready until SetReady(true).
