@@ -197,9 +197,14 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	s.shapeRequest(x.format, ureq)
 	// The call may run on after this handler has returned (for the other
 	// waiters of a coalesced flight), so it touches nothing of x.
+	f := x.format
 	call := func(ctx context.Context) (*upstream.Response, error) {
 		s.stats.calls.Add(1)
-		return s.opts.Caller.Do(ctx, ureq)
+		resp, err := s.opts.Caller.Do(ctx, ureq)
+		if err == nil && resp.Rest == nil {
+			s.learnOwner(f, resp.Status, resp.Body, resp.Upstream)
+		}
+		return resp, err
 	}
 	var (
 		resp   *upstream.Response

@@ -132,7 +132,9 @@ type requestShaper interface {
 // upstreamBinder is a Format some of whose requests continue state that one
 // provider account holds, so no other upstream may serve them.
 type upstreamBinder interface {
-	boundToUpstream(body []byte) bool
+	// boundToUpstream reports whether body is bound, and the id of the
+	// response it continues ("" when it names none).
+	boundToUpstream(body []byte) (bound bool, previous string)
 }
 
 // shapeRequest lets f adjust the upstream request r built by the flow, and
@@ -142,8 +144,13 @@ func (s *Server) shapeRequest(f Format, r *upstream.Request) {
 	if sh, ok := f.(requestShaper); ok {
 		sh.shapeRequest(r)
 	}
-	if b, ok := f.(upstreamBinder); ok && b.boundToUpstream(r.Body) {
-		r.SameUpstream = true
+	if b, ok := f.(upstreamBinder); ok {
+		if bound, prev := b.boundToUpstream(r.Body); bound {
+			r.SameUpstream = true
+			// The upstream that created the previous response, when this
+			// process saw it: only that account knows the id.
+			r.BindUpstream, _ = s.owners.lookup(prev)
+		}
 	}
 }
 

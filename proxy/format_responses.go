@@ -126,9 +126,11 @@ func (responsesAPI) StreamError(err error) []byte {
 }
 
 // handleResponses serves POST /v1/responses. Requests bound to state the
-// provider keeps and changes pass through to the default upstream untouched,
-// as retrieval, deletion and cancellation of responses do (GET/DELETE
-// /v1/responses/{id}, .../input_items, POST .../cancel go to /v1/*):
+// provider keeps and changes pass through untouched, to the default upstream
+// or, when they continue a response (previous_response_id) another upstream
+// created, to that upstream (retrieval, deletion and cancellation of
+// responses by id also go to the upstream that created the id when this
+// process knows it: handleResponseByID):
 //   - background: true: the answer is a queued response polled later by id;
 //   - conversation: the conversation's items grow with every turn, so the
 //     same request body asks a different question each time, and a cached
@@ -152,6 +154,12 @@ func (s *Server) handleResponses(c echo.Context) error {
 	req.ContentLength = int64(len(body))
 	if why := responsesStateful(body); why != "" {
 		s.logger(c).Debug("responses request passed through", "reason", why)
+		// Continuing a response another upstream created: to that one.
+		if _, prev := (responsesAPI{}).boundToUpstream(body); prev != "" {
+			if up, ok := s.ownerOf(prev); ok {
+				return s.forwardToOwner(c, up)
+			}
+		}
 		return s.handleForward(c)
 	}
 	return s.serveCached(c, responsesFormat)
@@ -163,17 +171,22 @@ func (s *Server) handleResponses(c echo.Context) error {
 // (https://platform.openai.com/docs/guides/conversation-state). Another
 // model on the same upstream may (the API takes any model with
 // previous_response_id); another upstream may not.
-func (responsesAPI) boundToUpstream(body []byte) bool {
+func (responsesAPI) boundToUpstream(body []byte) (bool, string) {
 	f, err := exactFields(body)
 	if err != nil {
-		return false
+		return false, ""
 	}
+	bound := false
 	for _, name := range [...]string{"previous_response_id", "conversation"} {
 		if v, ok := f[name]; ok && !bytes.Equal(bytes.TrimSpace(v), []byte("null")) {
-			return true
+			bound = true
 		}
 	}
-	return false
+	var prev string
+	if bound {
+		_ = json.Unmarshal(f["previous_response_id"], &prev)
+	}
+	return bound, prev
 }
 
 // responsesStateful names why a Responses request must pass through

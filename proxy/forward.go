@@ -36,13 +36,7 @@ func (s *Server) newForwarder(root *url.URL, key, auth string) *httputil.Reverse
 		},
 		Transport:     s.opts.Transport,
 		FlushInterval: -1,
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
-			status, body := passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: the default upstream did not answer")
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(status)
-			_, _ = w.Write(body)
-		},
+		ErrorHandler:  s.passthroughFailed("the default upstream"),
 	}
 	return rp
 }

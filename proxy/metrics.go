@@ -15,6 +15,7 @@ type Metrics struct {
 	similarity prometheus.Histogram
 	coalesced  prometheus.Counter
 	limits     *prometheus.CounterVec
+	knownIDs   prometheus.Gauge
 }
 
 // NewMetrics registers the proxy's metrics with reg.
@@ -47,8 +48,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_limits_reached_total",
 			Help: "Requests that reached a resource bound, by the setting that bounds it.",
 		}, []string{"limit"}),
+		knownIDs: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "breakwater_responses_known_ids",
+			Help: "Responses ids whose creating upstream this process remembers (bounded by DefaultResponseOwners).",
+		}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits)
+	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs)
 	return m
 }
 
@@ -69,4 +74,13 @@ func (m *Metrics) observe(endpoint, outcome string, total, upstream time.Duratio
 	if similarity > 0 && (outcome == OutcomeHitSemantic || outcome == OutcomeStale) {
 		m.similarity.Observe(float64(similarity))
 	}
+}
+
+// knownIDsGauge is the gauge of the Responses owner registry; nil without
+// metrics.
+func (m *Metrics) knownIDsGauge() prometheus.Gauge {
+	if m == nil {
+		return nil
+	}
+	return m.knownIDs
 }

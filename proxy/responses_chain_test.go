@@ -58,6 +58,7 @@ func TestResponsesChainStaysOnUpstream(t *testing.T) {
 func testChainStaysOnUpstream(t *testing.T, status int) {
 	backupModel := &fakeModel{}
 	backupResponses := newFakeResponses()
+	backupResponses.prefix = "backup" // two accounts never issue the same id
 	backupResponses.install(&env{model: backupModel})
 	var backup responsesLog
 	serveBackup := backupModel.HandleFunc
@@ -146,7 +147,7 @@ func TestResponsesBoundToUpstream(t *testing.T) {
 		`{"model":"m","input":"x"}`:                                 false,
 		`not json`:                                                  false,
 	} {
-		if got := (responsesAPI{}).boundToUpstream([]byte(body)); got != want {
+		if got, _ := (responsesAPI{}).boundToUpstream([]byte(body)); got != want {
 			t.Errorf("boundToUpstream(%s) = %v, want %v", body, got, want)
 		}
 	}

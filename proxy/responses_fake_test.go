@@ -27,6 +27,9 @@ type fakeResponses struct {
 	cutAfter int
 	// errorEvent sends the API's "error" event in place of the answer.
 	errorEvent bool
+	// prefix names the ids it creates (resp_<prefix>1, ...): "up" unless
+	// set, so that two upstreams issue different ids as providers do.
+	prefix string
 }
 
 func newFakeResponses() *fakeResponses {
@@ -62,8 +65,12 @@ func (f *fakeResponses) create(w http.ResponseWriter, body map[string]any) {
 		return
 	}
 	f.n++
-	id := fmt.Sprintf("resp_up%d", f.n)
-	msgID := fmt.Sprintf("msg_up%d", f.n)
+	prefix := f.prefix
+	if prefix == "" {
+		prefix = "up"
+	}
+	id := fmt.Sprintf("resp_%s%d", prefix, f.n)
+	msgID := fmt.Sprintf("msg_%s%d", prefix, f.n)
 	status := f.status
 	f.mu.Unlock()
 	if status == "" {

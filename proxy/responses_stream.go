@@ -30,6 +30,7 @@ type responsesStream struct {
 	text     strings.Builder // output_text so far, for Partial
 	size     int
 	tooBig   bool
+	id       string // the response's id, from the first event carrying it
 }
 
 func newResponsesStream() *responsesStream {
@@ -63,6 +64,16 @@ func (s *responsesStream) Feed(ev sseEvent, raw []byte, _ bool) ([]byte, bool, e
 	}
 	if e.Type == "" && ev.Event != "" {
 		e.Type = ev.Event
+	}
+	if s.id == "" && len(e.Response) > 0 {
+		// response.created carries it first
+		// (https://platform.openai.com/docs/api-reference/responses-streaming).
+		var r struct {
+			ID string `json:"id"`
+		}
+		if json.Unmarshal(e.Response, &r) == nil {
+			s.id = r.ID
+		}
 	}
 	switch e.Type {
 	case "response.completed", "response.incomplete", "response.failed":
@@ -105,6 +116,9 @@ func (s *responsesStream) keep(dst *json.RawMessage, v json.RawMessage) {
 	}
 	*dst = append(json.RawMessage(nil), v...)
 }
+
+// responseID is the response's id once an event carried it, else "".
+func (s *responsesStream) responseID() string { return s.id }
 
 func (s *responsesStream) FinishedAtEOF() bool { return s.terminal != "" }
 

@@ -103,6 +103,15 @@ type Options struct {
 	GeminiPassthrough     *url.URL
 	GeminiPassthroughKey  string
 	GeminiPassthroughAuth string
+	// Upstreams are the pass-through targets by upstream name (the caller's
+	// Response.Upstream): GET/DELETE /v1/responses/{id}, its input_items and
+	// cancel, and a background request continuing a response, go to the
+	// upstream that created the id (responseowners.go). Nil, or an upstream
+	// missing here: they go to Passthrough.
+	Upstreams map[string]PassthroughTarget
+	// ResponseOwners bounds how many Responses ids the proxy remembers the
+	// upstream of. Zero: DefaultResponseOwners.
+	ResponseOwners int
 	// AnthropicUpstream and GeminiUpstream name the upstream (Caller's
 	// Request.Upstream) that Messages and Gemini requests go to when no route
 	// lists their model: a Claude model an operator has not listed belongs
@@ -199,6 +208,11 @@ type Server struct {
 	bodySem   *semaphore.Weighted // nil: no limit
 	keys      *keyMemo            // nil when the cache is off
 	renders   *ristretto.Cache[string, *sseRender]
+
+	// owners remembers which upstream created each Responses id; ownerFwd
+	// is the pass-through of each upstream of Options.Upstreams.
+	owners   *responseOwners
+	ownerFwd map[string]*httputil.ReverseProxy
 }
 
 // New builds a Server. It is not ready until SetReady(true).
@@ -262,6 +276,8 @@ func New(opts Options) (*Server, error) {
 	if opts.GeminiPassthrough != nil {
 		s.geminiFwd = s.newForwarder(opts.GeminiPassthrough, opts.GeminiPassthroughKey, opts.GeminiPassthroughAuth)
 	}
+	s.owners = newResponseOwners(opts.ResponseOwners, opts.Metrics.knownIDsGauge())
+	s.ownerFwd = s.newOwnerForwarders(opts.Upstreams)
 	if opts.Cache != nil {
 		k, err := newKeyMemo()
 		if err != nil {
@@ -282,6 +298,7 @@ func New(opts Options) (*Server, error) {
 		e.POST(f.Endpoint(), s.serveFormat(f), s.bodyBudget)
 	}
 	e.POST(cache.ResponsesEndpoint, s.handleResponses)
+	s.mountResponseIDs(e)
 	e.GET("/v1/models", s.handleModels)
 	s.mountGemini(e)
 	e.Any("/v1/*", s.handleForward)

@@ -60,6 +60,14 @@ type Stats struct {
 	Cache *CacheStats `json:"cache,omitempty"`
 	// Verify is the judge's counters and the live false-hit estimate.
 	Verify *VerifyStats `json:"verify,omitempty"`
+	// Responses is the Responses API's id-to-upstream registry.
+	Responses ResponsesStats `json:"responses"`
+}
+
+// ResponsesStats describe the registry of Responses ids and the upstream
+// that created each (per process, bounded by DefaultResponseOwners).
+type ResponsesStats struct {
+	KnownIDs int `json:"known_ids"`
 }
 
 // CacheStats are the cache tiers' internal counters.
@@ -195,6 +203,7 @@ func (s *Server) Snapshot() Stats {
 	st.Timeline = s.window.timeline(now)
 	st.CapacityByHour = s.window.capacityByHour()
 	st.Verify = s.verifyStats()
+	st.Responses.KnownIDs = s.owners.size()
 	if s.opts.Cache != nil {
 		cs := s.opts.Cache.Stats(context.Background())
 		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}

@@ -260,6 +260,10 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 		sr.Done(cut)
 	}()
 	rd := newBoundedSSEReader(body, s.opts.MaxEventBytes)
+	// A stream whose response has an id the provider keeps: its upstream is
+	// remembered as soon as the id is read, before the event that carries
+	// it is relayed.
+	idr, _ := asm.(streamIDer)
 	for {
 		ev, raw, err := rd.next()
 		if errors.Is(err, io.EOF) {
@@ -280,6 +284,12 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 		out, end, err := asm.Feed(ev, raw, resumed)
 		if err != nil {
 			return err
+		}
+		if idr != nil {
+			if id := idr.responseID(); id != "" {
+				s.owners.add(id, sr.Upstream)
+				idr = nil
+			}
 		}
 		if out != nil {
 			if s.opts.MaxStreamBytes > 0 && b.bytes()+int64(len(out)) > s.opts.MaxStreamBytes {

@@ -328,6 +328,19 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 			*pt.key, *pt.auth = opts.Env(u.APIKeyEnv), u.Auth
 		}
 	}
+	// Every upstream's pass-through, for the Responses ids it created.
+	po.Upstreams = make(map[string]proxy.PassthroughTarget, len(cfg.Upstreams))
+	for _, u := range cfg.Upstreams {
+		root, err := url.Parse(u.BaseURL)
+		if err != nil {
+			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
+		}
+		t := proxy.PassthroughTarget{Root: root}
+		if u.APIKeyEnv != "" {
+			t.Key, t.Auth = opts.Env(u.APIKeyEnv), u.Auth
+		}
+		po.Upstreams[u.Name] = t
+	}
 	return po, nil
 }
 

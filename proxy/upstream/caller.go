@@ -224,10 +224,17 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 	k := &call{c: c, req: req, ctx: ctx, dctx: dctx, deadline: deadline, budget: time.Until(deadline),
 		stream: stream, rep: report{model: req.Model}}
 	groups := r.groups
-	if r == c.def {
+	var bound *upstream
+	if req.BindUpstream != "" {
+		bound = c.ups[req.BindUpstream]
+	}
+	switch {
+	case bound != nil:
+		groups = k.boundTo(r, bound)
+	case r == c.def:
 		groups = [][]*member{{c.defaultMember(req.Upstream, req.Model)}}
-	} else if req.SameUpstream {
-		groups = k.sameUpstream(groups)
+	case req.SameUpstream:
+		groups = k.sameUpstream(groups, groups[0][0].t.up)
 	}
 	groups = avoidLast(groups, req.Avoid)
 	for _, group := range groups {
@@ -284,11 +291,10 @@ func clientTimeout(h http.Header) time.Duration {
 	return max(d-d/20, time.Second) // 5 % margin, at least 1 s
 }
 
-// sameUpstream keeps the targets on the upstream of the first target of
-// groups (the route's first by priority, then config order), noting the
+// sameUpstream keeps the targets of groups on up (for SameUpstream, that of
+// the route's first target by priority, then config order), noting the
 // others as skipped in the report.
-func (k *call) sameUpstream(groups [][]*member) [][]*member {
-	up := groups[0][0].t.up
+func (k *call) sameUpstream(groups [][]*member, up *upstream) [][]*member {
 	out := make([][]*member, 0, len(groups))
 	for _, g := range groups {
 		keep := make([]*member, 0, len(g))

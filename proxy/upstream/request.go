@@ -56,6 +56,13 @@ type Request struct {
 	// account answers 404 for that id, or, behind a compatible gateway,
 	// answers without the context.
 	SameUpstream bool
+	// BindUpstream names the upstream that holds the state the request
+	// continues (the one that created its previous_response_id): the
+	// route's targets on that upstream are kept, or, when the route has
+	// none there, the request goes to that upstream with the requested
+	// model; never to another upstream. "" (or a name the caller does not
+	// know) leaves SameUpstream to decide.
+	BindUpstream string
 	// Classify reads each non-2xx answer of this request's wire format; its
 	// verdict is combined with the caller's own reading of the status and
 	// headers. nil means status and headers only.

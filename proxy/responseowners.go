@@ -1,0 +1,307 @@
+package proxy
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync"
+
+	"github.com/labstack/echo/v4"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// DefaultResponseOwners is how many Responses ids the proxy remembers the
+// upstream of (Options.ResponseOwners). A response is stored by the provider
+// account that created it, and only that account knows its id
+// (https://platform.openai.com/docs/guides/conversation-state): retrieval,
+// deletion, cancellation and the next turn's previous_response_id must go
+// back there. Past the bound the oldest ids are forgotten first; a forgotten
+// (or never seen) id keeps the routing it had without the registry. An entry
+// is an id (at most maxResponseIDBytes) and a shared upstream name: 100,000
+// of them take 13.5 MB of heap with OpenAI's 53-byte ids and 20 MB with
+// 128-byte ones (docs/BENCHMARKS.md).
+const DefaultResponseOwners = 100_000
+
+// maxResponseIDBytes: longer ids are not remembered. OpenAI's are "resp_"
+// and about 50 hex digits; the bound keeps a compatible server's odd ids
+// from growing the registry's memory beyond its documented size.
+const maxResponseIDBytes = 128
+
+// PassthroughTarget is one upstream's pass-through root (including /v1) and
+// credential: Key, when set, replaces the client's credential headers, sent
+// in the Auth style (upstream.AuthBearer when ""); empty forwards the
+// client's headers as sent.
+type PassthroughTarget struct {
+	Root      *url.URL
+	Key, Auth string
+}
+
+// responseOwners maps a Responses id to the upstream that created it. It is
+// per process: replicas do not share it, and an id another replica created
+// is unknown here. Safe for concurrent use; add and lookup are O(1).
+type responseOwners struct {
+	mu    sync.Mutex
+	limit int
+	owner map[string]string
+	ring  []string // ids in insertion order from next, wrapping; grows up to limit
+	next  int      // the oldest id's slot once the ring is full
+	gauge prometheus.Gauge
+}
+
+func newResponseOwners(limit int, gauge prometheus.Gauge) *responseOwners {
+	if limit <= 0 {
+		limit = DefaultResponseOwners
+	}
+	return &responseOwners{limit: limit, owner: make(map[string]string), gauge: gauge}
+}
+
+// add remembers that upstream created id. An empty or over-long id, or an
+// empty upstream, is ignored; an id already known keeps its place and takes
+// the new upstream.
+func (r *responseOwners) add(id, upstream string) {
+	if id == "" || len(id) > maxResponseIDBytes || upstream == "" {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.owner[id]; ok {
+		r.owner[id] = upstream
+		return
+	}
+	if len(r.ring) < r.limit {
+		r.ring = append(r.ring, id)
+	} else {
+		delete(r.owner, r.ring[r.next])
+		r.ring[r.next] = id
+		r.next = (r.next + 1) % r.limit
+	}
+	r.owner[id] = upstream
+	if r.gauge != nil {
+		r.gauge.Set(float64(len(r.owner)))
+	}
+}
+
+// lookup returns the upstream that created id, if it is known.
+func (r *responseOwners) lookup(id string) (string, bool) {
+	if id == "" || len(id) > maxResponseIDBytes {
+		return "", false
+	}
+	r.mu.Lock()
+	up, ok := r.owner[id]
+	r.mu.Unlock()
+	return up, ok
+}
+
+// size is how many ids are known.
+func (r *responseOwners) size() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.owner)
+}
+
+// responseIDer is a Format whose answers carry an id the provider keeps
+// (OpenAI's Responses API): the proxy remembers which upstream created it.
+type responseIDer interface {
+	responseID(body []byte) string
+}
+
+// streamIDer is a StreamAssembler that has read its response's id from the
+// stream ("" until then).
+type streamIDer interface {
+	responseID() string
+}
+
+// responseID is the top-level "id" of a Responses answer ("" for anything
+// else): only a response object is read (a compatible server may leave
+// "object" out); an error body has no id. Names are matched exactly. The
+// scan stops once "id" and "object" are read, which the API sends first:
+// decoding the whole answer was 50 us for a 1,000-word one
+// (BenchmarkResponseIDLearn), this is about 3 us.
+func (responsesAPI) responseID(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return ""
+	}
+	var id string
+	seenObject := false
+	for dec.More() && (id == "" || !seenObject) {
+		tok, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		var dst any
+		var str string
+		switch tok {
+		case "id":
+			if id != "" {
+				return "" // a duplicate name: not a response the API sent
+			}
+			dst = &str
+		case "object":
+			if seenObject {
+				return ""
+			}
+			seenObject = true
+			dst = &str
+		default:
+			dst = &json.RawMessage{}
+		}
+		if err := dec.Decode(dst); err != nil {
+			return ""
+		}
+		switch tok {
+		case "id":
+			id = str
+		case "object":
+			if str != "response" {
+				return ""
+			}
+		}
+	}
+	return id
+}
+
+// learnOwner remembers the upstream of an answer's response id, for a Format
+// whose answers have one. Called once per upstream call (inside the call a
+// coalesced flight shares), before the answer reaches any client, so a client
+// that sends the id back at once finds it known.
+func (s *Server) learnOwner(f Format, status int, body []byte, upstreamName string) {
+	r, ok := f.(responseIDer)
+	if !ok || status < 200 || status > 299 {
+		return
+	}
+	s.owners.add(r.responseID(body), upstreamName)
+}
+
+// ownerOf is the upstream that created the response id, when this process
+// saw it created and has a pass-through target for that upstream.
+func (s *Server) ownerOf(id string) (string, bool) {
+	up, ok := s.owners.lookup(id)
+	if !ok {
+		return "", false
+	}
+	_, ok = s.ownerFwd[up]
+	return up, ok
+}
+
+// newOwnerForwarders builds one reverse proxy per upstream, once.
+func (s *Server) newOwnerForwarders(targets map[string]PassthroughTarget) map[string]*httputil.ReverseProxy {
+	out := make(map[string]*httputil.ReverseProxy, len(targets))
+	for name, t := range targets {
+		if t.Root == nil {
+			continue
+		}
+		fwd := s.newForwarder(t.Root, t.Key, t.Auth)
+		fwd.ErrorHandler = s.passthroughFailed("upstream " + name)
+		fwd.ModifyResponse = func(resp *http.Response) error {
+			s.learnPassedThrough(resp, name)
+			return nil
+		}
+		out[name] = fwd
+	}
+	return out
+}
+
+// handleResponseByID serves GET and DELETE /v1/responses/{id}, GET
+// .../input_items and POST .../cancel
+// (https://platform.openai.com/docs/api-reference/responses/get): to the
+// upstream that created the id when it is known, else as every other /v1/*
+// path (the default upstream).
+func (s *Server) handleResponseByID(c echo.Context) error {
+	up, ok := s.ownerOf(c.Param("id"))
+	if !ok {
+		return s.handleForward(c)
+	}
+	return s.forwardToOwner(c, up)
+}
+
+// forwardToOwner passes the request through to upstream up, one of
+// s.ownerFwd's.
+func (s *Server) forwardToOwner(c echo.Context, up string) error {
+	// As handleForward: a ?key= never travels in a URL that may be logged.
+	if err := moveGeminiKey(c.Request()); err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
+	if s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
+		s.logger(c).Debug("responses id routed to its upstream", "upstream", up)
+	}
+	h := c.Response().Header()
+	h.Set(HeaderCache, OutcomeBypass)
+	h.Set(HeaderUpstream, up)
+	s.stats.outcome(OutcomeBypass)
+	s.ownerFwd[up].ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// mountResponseIDs registers the routes of handleResponseByID; echo matches
+// them before the /v1/* catch-all, and any other method or sub-path (POST
+// /v1/responses/input_tokens, ...) still reaches the catch-all.
+func (s *Server) mountResponseIDs(e *echo.Echo) {
+	e.GET("/v1/responses/:id", s.handleResponseByID)
+	e.DELETE("/v1/responses/:id", s.handleResponseByID)
+	e.GET("/v1/responses/:id/input_items", s.handleResponseByID)
+	e.POST("/v1/responses/:id/cancel", s.handleResponseByID)
+}
+
+// passthroughFailed answers a pass-through that reached no upstream, in the
+// client's API shape, naming who did not answer.
+func (s *Server) passthroughFailed(who string) func(http.ResponseWriter, *http.Request, error) {
+	return func(w http.ResponseWriter, r *http.Request, err error) {
+		s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
+		status, body := passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: "+who+" did not answer")
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_, _ = w.Write(body)
+	}
+}
+
+// maxLearnBytes bounds what is read ahead of the client from a passed-through
+// create's answer to learn its id: a background response is answered
+// queued, without output, in a few KB.
+const maxLearnBytes = 1 << 20
+
+// learnPassedThrough remembers the id of a response created through a
+// pass-through to upstream up (a background request continuing one of its
+// responses), before the answer goes on to the client. Only a JSON answer
+// within maxLearnBytes (gzip-encoded or not) is read; a streamed one is
+// relayed untouched and its id stays unknown.
+func (s *Server) learnPassedThrough(resp *http.Response, up string) {
+	req := resp.Request
+	if req == nil || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/responses") ||
+		resp.StatusCode < 200 || resp.StatusCode > 299 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
+		return
+	}
+	head, err := io.ReadAll(io.LimitReader(resp.Body, maxLearnBytes+1))
+	resp.Body = readCloser{io.MultiReader(bytes.NewReader(head), resp.Body), resp.Body}
+	if err != nil || len(head) > maxLearnBytes {
+		return
+	}
+	body := head
+	switch resp.Header.Get("Content-Encoding") {
+	case "":
+	case "gzip":
+		zr, err := gzip.NewReader(bytes.NewReader(head))
+		if err != nil {
+			return
+		}
+		body, err = io.ReadAll(io.LimitReader(zr, maxLearnBytes))
+		if err != nil {
+			return
+		}
+	default:
+		return
+	}
+	s.owners.add(responsesAPI{}.responseID(body), up)
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
+}
