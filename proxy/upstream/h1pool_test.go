@@ -655,3 +655,58 @@ func TestH1PoolIdleTimeout(t *testing.T) {
 	}
 	waitFor(t, func() bool { return tr2.idleCount() == 0 })
 }
+
+func TestH1PoolConcurrentWithCancels(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), "slow") {
+			select { // held until the client gives up
+			case <-r.Context().Done():
+			case <-time.After(10 * time.Second):
+			}
+			return
+		}
+		reply(w, 200, string(b))
+	}))
+	defer srv.Close()
+	tr, _ := newTestPool(t)
+	tr.maxIdlePerHost = 4
+	const workers, each = 8, 40
+	var wg sync.WaitGroup
+	errs := make(chan error, workers*each)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range each {
+				if i%5 == 4 { // cancelled at some point of its round trip
+					ctx, cancel := context.WithCancel(context.Background())
+					go func() { time.Sleep(time.Millisecond); cancel() }()
+					resp, err := post(ctx, tr, srv.URL, `{"slow":true}`)
+					if err == nil {
+						_, err = io.ReadAll(resp.Body)
+						resp.Body.Close()
+					}
+					if !errors.Is(err, context.Canceled) {
+						errs <- fmt.Errorf("cancelled request: %v, want context.Canceled", err)
+					}
+					cancel()
+					continue
+				}
+				body := fmt.Sprintf(`{"w":%d,"i":%d}`, w, i)
+				status, got, err := fetch(tr, srv.URL, body)
+				if err != nil || status != 200 || got != body {
+					errs <- fmt.Errorf("request %d/%d: %d %q %v", w, i, status, got, err)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if n := tr.idleCount(); n > 4 {
+		t.Errorf("%d idle connections, want at most the per-host limit 4", n)
+	}
+}
