@@ -10,6 +10,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -527,6 +529,42 @@ func TestH1PoolFallback(t *testing.T) {
 	}
 	if n := up.requests.Load(); n != 1 {
 		t.Errorf("the plain-HTTP server saw %d requests, want 1", n)
+	}
+}
+
+// TestH1PoolHTTPProxyFromEnvironment checks, in a child process (Go reads
+// HTTP_PROXY once per process), that a request HTTP_PROXY applies to goes
+// through the fallback to the proxy, and a loopback one (never proxied by
+// Go) through the pool.
+func TestH1PoolHTTPProxyFromEnvironment(t *testing.T) {
+	if os.Getenv("BREAKWATER_H1POOL_PROXY_CHILD") == "" {
+		proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, "via proxy to %s", r.Host)
+		}))
+		defer proxy.Close()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestH1PoolHTTPProxyFromEnvironment$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "BREAKWATER_H1POOL_PROXY_CHILD=1", "HTTP_PROXY="+proxy.URL,
+			"http_proxy="+proxy.URL, "NO_PROXY=", "no_proxy=", "REQUEST_METHOD=")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("child: %v\n%s", err, out)
+		}
+		return
+	}
+	tr := newH1Transport(http.DefaultTransport.(*http.Transport).Clone())
+	defer tr.CloseIdleConnections()
+	status, body, err := fetch(tr, "http://example.test/v1/models", "")
+	if err != nil || status != 200 || body != "via proxy to example.test" {
+		t.Fatalf("proxied request: %d %q %v, want the proxy's answer", status, body, err)
+	}
+	if n := tr.idleCount(); n != 0 {
+		t.Errorf("%d idle connections in the pool after a proxied request, want 0", n)
+	}
+	up := startRaw(t, keepAnswering(okAnswer))
+	if _, _, err := fetch(tr, up.url(), `{}`); err != nil {
+		t.Fatalf("loopback request: %v", err)
+	}
+	if n := tr.idleCount(); n != 1 {
+		t.Errorf("%d idle connections in the pool after a loopback request, want 1", n)
 	}
 }
 
