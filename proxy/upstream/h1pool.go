@@ -175,7 +175,7 @@ func (t *h1Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			closeRequestBody(req)
 			return nil, context.Cause(ctx)
 		}
-		pc, reused, err := t.conn(ctx, key)
+		pc, reused, err := t.conn(ctx, key, retried)
 		if err != nil {
 			closeRequestBody(req)
 			return nil, ctxErr(ctx, err)
@@ -364,9 +364,9 @@ func (b *h1Body) end(err error, clean bool) error {
 }
 
 // conn returns an idle connection to key, checked when it idled long enough,
-// or a new one.
-func (t *h1Transport) conn(ctx context.Context, key string) (pc *h1Conn, reused bool, err error) {
-	for {
+// or a new one; always a new one when fresh is set.
+func (t *h1Transport) conn(ctx context.Context, key string, fresh bool) (pc *h1Conn, reused bool, err error) {
+	for !fresh {
 		pc = t.take(key)
 		if pc == nil {
 			break

@@ -242,6 +242,47 @@ func TestH1PoolRetriesAConnectionClosedWhileIdle(t *testing.T) {
 	})
 }
 
+func TestH1PoolRetriesOnAFreshConnection(t *testing.T) {
+	// Two idle connections, both closed by the server: the retry after the
+	// first must dial, not take the second.
+	var arrived sync.WaitGroup
+	var first atomic.Int32
+	arrived.Add(2)
+	up := startRaw(t, func(c net.Conn, next func() (string, bool)) {
+		if _, ok := next(); !ok {
+			return
+		}
+		if first.Add(1) <= 2 {
+			arrived.Done()
+			arrived.Wait() // both connections open at once
+		}
+		io.WriteString(c, okAnswer)
+	})
+	tr, _ := newTestPool(t)
+	tr.peekAfter = -1
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() {
+			_, _, err := fetch(tr, up.url(), `{}`)
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := tr.idleCount(); n != 2 {
+		t.Fatalf("%d idle connections, want 2", n)
+	}
+	if _, _, err := fetch(tr, up.url(), `{"third":true}`); err != nil {
+		t.Fatalf("third request: %v", err)
+	}
+	if n := up.accepted.Load(); n != 3 {
+		t.Errorf("%d connections, want 3", n)
+	}
+}
+
 func TestH1PoolNoRetryOnceTheAnswerStarted(t *testing.T) {
 	up := startRaw(t, func(c net.Conn, next func() (string, bool)) {
 		for n := 0; ; n++ {
