@@ -94,7 +94,9 @@ func New(opts Options) (*Caller, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 1024
 		t.MaxIdleConnsPerHost = 256
-		c.transport = t
+		// Plain-HTTP upstreams go through a pool of our own (h1pool.go);
+		// https and proxied requests through t.
+		c.transport = newH1Transport(t)
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

@@ -144,8 +144,9 @@ type Options struct {
 	// start; never less than the request deadline. 0 means
 	// DefaultMaxStreamDuration, negative: the request deadline alone.
 	MaxStreamDuration time.Duration
-	// Transport sends attempts; nil means a clone of http.DefaultTransport that keeps
-	// many idle connections per host.
+	// Transport sends attempts; nil means the caller's own HTTP/1.1 pool for
+	// plain-HTTP upstreams (h1pool.go) over a clone of http.DefaultTransport
+	// that keeps many idle connections per host, for https and proxied ones.
 	Transport http.RoundTripper
 	// Metrics receives counters and gauges; nil means no metrics.
 	Metrics *Metrics
