@@ -138,10 +138,19 @@ func TestDemoAnthropic(t *testing.T) {
 		t.Errorf("direct: %d 529s, %d cut streams; want both > 0 (the load must overload the model)", d.Bench.Overloaded, d.Bench.StreamErrors)
 	}
 	// A stream cut again on each of its resumes (the same simulated model,
-	// 20% of streams) may still reach the app; 529s may not.
-	if b.Bench.Overloaded != 0 || b.Bench.StreamErrors >= d.Bench.StreamErrors || b.Bench.OK+b.Bench.StreamErrors != b.Bench.Scheduled {
-		t.Errorf("through breakwater: %d 529s, %d cut streams (direct %d), %d of %d answered; want no 529, fewer cuts, the rest answered",
-			b.Bench.Overloaded, b.Bench.StreamErrors, d.Bench.StreamErrors, b.Bench.OK, b.Bench.Scheduled)
+	// 20% of streams) may still reach the app; 529s may not. A request the
+	// model refused on every attempt (retry.max_attempts) is answered 429
+	// with Retry-After, by design: on a CI machine whose cores other tests
+	// hold, the simulated model's timing shifts and a few requests draw 529
+	// three times (seen: 2-4 of 60, with the code before and after the
+	// upstream pool). Those must stay few, and nothing else may fail.
+	other := b.Bench.ServerErrors + b.Bench.ClientErrors + b.Bench.Errors
+	if b.Bench.Overloaded != 0 || b.Bench.StreamErrors >= d.Bench.StreamErrors || other != 0 ||
+		b.Bench.OK+b.Bench.StreamErrors+b.Bench.RateLimited != b.Bench.Scheduled ||
+		b.Bench.RateLimited > b.Bench.Scheduled/10 || b.Bench.OK <= d.Bench.OK {
+		t.Errorf("through breakwater: %d 529s, %d cut streams (direct %d), %d × 429, %d other errors, %d of %d answered (direct %d); "+
+			"want no 529, fewer cuts, at most a tenth shed with 429, nothing else failing, more answered than direct",
+			b.Bench.Overloaded, b.Bench.StreamErrors, d.Bench.StreamErrors, b.Bench.RateLimited, other, b.Bench.OK, b.Bench.Scheduled, d.Bench.OK)
 	}
 	var out bytes.Buffer
 	res.WriteTable(&out)

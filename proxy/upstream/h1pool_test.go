@@ -167,18 +167,10 @@ func fetch(rt http.RoundTripper, target, body string) (int, string, error) {
 func TestH1PoolReusesOneConnection(t *testing.T) {
 	for _, peek := range []time.Duration{peekAfterIdle, 0} {
 		t.Run(fmt.Sprintf("peek after %s", peek), func(t *testing.T) {
-			var conns atomic.Int32
-			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) {
 				b, _ := io.ReadAll(r.Body)
 				reply(w, 200, string(b))
-			}))
-			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-				if s == http.StateNew {
-					conns.Add(1)
-				}
-			}
-			srv.Start()
-			defer srv.Close()
+			})
 			tr, _ := newTestPool(t)
 			tr.peekAfter = peek // 0: every reuse is checked, and must find the connection alive
 			for i := range 20 {
@@ -331,15 +323,7 @@ func TestH1PoolIdleBounds(t *testing.T) {
 }
 
 func TestH1PoolIdleTimeout(t *testing.T) {
-	var conns atomic.Int32
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ok(w, r, 0) }))
-	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
-		if s == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	srv.Start()
-	defer srv.Close()
+	srv, conns := countingServer(t, func(w http.ResponseWriter, r *http.Request) { ok(w, r, 0) })
 
 	// Expired when taken: closed, never reused.
 	tr, _ := newTestPool(t)
@@ -415,4 +399,20 @@ func TestH1PoolConcurrentWithCancels(t *testing.T) {
 	if n := tr.idleCount(); n > 4 {
 		t.Errorf("%d idle connections, want at most the per-host limit 4", n)
 	}
+}
+
+// countingServer starts a loopback upstream that counts the connections it
+// accepts.
+func countingServer(t *testing.T, h http.HandlerFunc) (*httptest.Server, *atomic.Int32) {
+	t.Helper()
+	conns := new(atomic.Int32)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	return srv, conns
 }
