@@ -193,16 +193,24 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
+		// An answer whose clients all left is still worth its price: the
+		// next asker gets it from the cache.
+		FinishAbandoned: x.mayStore,
 	}
 	s.shapeRequest(x.format, ureq)
 	// The call may run on after this handler has returned (for the other
-	// waiters of a coalesced flight), so it touches nothing of x.
-	f := x.format
+	// waiters of a coalesced flight, or for nobody: an answer whose clients
+	// all left is still finished by the caller, and cached here for the
+	// next asker), so it touches nothing of x.
+	f, key, mayStore := x.format, x.key, x.mayStore
 	call := func(ctx context.Context) (*upstream.Response, error) {
 		s.stats.calls.Add(1)
 		resp, err := s.opts.Caller.Do(ctx, ureq)
 		if err == nil && resp.Rest == nil {
 			s.learnOwner(f, resp.Status, resp.Body, resp.Upstream)
+			if mayStore && resp.Status == http.StatusOK {
+				s.storeBody(context.WithoutCancel(ctx), key, f, resp.Model, resp.Body)
+			}
 		}
 		return resp, err
 	}
@@ -236,8 +244,6 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		// Longer than server.max_answer_bytes: relayed, never cached.
 		defer resp.Rest.Close()
 		s.opts.Metrics.limitReached("server.max_answer_bytes")
-	} else if !shared && x.mayStore {
-		s.store(x, resp)
 	}
 	s.checkFresh(x, resp)
 	h := x.c.Response().Header()
@@ -299,14 +305,6 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 	return res, OutcomeHitExact, true
 }
 
-// store writes a cacheable answer back: exact tier now, index via the queue.
-func (s *Server) store(x *exchange, resp *upstream.Response) {
-	if resp.Status != http.StatusOK {
-		return
-	}
-	s.storeBody(context.WithoutCancel(x.c.Request().Context()), x.key, x.format, resp.Model, resp.Body)
-}
-
 // storeBody stores a finished completion under key; anything that is not a
 // finished answer is dropped here.
 func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model string, body []byte) {
@@ -350,6 +348,9 @@ func statusOf(err error) int {
 // finish records the request's outcome in stats, metrics and one log line.
 func (s *Server) finish(x *exchange, outcome string, status int, similarity float32, target string) {
 	s.stats.outcome(outcome)
+	if status/100 == 2 && x.c.Request().Context().Err() == nil {
+		s.stats.delivered.Add(1)
+	}
 	now := s.opts.Now()
 	s.window.record(now, outcome, x.coalesced, x.called)
 	total := now.Sub(x.start)

@@ -15,6 +15,7 @@ import (
 type counters struct {
 	requests, hitsExact, hitsSemantic, misses, bypass, stale atomic.Uint64
 	calls, coalesced, errors                                 atomic.Uint64
+	delivered                                                atomic.Uint64
 }
 
 func newCounters() *counters { return &counters{} }
@@ -62,6 +63,18 @@ type Stats struct {
 	Verify *VerifyStats `json:"verify,omitempty"`
 	// Responses is the Responses API's id-to-upstream registry.
 	Responses ResponsesStats `json:"responses"`
+	// Goodput is what reached clients still waiting, against what the
+	// model made for nobody and what was shed.
+	Goodput GoodputStats `json:"goodput"`
+}
+
+// GoodputStats: answers delivered (2xx written to a client still
+// connected), the model's answers made for clients that had gone (summed
+// over targets), and requests shed before the model, by reason.
+type GoodputStats struct {
+	Delivered uint64            `json:"delivered"`
+	ForNobody uint64            `json:"for_nobody"`
+	Sheds     map[string]uint64 `json:"sheds"`
 }
 
 // ResponsesStats describe the registry of Responses ids and the upstream
@@ -152,6 +165,22 @@ type TargetStatsJSON struct {
 	ServiceRate float64 `json:"service_rate"`
 	QueueWaitMS float64 `json:"queue_wait_ms"`
 	Paced       bool    `json:"paced"`
+	// PacePerS is the send rate of lanes whose limit is below one slot (a
+	// sidecar sharing the model with others), 0 when none is.
+	PacePerS float64 `json:"pace_per_s"`
+	// RetryBudget is the retry budget of congestion refusals: retries sent
+	// within it, retries that found it spent (and waited or were shed), and
+	// the retries left in the common lane.
+	RetryBudget RetryBudgetJSON `json:"retry_budget"`
+	// Abandoned counts attempts whose client had gone before the answer.
+	Abandoned uint64 `json:"abandoned"`
+}
+
+// RetryBudgetJSON is a target's retry budget for /stats.
+type RetryBudgetJSON struct {
+	Sent   uint64  `json:"sent"`
+	Waited uint64  `json:"waited"`
+	Left   float64 `json:"left"`
 }
 
 // LatencyMS are recent latency percentiles in milliseconds.
@@ -175,6 +204,7 @@ func (s *Server) Snapshot() Stats {
 	if eligible := st.Requests - st.Bypass; eligible > 0 {
 		st.HitRate = float64(hits) / float64(eligible)
 	}
+	st.Goodput = GoodputStats{Delivered: c.delivered.Load(), Sheds: map[string]uint64{}}
 	st.Upstream = UpstreamStats{
 		Calls:     c.calls.Load(),
 		Coalesced: c.coalesced.Load(),
@@ -186,6 +216,10 @@ func (s *Server) Snapshot() Stats {
 		for _, t := range m.Targets {
 			st.Upstream.RateLimited += t.RateLimited + t.Overloaded
 			st.Upstream.Timeouts += t.Timeout
+			st.Goodput.ForNobody += t.Abandoned
+			for r, n := range t.Sheds {
+				st.Goodput.Sheds[r] += n
+			}
 			mj.Targets = append(mj.Targets, targetJSON(t))
 		}
 		st.Models = append(st.Models, mj)
@@ -236,6 +270,8 @@ func targetJSON(t upstream.TargetStats) TargetStatsJSON {
 		ClientError: t.ClientError, Shed: t.Shed, Overloaded: t.Overloaded, Sheds: t.Sheds,
 		Limit: t.Limit, Lanes: t.Lanes, ServiceRate: t.ServiceRate,
 		QueueWaitMS: float64(t.QueueWait.Microseconds()) / 1000, Paced: t.Paced,
+		PacePerS: t.PaceRate, Abandoned: t.Abandoned,
+		RetryBudget: RetryBudgetJSON{Sent: t.Retries, Waited: t.RetryBudgetWaits, Left: t.RetryBudget},
 		LatencyMS: LatencyMS{
 			P50: float64(t.LatencyP50.Microseconds()) / 1000,
 			P99: float64(t.LatencyP99.Microseconds()) / 1000,

@@ -35,6 +35,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	scenario := fs.String("scenario", "cache,drop", `comma-separated: "cache" (repeats and paraphrases at 3× capacity), "capacity" (distinct prompts at 3× capacity), "drop" (distinct prompts while the capacity drops and comes back)`)
 	fs.StringVar(&o.API, "api", loadgen.APIOpenAI, `wire API of the app: "openai" (Chat Completions) or "anthropic" (Messages streams; the model answers 529 beyond capacity and cuts some streams)`)
 	fs.Float64Var(&o.CutRate, "cut-rate", 0.1, "-api anthropic: share of the model's streams cut by an error event halfway, in [0,1]")
+	replicas := fs.Int("replicas", 1, `peak scenarios: also run the load through this many sidecars (each its own server, caller and data, sharing nothing) in front of the same model`)
+	clientTimeout := fs.Duration("client-timeout", 0, `peak scenarios: every client gives up after this long (0: clients wait); adds runs whose clients state it in X-Stainless-Timeout and X-Stainless-Read-Timeout`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	verbose := fs.Bool("v", false, "show Breakwater's log (warnings and errors) on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -42,6 +44,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("parse flags: unexpected argument %q", fs.Arg(0))
+	}
+	if *replicas < 1 || *replicas > 64 {
+		return fmt.Errorf("parse flags: -replicas %d: must be in [1,64]", *replicas)
+	}
+	if *clientTimeout < 0 {
+		return fmt.Errorf("parse flags: -client-timeout %s: must be >= 0", *clientTimeout)
 	}
 	if o.Capacity < 1 {
 		return fmt.Errorf("parse flags: -capacity %d: must be >= 1", o.Capacity)
@@ -88,7 +96,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			res = r
 		} else {
-			r, err := Peak(ctx, Scenarios[name], o.Logger, o.Status)
+			sc := Scenarios[name]
+			sc.Replicas, sc.ClientTimeout = *replicas, *clientTimeout
+			r, err := Peak(ctx, sc, o.Logger, o.Status)
 			if err != nil {
 				return err
 			}

@@ -37,6 +37,14 @@ type Scenario struct {
 	// Phases end at these offsets (the last at Duration): counts are kept per
 	// phase of the request's send time.
 	Phases []time.Duration `json:"phases"`
+	// Replicas, above 1, adds a run through that many sidecars (each its
+	// own server, caller and data folder, sharing nothing) in front of the
+	// same model, the load spread round-robin over them.
+	Replicas int `json:"replicas,omitempty"`
+	// ClientTimeout, when set, makes every client give up after it; the
+	// runs through Breakwater are then one per way of stating it (the
+	// Stainless SDKs' headers, and none).
+	ClientTimeout time.Duration `json:"client_timeout,omitempty"`
 }
 
 // Scenarios are the two peaks of the demo, named by -scenario.
@@ -72,6 +80,11 @@ type Counts struct {
 	PastDeadline int   `json:"past_deadline"`
 	Upstream     int64 `json:"upstream_calls"`
 	Upstream429  int64 `json:"upstream_429s"`
+	// Abandoned counts the model's answers whose client had gone: produced
+	// (and billed, at a real provider) for nobody.
+	Abandoned int64 `json:"abandoned"`
+	// Reached counts requests that reached the model at least once.
+	Reached int64 `json:"reached"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -84,6 +97,8 @@ func (c *Counts) add(o Counts) {
 	c.PastDeadline += o.PastDeadline
 	c.Upstream += o.Upstream
 	c.Upstream429 += o.Upstream429
+	c.Abandoned += o.Abandoned
+	c.Reached += o.Reached
 }
 
 // Side is one way of sending the load.
@@ -93,6 +108,19 @@ type Side struct {
 	// P50 and P99 are over answered requests.
 	P50 time.Duration `json:"p50"`
 	P99 time.Duration `json:"p99"`
+	// PerReplica counts answers per sidecar, for a run through several.
+	PerReplica []int `json:"per_replica,omitempty"`
+}
+
+// PeakRun is one more way of sending the load, beside straight and through one
+// sidecar: through a fleet, or with a client deadline header.
+type PeakRun struct {
+	Name string `json:"name"`
+	// Replicas is how many sidecars the load was spread over; Header the
+	// deadline header the clients sent ("" for none).
+	Replicas int    `json:"replicas"`
+	Header   string `json:"header,omitempty"`
+	Side
 }
 
 // PeakResult is a scenario's straight-versus-through table.
@@ -101,10 +129,17 @@ type PeakResult struct {
 	Deadline time.Duration `json:"deadline"`
 	Straight Side          `json:"straight"`
 	Through  Side          `json:"through"`
+	// More are the fleet run (Scenario.Replicas) or, with a client timeout,
+	// the runs with each deadline header.
+	More []PeakRun `json:"more,omitempty"`
 }
 
 // Peak runs a scenario straight at a fresh simulated model, then through
-// Breakwater (default configuration, only the upstream's URL set) at another.
+// Breakwater (default configuration, only the upstream's URL set) at another,
+// then through Scenario.Replicas sidecars at a third. With a client timeout
+// the clients give up after it: the run through one sidecar sends no
+// deadline header, and one more run each sends X-Stainless-Timeout and
+// X-Stainless-Read-Timeout.
 func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Writer) (*PeakResult, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
@@ -118,28 +153,64 @@ func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Write
 	dsrv := httptest.NewServer(direct)
 	defer dsrv.Close()
 	statusf(status, "%s: %.0f req/s for %s straight at the model", sc.Name, sc.Rate, sc.Duration)
-	side, err := drive(ctx, sc, dsrv.URL, direct, deadline)
+	side, err := drive(ctx, sc, []string{dsrv.URL}, direct, deadline, "")
 	if err != nil {
 		return nil, fmt.Errorf("drive the model: %w", err)
 	}
 	res.Straight = side
 
-	model := sim.New(simOpts)
-	msrv := httptest.NewServer(model)
-	defer msrv.Close()
-	url, stop, err := startBreakwater(ctx, Options{Logger: logger}.withLogger(), msrv.URL+"/v1")
-	if err != nil {
+	through := func(replicas int, header string) (Side, error) {
+		model := sim.New(simOpts)
+		msrv := httptest.NewServer(model)
+		defer msrv.Close()
+		urls := make([]string, 0, replicas)
+		for range replicas {
+			url, stop, err := startBreakwater(ctx, Options{Logger: logger}.withLogger(), msrv.URL+"/v1")
+			if err != nil {
+				return Side{}, err
+			}
+			defer stop()
+			urls = append(urls, url)
+		}
+		what := "one sidecar"
+		if replicas > 1 {
+			what = fmt.Sprintf("%d sidecars", replicas)
+		}
+		if header != "" {
+			what += ", clients sending " + header
+		}
+		statusf(status, "%s: the same load through %s (default settings)", sc.Name, what)
+		side, err := drive(ctx, sc, urls, model, deadline, header)
+		if err != nil {
+			return Side{}, fmt.Errorf("drive breakwater: %w", err)
+		}
+		return side, nil
+	}
+	if res.Through, err = through(1, ""); err != nil {
 		return nil, err
 	}
-	defer stop()
-	statusf(status, "%s: the same load through Breakwater (default settings)", sc.Name)
-	side, err = drive(ctx, sc, url, model, deadline)
-	if err != nil {
-		return nil, fmt.Errorf("drive breakwater: %w", err)
+	if sc.Replicas > 1 {
+		side, err := through(sc.Replicas, "")
+		if err != nil {
+			return nil, err
+		}
+		res.More = append(res.More, PeakRun{Name: fmt.Sprintf("%d replicas", sc.Replicas), Replicas: sc.Replicas, Side: side})
 	}
-	res.Through = side
+	if sc.ClientTimeout > 0 {
+		for _, h := range deadlineHeaders {
+			side, err := through(1, h)
+			if err != nil {
+				return nil, err
+			}
+			res.More = append(res.More, PeakRun{Name: h, Replicas: 1, Header: h, Side: side})
+		}
+	}
 	return res, nil
 }
+
+// deadlineHeaders are the client deadline headers the demo tries: what the
+// OpenAI and Anthropic Node SDKs send, and what their Python SDKs send.
+var deadlineHeaders = []string{"X-Stainless-Timeout", "X-Stainless-Read-Timeout"}
 
 func (o Options) withLogger() Options {
 	if o.Logger == nil {
@@ -151,19 +222,24 @@ func (o Options) withLogger() Options {
 // outcome is one request's result.
 type outcome struct {
 	phase   int
+	replica int
 	status  int // 0: transport error or client timeout
 	hasRA   bool
 	latency time.Duration
 }
 
-// drive sends the scenario's load to url on schedule and counts per phase;
-// m is the model behind url, read at phase boundaries.
-func drive(ctx context.Context, sc Scenario, url string, m *sim.Sim, deadline time.Duration) (Side, error) {
+// drive sends the scenario's load to urls, round-robin, on schedule and
+// counts per phase; m is the model behind them, read at phase boundaries.
+// header names the deadline header the clients send, if any.
+func drive(ctx context.Context, sc Scenario, urls []string, m *sim.Sim, deadline time.Duration, header string) (Side, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
 	defer client.CloseIdleConnections()
 	// The app waits a little longer than the deadline, to see whether any
-	// answer comes late.
+	// answer comes late; an impatient one gives up at its own timeout.
 	timeout := deadline + 5*time.Second
+	if sc.ClientTimeout > 0 {
+		timeout = sc.ClientTimeout
+	}
 	n := int(sc.Rate * sc.Duration.Seconds())
 	interval := time.Duration(float64(time.Second) / sc.Rate)
 	outs := make([]outcome, n)
@@ -191,8 +267,9 @@ func drive(ctx context.Context, sc Scenario, url string, m *sim.Sim, deadline ti
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			outs[i] = ask(ctx, client, url, i, timeout)
-			outs[i].phase = phase
+			r := i % len(urls)
+			outs[i] = ask(ctx, client, urls[r], i, timeout, header)
+			outs[i].phase, outs[i].replica = phase, r
 		}()
 	}
 	for next < len(sc.Phases) {
@@ -204,6 +281,9 @@ func drive(ctx context.Context, sc Scenario, url string, m *sim.Sim, deadline ti
 	snaps = append(snaps, m.Stats())
 
 	side := Side{Phases: make([]Counts, len(sc.Phases)+1)}
+	if len(urls) > 1 {
+		side.PerReplica = make([]int, len(urls))
+	}
 	for i, end := range sc.Phases {
 		side.Phases[i].Phase = fmt.Sprintf("%s–%s", phaseStart(sc.Phases, i), end)
 	}
@@ -216,6 +296,9 @@ func drive(ctx context.Context, sc Scenario, url string, m *sim.Sim, deadline ti
 		case o.status/100 == 2:
 			c.Answered++
 			lat = append(lat, o.latency)
+			if side.PerReplica != nil {
+				side.PerReplica[o.replica]++
+			}
 		case o.status == http.StatusTooManyRequests:
 			c.RateLimited++
 		case o.status >= 500:
@@ -234,6 +317,8 @@ func drive(ctx context.Context, sc Scenario, url string, m *sim.Sim, deadline ti
 	for i, s := range snaps {
 		side.Phases[i].Upstream = s.Calls - prev.Calls
 		side.Phases[i].Upstream429 = s.RateLimited - prev.RateLimited
+		side.Phases[i].Abandoned = s.Abandoned - prev.Abandoned
+		side.Phases[i].Reached = s.Distinct - prev.Distinct
 		prev = s
 	}
 	for _, c := range side.Phases {
@@ -255,8 +340,9 @@ func phaseStart(ends []time.Duration, i int) time.Duration {
 	return ends[i-1]
 }
 
-// ask sends request i, a prompt no other request repeats.
-func ask(ctx context.Context, client *http.Client, url string, i int, timeout time.Duration) outcome {
+// ask sends request i, a prompt no other request repeats. header, if set,
+// states the client's timeout in seconds, as the Stainless SDKs do.
+func ask(ctx context.Context, client *http.Client, url string, i int, timeout time.Duration, header string) outcome {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	body, _ := json.Marshal(map[string]any{
@@ -271,6 +357,9 @@ func ask(ctx context.Context, client *http.Client, url string, i int, timeout ti
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Authorization", "Bearer sk-demo")
+	if header != "" {
+		req.Header.Set(header, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return outcome{latency: time.Since(start)}

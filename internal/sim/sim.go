@@ -2,9 +2,11 @@
 package sim
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
@@ -78,6 +80,13 @@ type Stats struct {
 	Errors       int64 `json:"errors"`
 	InFlight     int64 `json:"in_flight"`
 	InFlightPeak int64 `json:"in_flight_peak"`
+	// Abandoned counts admitted calls whose client went away before the
+	// answer: the model kept working on them (and held their slot) anyway.
+	Abandoned int64 `json:"abandoned"`
+	// Distinct counts calls that were a request's first: calls carrying an
+	// X-Request-ID seen before (a proxy's retry of the same request) are not
+	// counted again. At most maxRequestIDs IDs are remembered.
+	Distinct     int64 `json:"distinct"`
 	PromptTokens int64 `json:"prompt_tokens"`
 	OutputTokens int64 `json:"completion_tokens"`
 }
@@ -93,12 +102,17 @@ type Sim struct {
 	startOnce sync.Once
 	start     time.Time
 
-	inflight     atomic.Int64
-	calls        atomic.Int64
-	ok           atomic.Int64
-	limited      atomic.Int64
-	errors       atomic.Int64
-	peak         atomic.Int64
+	inflight  atomic.Int64
+	calls     atomic.Int64
+	ok        atomic.Int64
+	limited   atomic.Int64
+	errors    atomic.Int64
+	peak      atomic.Int64
+	abandoned atomic.Int64
+	distinct  atomic.Int64
+
+	idMu         sync.Mutex
+	ids          map[string]struct{}
 	promptTokens atomic.Int64
 	outputTokens atomic.Int64
 }
@@ -157,6 +171,8 @@ func (s *Sim) Stats() Stats {
 		Errors:       s.errors.Load(),
 		InFlight:     s.inflight.Load(),
 		InFlightPeak: s.peak.Load(),
+		Abandoned:    s.abandoned.Load(),
+		Distinct:     s.distinct.Load(),
 		PromptTokens: s.promptTokens.Load(),
 		OutputTokens: s.outputTokens.Load(),
 	}
@@ -168,7 +184,18 @@ func (s *Sim) Stats() Stats {
 // its slot looks taken: a client that respects Capacity never sees a 429.
 func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func())) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		// Read the body first: net/http notices that a client went away
+		// only once the request body has been read to its end.
+		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+		if err != nil || len(body) > maxBody {
+			writeError(w, http.StatusRequestEntityTooLarge, "invalid_request_error", "body_too_large", "sim: request body unreadable or over 4 MiB")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
 		s.calls.Add(1)
+		if s.first(r.Header.Get("X-Request-Id")) {
+			s.distinct.Add(1)
+		}
 		n := s.inflight.Add(1)
 		if c := s.capacity(); c > 0 && n > int64(c) {
 			s.inflight.Add(-1)
@@ -193,11 +220,17 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 		}
 		var once sync.Once
 		release := func() { once.Do(func() { s.inflight.Add(-1) }) }
-		defer release()
 		fail, wait := s.draw()
+		start := time.Now()
 		if !sleep(r, wait) {
+			// The client went away. A real provider does not notice: it
+			// finishes (and bills) the answer, so the slot stays taken
+			// until it would have been sent.
+			s.abandoned.Add(1)
+			time.AfterFunc(time.Until(start.Add(wait)), release)
 			return
 		}
+		defer release()
 		if fail {
 			s.errors.Add(1)
 			release()
@@ -206,6 +239,28 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 		}
 		h(w, r, release)
 	}
+}
+
+// maxRequestIDs bounds the request IDs a Sim remembers.
+const maxRequestIDs = 1 << 20
+
+// first reports whether id (a request's X-Request-ID) is new: "" is always.
+func (s *Sim) first(id string) bool {
+	if id == "" {
+		return true
+	}
+	s.idMu.Lock()
+	defer s.idMu.Unlock()
+	if _, seen := s.ids[id]; seen {
+		return false
+	}
+	if s.ids == nil {
+		s.ids = make(map[string]struct{})
+	}
+	if len(s.ids) < maxRequestIDs {
+		s.ids[id] = struct{}{}
+	}
+	return true
 }
 
 // capacity is the limit in force now.

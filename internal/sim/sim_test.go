@@ -2,11 +2,13 @@ package sim
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -278,7 +280,7 @@ func TestEmbeddingsModelsStats(t *testing.T) {
 	var st Stats
 	json.NewDecoder(r.Body).Decode(&st)
 	r.Body.Close()
-	if got, want := st, (Stats{Calls: 1, OK: 1, InFlightPeak: 1, PromptTokens: 3}); got != want {
+	if got, want := st, (Stats{Calls: 1, OK: 1, InFlightPeak: 1, Distinct: 1, PromptTokens: 3}); got != want {
 		t.Errorf("stats = %+v, want %+v", got, want)
 	}
 }
@@ -314,5 +316,55 @@ func TestCapacitySteps(t *testing.T) {
 	s.start = s.start.Add(-time.Hour)
 	if got, want := s.capacity(), 3; got != want {
 		t.Errorf("capacity after the second step = %d, want %d", got, want)
+	}
+}
+
+// TestAbandonedCallKeepsItsSlot: a client that goes away does not free the
+// model, which finishes the answer anyway (as a provider does); a retry of
+// the same request (same X-Request-ID) is not counted as a distinct one.
+func TestAbandonedCallKeepsItsSlot(t *testing.T) {
+	s := New(Options{Capacity: 1, Latency: 300 * time.Millisecond})
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(chatBody("q", false)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Request-ID", "req-1")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			resp.Body.Close()
+		}
+	}()
+	for s.Stats().InFlight != 1 {
+		runtime.Gosched()
+	}
+	cancel()
+	<-done
+	for s.Stats().Abandoned != 1 {
+		runtime.Gosched()
+	}
+	if got := s.Stats().InFlight; got != 1 {
+		t.Errorf("in flight after the client left = %d, want 1 (the model is still working)", got)
+	}
+	// The same request again (a proxy's retry) finds the model busy.
+	r2, _ := http.NewRequest(http.MethodPost, srv.URL+"/v1/chat/completions", strings.NewReader(chatBody("q", false)))
+	r2.Header.Set("X-Request-ID", "req-1")
+	resp, err := http.DefaultClient.Do(r2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests {
+		t.Errorf("status while the abandoned answer is made = %d, want 429", resp.StatusCode)
+	}
+	for s.Stats().InFlight != 0 {
+		runtime.Gosched()
+	}
+	if st := s.Stats(); st.Distinct != 1 || st.Calls != 2 {
+		t.Errorf("calls %d, distinct %d; want 2 and 1", st.Calls, st.Distinct)
 	}
 }

@@ -10,7 +10,10 @@ import (
 const (
 	// DefaultInitialLimit is a new lane's concurrency limit before it has
 	// learnt anything: small enough that a model at capacity refuses few
-	// requests while the limit grows to what it can take.
+	// requests while the limit grows to what it can take, large enough that
+	// one slow first answer does not hold every other request of a cold
+	// lane. A fleet's lanes each fall below one slot within a few refusals
+	// (each halves the limit).
 	DefaultInitialLimit = 4
 	// DefaultMaxConcurrency is the ceiling of every lane's adaptive limit and
 	// of an upstream's attempts in flight when none is configured.
@@ -24,21 +27,44 @@ const (
 	DefaultRetryAfterCap = 5 * time.Minute
 )
 
-// AIMD constants. A refusal multiplies the limit by backoffRatio, at most once
-// per round trip (only refusals of attempts sent after the last cut count,
-// as TCP's fast recovery does). Without a refusal yet, each answer adds one
-// (slow start: the limit doubles every round trip). After a refusal the limit
-// remembers where it was refused (as TCP CUBIC's W_max): it grows back by one
-// per round trip to one below that point, then by probeStart per round trip
-// up to it, so a model whose capacity did not change is kept full and probed
-// gently; beyond it the increment doubles every round trip without a refusal
-// (it is refused at once if the capacity did not change), so a model that
-// came back is found again within a few round trips.
+// The limit is a number of slots that may be fractional: at 0.25 a lane
+// keeps one request in flight a quarter of the time. Every lane paces its
+// sends at limit ÷ time per answer (a token bucket, lane.go), so a sidecar
+// that shares a model with others spreads its calls in time and holds no
+// slot it is not using: six sidecars in front of a model that takes four
+// settle near two thirds of a slot each. A limit of one would keep six in
+// flight, and every one beyond four is refused.
+//
+// How the limit moves, per answer of a busy lane (one using at least half of
+// its limit) and per refusal:
+//   - slow start, until the first refusal: +1 per answer, so the limit
+//     doubles every round trip;
+//   - a refusal multiplies the limit by backoffRatio, at most once per round
+//     trip (only refusals of attempts sent after the last cut count, as TCP's
+//     fast recovery does), and remembers where it was refused (as TCP CUBIC's
+//     W_max);
+//   - below nearRefused of that point the limit grows back quickly
+//     (growFast per answer, about 10 % per round trip at a limit of one);
+//   - between there and the refusal point it grows gently, growSlow per
+//     answer (multiplicative per unit of time, so a fleet of N sidecars
+//     probes the model about as often as one does), divided by the limit
+//     below one slot (additive per unit of time there, so small shares
+//     catch up);
+//   - beyond the refusal point, once probeEvery has passed since the last
+//     cut, the growth doubles every probeEvery without a refusal, so a model
+//     whose capacity came back is found again within seconds.
+//
+// Refusals at a given level come at random to whichever sidecar sends when
+// the model is full, so a sidecar holding more of the model is refused more
+// often: the limits of sidecars that see the same load converge (fairness,
+// as in AIMD; Chiu and Jain 1989).
 const (
-	backoffRatio = 0.7
-	probeStart   = 0.25
-	minLimit     = 1.0
-	probeEvery   = time.Second
+	backoffRatio = 0.5
+	nearRefused  = 0.85
+	growFast     = 0.1
+	growSlow     = 0.003
+	minLimit     = 1.0 / 64
+	probeEvery   = 2 * time.Second
 )
 
 // aimd is one lane's adaptive concurrency limit. It is not safe for concurrent
@@ -49,7 +75,6 @@ type aimd struct {
 	cut       bool                // a refusal has been seen: slow start is over
 	lastCut   time.Time           // when the limit was last cut
 	refusedAt float64             // the limit at the last cut
-	rounds    float64             // round trips (answers / limit) spent above refusedAt
 	serviceE  float64             // EWMA of answered attempts' durations, seconds; 0 = none yet
 	recent    [rateRing]time.Time // when the last answers came, a ring
 	next, n   int
@@ -65,14 +90,15 @@ func newAIMD(ceiling int) aimd {
 	return aimd{limit: min(DefaultInitialLimit, float64(ceiling)), ceiling: float64(ceiling)}
 }
 
-// slots is how many attempts may be in flight.
-func (a *aimd) slots() int { return max(int(a.limit), 1) }
+// slots is how many attempts may be in flight: the limit rounded up, so a
+// fractional limit still lets one through (the pacing spreads them).
+func (a *aimd) slots() int { return max(int(math.Ceil(a.limit-1e-9)), 1) }
 
 // answered records an answer that took d. inflight is how many attempts were
 // in flight when it came back, this one included: the limit only grows while
 // it is used, so an idle lane does not inflate it.
-func (a *aimd) answered(d time.Duration, inflight int) {
-	a.recent[a.next] = time.Now()
+func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
+	a.recent[a.next] = now
 	a.next = (a.next + 1) % rateRing
 	a.n = min(a.n+1, rateRing)
 	const alpha = 0.2
@@ -85,28 +111,27 @@ func (a *aimd) answered(d time.Duration, inflight int) {
 	if float64(inflight)*2 < a.limit {
 		return
 	}
-	if !a.cut {
-		a.limit = min(a.limit+1, a.ceiling)
-		return
-	}
 	var inc float64
 	switch {
-	case a.limit < a.refusedAt-1:
+	case !a.cut:
 		inc = 1
+	case a.limit < nearRefused*a.refusedAt:
+		inc = growFast
 	case a.limit < a.refusedAt:
-		inc = probeStart
+		// Below one slot, additive per unit of time (as AIMD): a lane
+		// with a small share grows as fast as a larger one, so shares
+		// converge instead of keeping their ratio.
+		inc = growSlow / max(min(a.limit, 1), 0.25)
 	default:
-		inc = probeStart * math.Pow(2, math.Floor(a.rounds))
-		inc = min(inc, a.limit) // never faster than slow start
-		a.rounds += 1 / a.limit
+		since := now.Sub(a.lastCut)
+		if since < probeEvery {
+			inc = 0 // the refused level is probed at most once per probeEvery
+			break
+		}
+		doublings := min(float64((since-probeEvery)/probeEvery), 16)
+		inc = min(growSlow*math.Pow(2, doublings), 1) // never faster than slow start
 	}
-	a.limit = min(a.limit+inc/a.limit, a.ceiling)
-	// Probe the slot count that was refused at most once per probeEvery,
-	// however short the round trip: a refusal costs the same whatever the
-	// model's speed.
-	if refused := math.Floor(a.refusedAt); a.cut && a.limit >= refused && time.Since(a.lastCut) < probeEvery {
-		a.limit = max(refused-0.01, minLimit)
-	}
+	a.limit = min(a.limit+inc, a.ceiling)
 }
 
 // refused records a congestion signal for an attempt sent at sent; it
@@ -117,28 +142,47 @@ func (a *aimd) refused(sent, now time.Time) bool {
 	}
 	a.refusedAt = a.limit
 	a.limit = max(a.limit*backoffRatio, minLimit)
-	a.cut, a.lastCut, a.rounds = true, now, 0
+	a.cut, a.lastCut = true, now
 	return true
 }
 
 // service is the measured time per answer; 0 when nothing was answered yet.
 func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float64(time.Second)) }
 
+// pace is the rate at which the lane sends, in attempts per second: its
+// limit over the time per answer (Little's law). 0 (no pacing) before the
+// first answer.
+func (a *aimd) pace() float64 {
+	if a.serviceE <= 0 {
+		return 0
+	}
+	return a.limit / a.serviceE
+}
+
+// belowOne is pace() while the limit is below one slot, 0 otherwise: the
+// rate stats show for a lane that shares its model with others.
+func (a *aimd) belowOne() float64 {
+	if a.limit >= 1 {
+		return 0
+	}
+	return a.pace()
+}
+
 // rate is the measured service rate in answers per second: the faster of
-// the rate at the current limit by Little's law (slots ÷ time per answer) and
+// the rate at the current limit by Little's law (limit ÷ time per answer) and
 // the rate at which the last answers came. The faster one, because a request
 // admitted on an optimistic estimate still leaves the queue with a 429 before
 // its deadline, while one refused on a pessimistic one is lost. 0 when
 // unknown.
-func (a *aimd) rate() float64 {
-	if a.serviceE <= 0 {
+func (a *aimd) rate(now time.Time) float64 {
+	r := a.pace()
+	if r <= 0 {
 		return 0
 	}
-	r := float64(a.slots()) / a.serviceE
 	if a.n >= 8 {
 		newest := a.recent[(a.next+rateRing-1)%rateRing]
 		oldest := a.recent[(a.next+rateRing-a.n)%rateRing]
-		if span := newest.Sub(oldest).Seconds(); span > 0 && time.Since(newest) < 2*time.Second {
+		if span := newest.Sub(oldest).Seconds(); span > 0 && now.Sub(newest) < 2*time.Second {
 			r = max(r, float64(a.n-1)/span)
 		}
 	}

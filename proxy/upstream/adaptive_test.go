@@ -7,27 +7,27 @@ import (
 
 func TestAIMDSlowStartThenCut(t *testing.T) {
 	a := newAIMD(0)
+	now := time.Now()
 	if got, want := a.slots(), DefaultInitialLimit; got != want {
 		t.Fatalf("initial slots = %d, want %d", got, want)
 	}
 	// Slow start: one more per answer while the limit is used.
 	for range 4 {
-		a.answered(100*time.Millisecond, a.slots())
+		a.answered(100*time.Millisecond, a.slots(), now)
 	}
 	if got, want := a.limit, float64(DefaultInitialLimit+4); got != want {
 		t.Fatalf("limit after 4 answers = %v, want %v", got, want)
 	}
 	// An idle lane does not grow.
-	a.answered(100*time.Millisecond, 1)
+	a.answered(100*time.Millisecond, 1, now)
 	if got, want := a.limit, float64(DefaultInitialLimit+4); got != want {
 		t.Errorf("limit after an answer with 1 in flight = %v, want %v (unchanged)", got, want)
 	}
-	now := time.Now()
 	sent := now.Add(-50 * time.Millisecond)
 	if !a.refused(sent, now) {
 		t.Fatal("first refusal did not cut")
 	}
-	if got, want := a.limit, 8*backoffRatio; !near(got, want) {
+	if got, want := a.limit, float64(DefaultInitialLimit+4)*backoffRatio; !near(got, want) {
 		t.Fatalf("limit after a refusal = %v, want %v", got, want)
 	}
 	// Refusals of attempts sent before the cut were already accounted for.
@@ -37,12 +37,17 @@ func TestAIMDSlowStartThenCut(t *testing.T) {
 	if !a.refused(now.Add(time.Millisecond), now.Add(2*time.Millisecond)) {
 		t.Error("a refusal of an attempt sent after the cut did not cut")
 	}
+	// Below one slot the limit keeps falling (the lane paces), to a floor.
 	for i := range 20 {
 		at := now.Add(time.Second + time.Duration(i)*time.Millisecond)
 		a.refused(at, at)
 	}
-	if a.limit < minLimit || a.slots() != 1 {
-		t.Errorf("limit after many refusals = %v (%d slots), want the floor of 1", a.limit, a.slots())
+	if a.limit >= 0.1 || a.limit < minLimit || a.slots() != 1 {
+		t.Errorf("limit after many refusals = %v (%d slots), want below 0.1, at least %v, one slot", a.limit, a.slots(), minLimit)
+	}
+	a.serviceE = 0.3
+	if got, want := a.pace(), a.limit/0.3; !near(got, want) {
+		t.Errorf("pace = %v, want limit ÷ service = %v", got, want)
 	}
 }
 
@@ -50,61 +55,60 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	a := newAIMD(0)
 	now := time.Now()
 	a.limit = 10
-	a.refused(now, now) // limit 7, refused at 10
-	rounds := func(n int) float64 {
+	a.refused(now, now) // limit 5, refused at 10
+	answers := func(n int, at time.Time) float64 {
 		before := a.limit
 		for range n {
-			for range a.slots() {
-				a.answered(100*time.Millisecond, a.slots())
-			}
+			a.answered(100*time.Millisecond, a.slots(), at)
 		}
 		return a.limit - before
 	}
-	// Far below where it was refused: back quickly, about one per round trip.
-	if got := rounds(2); got < 1.5 || got > 2.5 {
-		t.Errorf("growth over 2 round trips from 7 = %.2f, want about 2", got)
+	// Far below where it was refused: back quickly.
+	if got := answers(10, now); !near(got, 10*growFast) {
+		t.Errorf("growth over 10 answers from 5 = %.3f, want %.3f", got, 10*growFast)
 	}
-	for a.limit < 9 {
-		rounds(1)
+	for a.limit < nearRefused*10 {
+		answers(1, now)
 	}
 	// Just below the refusal point: gently.
-	if got := rounds(2); got <= 0 || got > 0.6 {
-		t.Errorf("growth over 2 round trips near the refusal point = %.2f, want gentle (0, 0.6]", got)
+	if got := answers(10, now); got <= 0 || got > 10*growSlow+1e-9 {
+		t.Errorf("growth over 10 answers near the refusal point = %.4f, want gentle (0, %v]", got, 10*growSlow)
 	}
-	// The refused slot count is probed at most once per probeEvery.
-	rounds(20)
-	if a.slots() >= 10 {
-		t.Errorf("slots = %d within %s of the refusal at 10, want fewer", a.slots(), probeEvery)
-	}
-	a.lastCut = a.lastCut.Add(-probeEvery)
-	for a.limit < 10 {
-		rounds(1)
+	// The refused level is probed at most once per probeEvery.
+	a.limit = 10
+	if got := answers(20, now.Add(probeEvery/2)); got != 0 {
+		t.Errorf("grew %.3f at the refused level within %s of the cut, want 0", got, probeEvery)
 	}
 	// Beyond it, faster and faster: the capacity may have come back.
-	first := rounds(2)
-	later := rounds(4)
-	if later <= first {
-		t.Errorf("growth beyond the refusal point: %.2f over 4 round trips after %.2f over 2, want faster", later, first)
+	first := answers(10, now.Add(probeEvery+time.Millisecond))
+	later := answers(10, now.Add(5*probeEvery))
+	if first <= 0 || later <= first {
+		t.Errorf("growth beyond the refusal point: %.4f later after %.4f, want faster", later, first)
 	}
 	if a.limit > a.ceiling {
 		t.Errorf("limit %v above the ceiling %v", a.limit, a.ceiling)
 	}
-	// Answers came faster than 100 ms apart here: the measured completion
-	// rate wins over Little's law.
-	if r, little := a.rate(), float64(a.slots())/0.1; r <= little {
-		t.Errorf("rate = %.1f, want above slots ÷ 100ms = %.1f (answers came back to back)", r, little)
+	// Answers 1 ms apart, faster than 100 ms each at this limit: the
+	// measured completion rate wins over Little's law.
+	at := now.Add(5 * probeEvery)
+	for i := range rateRing {
+		a.answered(100*time.Millisecond, 0, at.Add(time.Duration(i)*time.Millisecond))
+	}
+	at = at.Add(rateRing * time.Millisecond)
+	if r, little := a.rate(at), a.limit/0.1; r <= little {
+		t.Errorf("rate = %.1f, want above limit ÷ 100ms = %.1f (answers came back to back)", r, little)
 	}
 	b := newAIMD(0)
-	b.answered(100*time.Millisecond, 1)
-	if r, want := b.rate(), float64(b.slots())/0.1; !near(r, want) {
-		t.Errorf("rate after one answer = %.1f, want slots ÷ 100ms = %.1f", r, want)
+	b.answered(100*time.Millisecond, 1, now)
+	if r, want := b.rate(now), b.limit/0.1; !near(r, want) {
+		t.Errorf("rate after one answer = %.1f, want limit ÷ 100ms = %.1f", r, want)
 	}
 }
 
 func TestAIMDCeiling(t *testing.T) {
 	a := newAIMD(3)
 	for range 10 {
-		a.answered(time.Millisecond, a.slots())
+		a.answered(time.Millisecond, a.slots(), time.Now())
 	}
 	if got, want := a.slots(), 3; got != want {
 		t.Errorf("slots = %d, want the ceiling %d", got, want)

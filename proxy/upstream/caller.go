@@ -202,6 +202,10 @@ type call struct {
 	// lastResort lets an open breaker admit one attempt at a time: set on the
 	// second pass over a route whose every target was skipped as open.
 	lastResort bool
+	// last is set while the target being tried is the last one the route
+	// has: a retry beyond the budget then waits for it instead of falling
+	// back.
+	last bool
 }
 
 func (c *Caller) routeFor(model string) *route {
@@ -239,7 +243,7 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 		groups = k.sameUpstream(groups, groups[0][0].t.up)
 	}
 	groups = avoidLast(groups, req.Avoid)
-	for _, group := range groups {
+	for gi, group := range groups {
 		left := slices.Clone(group)
 		for len(left) > 0 {
 			i := pick(left, c.now(), c.rand, req.Header)
@@ -251,6 +255,7 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 			}
 			m := left[i]
 			left = slices.Delete(left, i, i+1)
+			k.last = gi == len(groups)-1 && len(left) == 0
 			if a, err := k.tryTarget(m); a != nil || err != nil {
 				return a, err
 			}
@@ -260,7 +265,7 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 		// Every target was skipped as open: an open breaker must not be why a
 		// model that still answers some requests answers none. Each target
 		// lets one attempt at a time through; its success closes the breaker.
-		k.lastResort = true
+		k.lastResort, k.last = true, false
 		for _, group := range groups {
 			for _, m := range group {
 				if a, err := k.tryTarget(m); a != nil || err != nil {
@@ -275,22 +280,43 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 	return nil, k.rep.exhausted()
 }
 
-// clientTimeout is how long the app itself waits, when its SDK says so: the
-// Stainless-generated SDKs (OpenAI's and Anthropic's, among others) send
-// their timeout in seconds as X-Stainless-Timeout. A little is kept back so
-// that a refusal reaches the app before it gives up. It returns the largest
-// duration when the header is absent or unreadable.
+// Client deadline headers. The Stainless-generated SDKs send their timeout
+// in seconds: OpenAI's and Anthropic's Node SDKs as X-Stainless-Timeout,
+// their Python SDKs as X-Stainless-Read-Timeout (the read timeout of httpx,
+// which bounds the wait for the answer). X-Breakwater-Timeout is ours, for
+// any other client: seconds ("8", "2.5") or a Go duration ("8s", "1m30s").
+var deadlineHeaders = [...]string{"X-Stainless-Timeout", "X-Stainless-Read-Timeout", "X-Breakwater-Timeout"}
+
+// clientTimeout is how long the app itself waits, the earliest of the
+// deadlines its headers state. A little is kept back so that a refusal
+// reaches the app before it gives up. It returns the largest duration when
+// no header is present and readable.
 func clientTimeout(h http.Header) time.Duration {
-	v := h.Get("X-Stainless-Timeout")
-	if v == "" {
-		return math.MaxInt64
+	best := time.Duration(math.MaxInt64)
+	for _, name := range deadlineHeaders {
+		v := strings.TrimSpace(h.Get(name))
+		if v == "" {
+			continue
+		}
+		if d, ok := parseTimeout(v); ok {
+			best = min(best, max(d-d/20, time.Second)) // 5 % margin, at least 1 s
+		}
 	}
-	s, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-	if err != nil || s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) || s > 86400 {
-		return math.MaxInt64
+	return best
+}
+
+// parseTimeout reads seconds or a Go duration, positive and at most a day.
+func parseTimeout(v string) (time.Duration, bool) {
+	var d time.Duration
+	if s, err := strconv.ParseFloat(v, 64); err == nil {
+		if s <= 0 || math.IsInf(s, 0) || math.IsNaN(s) || s > 86400 {
+			return 0, false
+		}
+		d = time.Duration(s * float64(time.Second))
+	} else if pd, err := time.ParseDuration(v); err == nil {
+		d = pd
 	}
-	d := time.Duration(s * float64(time.Second))
-	return max(d-d/20, time.Second) // 5 % margin, at least 1 s
+	return d, d > 0 && d <= 24*time.Hour
 }
 
 // sameUpstream keeps the targets of groups on up (for SameUpstream, that of
@@ -370,14 +396,6 @@ func (k *call) skipOpen(t *target) {
 	k.rep.note(t.name, "circuit half-open, probes already in flight")
 }
 
-// holdMin is the shortest Retry-After that holds a whole lane back. A
-// congestion refusal asking for less (a model at capacity saying "1s") is
-// honoured by the refused request alone, while the adaptive limit shrinks:
-// holding every request back for it would idle a model that still has room
-// for the requests in flight. Longer waits, and exhausted x-ratelimit budgets,
-// mean the key's quota is spent and hold the lane (RFC 9110 §10.2.3).
-const holdMin = 2 * time.Second
-
 // tryTarget makes up to MaxAttempts attempts at one target. It returns an answer
 // to hand back, an error that ends the call, or neither to fall back.
 func (k *call) tryTarget(m *member) (*answer, error) {
@@ -403,7 +421,10 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		header: outboundHeader(k.req.Header, t.up.cfg, k.req.RequestID, body != nil),
 		base:   c.log, reqID: k.req.RequestID, target: t.name,
 	}
-	retried := false
+	// retried: the next attempt is a retry, and goes ahead of first
+	// attempts; budgeted: it retries a congestion refusal, and spends the
+	// lane's retry budget (retrying breakage is bounded by the breaker).
+	retried, budgeted := false, false
 	for n := 1; n <= c.retry.MaxAttempts; n++ {
 		if err := k.stopped(); err != nil {
 			return nil, err
@@ -429,8 +450,12 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			}
 			probe = lastResort
 		}
-		if err := l.acquire(k.dctx, classRank(k.req.Class, retried), k.deadline); err != nil {
+		if err := l.acquire(k.dctx, classRank(k.req.Class, retried), budgeted, k.last, k.deadline); err != nil {
 			t.breaker.report(c.now(), probe, neutral)
+			// The target may have answered others while this one queued: a
+			// deadline reached in its queue is then congestion (429), not a
+			// dead upstream (504).
+			k.rep.alive = k.rep.alive || t.answeredWithin(c.now(), aliveWindow)
 			var shed *laneShed
 			if !errors.As(err, &shed) {
 				if err := k.stopped(); err != nil {
@@ -479,13 +504,20 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		}
 		ra = min(ra, c.raCap)
 		if hinted {
-			if !r.congestion || ra >= holdMin {
-				// Every request of this lane respects the hint, not just this one.
-				l.pace.hold(c.now().Add(ra))
-			}
+			// Every request of this lane respects the hint, not just this
+			// one (RFC 9110 §10.2.3): the server said when it can take more,
+			// and a fleet of sidecars that each let their other queued
+			// requests through would refuse that many more.
+			l.pace.hold(c.now().Add(ra))
 			k.rep.hint(t.name, ra)
 		}
 		if !r.retry || r.noRetry || n == c.retry.MaxAttempts {
+			return nil, nil
+		}
+		if r.congestion && !k.last && !l.retryBudget() {
+			// Spent: another target may take the request now; the last one
+			// waits for the budget in its queue.
+			k.shed(t, ShedRetryBudget, shedRetryAfter, (&laneShed{target: t.name, reason: ShedRetryBudget}).Error())
 			return nil, nil
 		}
 		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), l.pace.wait(c.now()))
@@ -506,7 +538,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		if !sleep(k.dctx, wait) {
 			return nil, k.stopped()
 		}
-		retried = true
+		retried, budgeted = true, r.congestion
 	}
 	return nil, nil
 }

@@ -84,19 +84,28 @@ func (k *call) send(x *exchange) result {
 	c, t := k.c, x.m.t
 	// Attempts hang off the client's context, not the deadline's: a live stream
 	// must outlive run. The timer enforces the deadline and Upstream.Timeout until
-	// the answer (Do) or its headers (Open) arrive.
-	actx, cancel := context.WithCancelCause(k.ctx)
+	// the answer (Do) or its headers (Open) arrive. With FinishAbandoned a
+	// non-stream attempt is not cut when its client goes away (see Request).
+	parent := k.ctx
+	if !k.stream && k.req.FinishAbandoned {
+		parent = context.WithoutCancel(k.ctx)
+	}
+	actx, cancel := context.WithCancelCause(parent)
 	limit, cause := k.remaining(), error(errDeadline)
 	if to := t.up.cfg.Timeout; to > 0 && to < limit {
 		limit, cause = to, &attemptTimeout{after: to}
 	}
 	timer := time.AfterFunc(limit, func() { cancel(cause) })
 	start := time.Now()
-	release := func(v verdict) {
+	release := func(v verdict, o outcome) {
 		timer.Stop()
 		cancel(nil)
 		t.stats.inflight.Add(-1)
 		x.pool.release()
+		if o == outCanceled {
+			x.lane.abandon(start)
+			return
+		}
 		x.lane.done(start, time.Since(start), v)
 	}
 
@@ -126,6 +135,9 @@ func (k *call) send(x *exchange) result {
 		}
 	}
 	dur := time.Since(start)
+	if err == nil && k.ctx.Err() != nil {
+		t.abandoned() // answered after its client went away
+	}
 	if r.resp != nil && err == nil {
 		x.lane.pace.observe(c.now(), r.resp.Header, c.raCap)
 	}
@@ -202,7 +214,7 @@ func (k *call) send(x *exchange) result {
 				if o == outSuccess && over {
 					o = status
 				}
-				release(o.verdict())
+				release(o.verdict(), o)
 				r.resp.Body.Close()
 				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
 			})
@@ -217,7 +229,7 @@ func (k *call) send(x *exchange) result {
 		// about the upstream: the request came late.
 		lv = congested
 	}
-	release(lv)
+	release(lv, r.out)
 	c.settle(t, x.probe, r.out, v, dur, x.log)
 	return r
 }

@@ -17,10 +17,11 @@ const (
 	ShedQueueTimeout = "queue_timeout"        // still queued when the time left could no longer fit an answer
 	ShedRateLimited  = "rate_limited"         // paced by the upstream's rate-limit state beyond the deadline
 	ShedBreakerOpen  = "breaker_open"         // the breaker refused and no probe was free
+	ShedRetryBudget  = "retry_budget"         // a retry found the lane's retry budget spent (and could fall back)
 )
 
 // shedReasons lists every reason, for stats.
-var shedReasons = [...]string{ShedQueueFull, ShedWaitBeyond, ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen}
+var shedReasons = [...]string{ShedQueueFull, ShedWaitBeyond, ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen, ShedRetryBudget}
 
 // laneShed is a request a lane refused before it reached the upstream.
 type laneShed struct {
@@ -33,6 +34,9 @@ type laneShed struct {
 
 func (e *laneShed) Error() string {
 	switch e.reason {
+	case ShedRetryBudget:
+		return fmt.Sprintf("breakwater: the retry budget of %s is spent (retries of refusals are at most a tenth of first attempts); retry after %s",
+			e.target, atLeastSecond(e.retryAfter))
 	case ShedQueueFull:
 		return fmt.Sprintf("breakwater: the queue for %s is full (%d waiting for %d slots of its adaptive limit); retry after %s or raise max_queue",
 			e.target, e.waiting, e.slots, atLeastSecond(e.retryAfter))
@@ -64,8 +68,9 @@ func classRank(class string, retry bool) int {
 
 // lane is the unit of admission: one target, and one forwarded key on that
 // target when clients' keys are forwarded. It holds the adaptive limit, the
-// class-ordered queue and the rate-limit pacing, so a key that the upstream
-// limits never slows another key.
+// pacing of sends (a token bucket at limit ÷ time per answer), the retry
+// budget, the class-ordered queue and the rate-limit hold, so a key that the
+// upstream limits never slows another key.
 type lane struct {
 	t   *target
 	key string // hash of the forwarded key; "" when the sidecar holds the key
@@ -79,45 +84,107 @@ type lane struct {
 	waiters  list.List // of *waiter, by (rank, arrival)
 	waitE    float64   // EWMA of queue waits of granted requests, seconds
 	used     time.Time // last acquire, for eviction
+	// tokens is the send bucket: it fills at lim.pace() up to the slot count,
+	// and every attempt takes one. tokensAt is when it was last filled.
+	tokens   float64
+	tokensAt time.Time
+	// budget is the retry budget in tenths of a retry: every first attempt
+	// adds one, every retry of a refusal takes ten (retryBudgetStart at
+	// first, at most retryBudgetMax).
+	budget int
+	// busySince is when the queue last went from empty to non-empty; zero
+	// while it is empty. Sustained queueing turns the queue LIFO.
+	busySince time.Time
+	// lifoAfter is lifoAfterDefault; tests change it.
+	lifoAfter time.Duration
+	// wake dispatches when the bucket refills or a hold ends; wakeAt is when
+	// it is due, zero when not armed.
+	wake   *time.Timer
+	wakeAt time.Time
 }
 
 type waiter struct {
 	rank  int
+	retry bool // a retry of a refusal: needs a retry budget token
 	ready chan struct{}
 }
+
+// Retry budget: retries of congestion refusals (429, 529, an overload 503)
+// are at most a tenth of a lane's first attempts, plus three, as Envoy's retry
+// budgets (budget_percent) and Finagle's RetryBudget bound them, so a fleet
+// of sidecars in front of a full model does not multiply its refusals. A
+// retry beyond the budget waits in the queue for a token (every ten first
+// attempts add one) and is shed with 429 + Retry-After when none comes
+// before its deadline; it never becomes an extra upstream call. (When the
+// route has another target, the request falls back to it instead.) Retries of
+// breakage (other 5xx, timeouts, connection errors) are bounded by the
+// attempts and the breaker instead.
+const (
+	retryCost        = 10 // tenths: a first attempt earns one
+	retryBudgetStart = 3 * retryCost
+	retryBudgetMax   = 10 * retryCost
+)
+
+// retryBudget reports whether the lane's retry budget has a retry left.
+func (l *lane) retryBudget() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.budget >= retryCost
+}
+
+// lifoAfterDefault is how long the queue must have been non-empty, at least, before
+// it serves the newest request first (Facebook's adaptive LIFO, as in
+// "Fail at Scale", ACM Queue 13(8), 2015): under sustained queueing the
+// oldest requests are the ones whose clients are about to give up, so serving
+// them first delivers answers to nobody. Without sustained queueing nothing
+// changes: first in, first out. The wait is at least two answers' time.
+const lifoAfterDefault = time.Second
 
 func newLane(t *target, key string, ceiling, maxQueue int) *lane {
 	if maxQueue == 0 {
 		maxQueue = DefaultMaxQueue
 	}
-	return &lane{t: t, key: key, maxQueue: max0(maxQueue), lim: newAIMD(ceiling)}
+	l := &lane{t: t, key: key, maxQueue: max0(maxQueue), lim: newAIMD(ceiling), budget: retryBudgetStart, lifoAfter: lifoAfterDefault}
+	l.tokens = float64(l.lim.slots())
+	return l
 }
 
 // expectedWait is how long a request of rank would wait for a slot now, and
-// how many requests it would wait behind. The caller holds l.mu.
-func (l *lane) expectedWait(rank int) (time.Duration, int) {
+// how many requests it would wait behind. Under sustained queueing the queue
+// is LIFO within a rank, so only lower ranks are ahead. The caller holds l.mu.
+func (l *lane) expectedWait(rank int, now time.Time) (time.Duration, int) {
+	lifo := l.lifo(now)
 	ahead := 0
 	for e := l.waiters.Front(); e != nil; e = e.Next() {
-		if e.Value.(*waiter).rank <= rank {
+		if r := e.Value.(*waiter).rank; r < rank || r == rank && !lifo {
 			ahead++
 		}
 	}
-	if ahead == 0 && l.inflight < l.lim.slots() {
+	if ahead == 0 && l.inflight < l.lim.slots() && l.pace.wait(now) == 0 {
 		return 0, 0
 	}
-	r := l.lim.rate()
+	r := l.lim.rate(now)
 	if r <= 0 {
 		return 0, ahead
 	}
 	return time.Duration(float64(ahead+1) / r * float64(time.Second)), ahead
 }
 
-// acquire takes a slot, waiting in class order when the limit is reached. It
-// sheds at once (a *laneShed) when the queue is full or the expected wait
-// plus an answer's time exceeds what is left before deadline, and sheds a
-// waiter that is still queued when an answer could no longer fit. It returns
-// ctx.Err() when ctx ends first.
-func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error {
+// lifo reports whether the queue has been non-empty long enough to serve the
+// newest first. The caller holds l.mu.
+func (l *lane) lifo(now time.Time) bool {
+	return !l.busySince.IsZero() && now.Sub(l.busySince) >= max(l.lifoAfter, 2*l.lim.service())
+}
+
+// acquire takes a slot, waiting in class order when the limit is reached, the
+// send bucket is empty, the upstream's Retry-After holds the lane, or (for a
+// retry) the retry budget is spent. It sheds at once (a *laneShed) when the
+// queue is full or the expected wait plus an answer's time exceeds what is
+// left before deadline, and sheds a waiter that is still queued when an
+// answer could no longer fit. A retry that finds the budget spent waits for
+// it when wait is set, and is shed at once (ShedRetryBudget) otherwise. It
+// returns ctx.Err() when ctx ends first.
+func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadline time.Time) error {
 	now := time.Now()
 	left := deadline.Sub(now)
 	l.mu.Lock()
@@ -125,23 +192,25 @@ func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error 
 		defer l.t.limitMoved(l.lim.limit) // counted from first use
 	}
 	l.used = now
-	wait, ahead := l.expectedWait(rank)
+	expected, ahead := l.expectedWait(rank, now)
 	service := l.lim.service()
 	slots := l.lim.slots()
 	var reason string
-	retryAfter := wait
+	retryAfter := expected
 	switch {
 	case service > left:
 		// Not even an answer's time is left: an attempt would be cut by the
 		// deadline, after costing the upstream the work.
 		reason = ShedWaitBeyond
-	case ahead == 0 && l.inflight < slots:
-		l.inflight++
+	case ahead == 0 && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now):
+		l.grant(retry)
 		l.mu.Unlock()
 		return nil
+	case retry && !mayWait && l.budget < retryCost:
+		reason, retryAfter = ShedRetryBudget, max(expected, shedRetryAfter)
 	case l.waiters.Len() >= l.maxQueue:
-		reason, retryAfter = ShedQueueFull, max(wait, shedRetryAfter)
-	case wait+service > left:
+		reason, retryAfter = ShedQueueFull, max(expected, shedRetryAfter)
+	case expected+service > left:
 		reason = ShedWaitBeyond
 	}
 	shed := &laneShed{target: l.t.name, reason: reason, retryAfter: retryAfter, waiting: l.waiters.Len(),
@@ -150,8 +219,13 @@ func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error 
 		l.mu.Unlock()
 		return shed
 	}
-	w := &waiter{rank: rank, ready: make(chan struct{})}
-	e := l.insert(w)
+	w := &waiter{rank: rank, retry: retry, ready: make(chan struct{})}
+	e := l.insert(w, now)
+	if retry && l.budget < retryCost {
+		l.t.stats.budgetWaits.Add(1)
+		l.t.c.metrics.retryBudget(l.t.name, "waited")
+	}
+	l.dispatch(now) // a slot may be free, waiting only for the bucket
 	l.t.stats.queued.Add(1)
 	l.mu.Unlock()
 	defer l.t.stats.queued.Add(-1)
@@ -176,11 +250,51 @@ func (l *lane) acquire(ctx context.Context, rank int, deadline time.Time) error 
 		return err
 	}
 	l.mu.Lock()
-	wait, _ = l.expectedWait(rank)
+	now = time.Now()
+	expected, _ = l.expectedWait(rank, now)
 	shed.waiting, shed.inflight, shed.slots = l.waiters.Len(), l.inflight, l.lim.slots()
 	l.mu.Unlock()
-	shed.reason, shed.retryAfter, shed.left = ShedQueueTimeout, wait, time.Until(deadline)
+	shed.reason, shed.retryAfter, shed.left = ShedQueueTimeout, max(expected, l.pace.wait(now)), time.Until(deadline)
 	return shed
+}
+
+// grant counts an admitted attempt: a slot, and the retry budget (a first
+// attempt adds to it, a retry spends it). The caller holds l.mu.
+func (l *lane) grant(retry bool) {
+	l.inflight++
+	if retry {
+		l.budget -= retryCost
+		l.t.stats.retries.Add(1)
+		l.t.c.metrics.retryBudget(l.t.name, "sent")
+		return
+	}
+	l.budget = min(l.budget+1, retryBudgetMax)
+}
+
+// takeToken takes a send token from the bucket, reporting whether there was
+// one. Before the first answer the lane is not paced. The caller holds l.mu.
+func (l *lane) takeToken(now time.Time) bool {
+	r := l.lim.pace()
+	if r <= 0 {
+		return true
+	}
+	l.fill(now, r)
+	if l.tokens < 1 {
+		return false
+	}
+	l.tokens--
+	return true
+}
+
+// fill adds the tokens earned since the bucket was last filled at rate r,
+// up to the slot count (so an idle lane may send a burst of at most its
+// limit at once). The caller holds l.mu.
+func (l *lane) fill(now time.Time, r float64) {
+	if !l.tokensAt.IsZero() {
+		l.tokens += now.Sub(l.tokensAt).Seconds() * r
+	}
+	l.tokens = min(l.tokens, float64(l.lim.slots()))
+	l.tokensAt = now
 }
 
 // leave takes w out of the queue, passing its slot on if it was granted
@@ -193,13 +307,19 @@ func (l *lane) leave(e *list.Element, w *waiter) {
 		l.release()
 	default:
 		l.waiters.Remove(e)
+		if l.waiters.Len() == 0 {
+			l.busySince = time.Time{}
+		}
 		l.mu.Unlock()
 	}
 }
 
 // insert queues w behind every waiter of the same or a lower rank. The caller
 // holds l.mu.
-func (l *lane) insert(w *waiter) *list.Element {
+func (l *lane) insert(w *waiter, now time.Time) *list.Element {
+	if l.waiters.Len() == 0 {
+		l.busySince = now
+	}
 	for e := l.waiters.Back(); e != nil; e = e.Prev() {
 		if e.Value.(*waiter).rank <= w.rank {
 			return l.waiters.InsertAfter(w, e)
@@ -216,50 +336,132 @@ func (l *lane) waited(d time.Duration) {
 	l.t.c.metrics.queueWait(l.t.name, d)
 }
 
-// dispatch hands free slots to waiters in order. The caller holds l.mu.
-func (l *lane) dispatch() {
+// next picks the waiter to serve: the first of the best rank, or under
+// sustained queueing the newest of it; a retry only while the budget has a
+// token. nil when none may go. The caller holds l.mu.
+func (l *lane) next(now time.Time) *list.Element {
+	lifo := l.lifo(now)
+	var pick *list.Element
+	for e := l.waiters.Front(); e != nil; e = e.Next() {
+		w := e.Value.(*waiter)
+		if w.retry && l.budget < retryCost {
+			continue
+		}
+		if pick != nil && w.rank != pick.Value.(*waiter).rank {
+			break
+		}
+		pick = e
+		if !lifo {
+			break
+		}
+	}
+	return pick
+}
+
+// dispatch hands free slots to waiters while the bucket has tokens and no
+// Retry-After holds the lane, arming the wake timer for when it will. The
+// caller holds l.mu.
+func (l *lane) dispatch(now time.Time) {
 	for l.inflight < l.lim.slots() {
-		front := l.waiters.Front()
-		if front == nil {
+		e := l.next(now)
+		if e == nil {
 			return
 		}
-		l.waiters.Remove(front)
-		l.inflight++
-		close(front.Value.(*waiter).ready)
+		if hold := l.pace.wait(now); hold > 0 {
+			l.wakeIn(now, hold)
+			return
+		}
+		if !l.takeToken(now) {
+			l.wakeIn(now, time.Duration((1-l.tokens)/l.lim.pace()*float64(time.Second))+time.Millisecond)
+			return
+		}
+		w := e.Value.(*waiter)
+		l.waiters.Remove(e)
+		if l.waiters.Len() == 0 {
+			l.busySince = time.Time{}
+		}
+		l.grant(w.retry)
+		close(w.ready)
 	}
+}
+
+// wakeIn arms the wake timer to dispatch after d, unless it is already due
+// sooner. The caller holds l.mu.
+func (l *lane) wakeIn(now time.Time, d time.Duration) {
+	at := now.Add(d)
+	if !l.wakeAt.IsZero() && !l.wakeAt.After(at) {
+		return
+	}
+	l.wakeAt = at
+	if l.wake == nil {
+		l.wake = time.AfterFunc(d, l.woken)
+		return
+	}
+	l.wake.Reset(d)
+}
+
+func (l *lane) woken() {
+	l.mu.Lock()
+	l.wakeAt = time.Time{}
+	l.dispatch(time.Now())
+	l.mu.Unlock()
 }
 
 // release returns a slot without a verdict.
 func (l *lane) release() {
 	l.mu.Lock()
 	l.inflight--
-	l.dispatch()
+	l.dispatch(time.Now())
 	l.mu.Unlock()
+}
+
+// abandon returns the slot of an attempt sent at sent that was cut before
+// its answer (a stream whose client went away, an attempt cut by the
+// deadline). The provider does not stop generating a request its client
+// dropped (and bills it), so the slot stays taken until the answer would
+// have come (the measured time per answer): freeing it at once sends the
+// next request into a model that is still busy.
+func (l *lane) abandon(sent time.Time) {
+	l.t.abandoned()
+	l.mu.Lock()
+	hold := time.Until(sent.Add(l.lim.service()))
+	l.mu.Unlock()
+	if hold <= 0 {
+		l.release()
+		return
+	}
+	time.AfterFunc(hold, l.release)
 }
 
 // done returns the slot of an attempt sent at sent and feeds its verdict to
 // the adaptive limit.
 func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
+	now := time.Now()
 	l.mu.Lock()
-	before := l.lim.limit
+	before, paceBefore := l.lim.limit, l.lim.belowOne()
 	switch v {
 	case success:
-		l.lim.answered(d, l.inflight)
+		l.lim.answered(d, l.inflight, now)
 	case congested:
-		l.lim.refused(sent, time.Now())
+		l.lim.refused(sent, now)
 	}
-	after := l.lim.limit
+	after, paceAfter := l.lim.limit, l.lim.belowOne()
 	l.inflight--
-	l.dispatch()
+	l.dispatch(now)
 	l.mu.Unlock()
 	if after != before { // used: done follows an acquire
 		l.t.limitMoved(after - before)
+	}
+	if paceAfter != paceBefore {
+		l.t.paceMoved(paceAfter - paceBefore)
 	}
 }
 
 // laneStats is one lane's view for TargetStats.
 type laneStats struct {
 	limit, rate   float64
+	pace          float64 // sends per second while the limit is below one slot, else 0
+	budget        float64 // retries
 	wait, service time.Duration
 	queued        int
 	paced         bool
@@ -269,11 +471,13 @@ type laneStats struct {
 func (l *lane) snapshot(now time.Time) laneStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return laneStats{
-		limit: l.lim.limit, rate: l.lim.rate(), service: l.lim.service(),
+	s := laneStats{
+		limit: l.lim.limit, rate: l.lim.rate(now), service: l.lim.service(), budget: float64(l.budget) / retryCost,
 		wait:   time.Duration(l.waitE * float64(time.Second)),
 		queued: l.waiters.Len(), paced: l.pace.wait(now) > 0, used: !l.used.IsZero(),
 	}
+	s.pace = l.lim.belowOne()
+	return s
 }
 
 // idle reports whether the lane holds nothing worth keeping: no request in

@@ -25,7 +25,7 @@ func testLane(t *testing.T, limit float64) *lane {
 func TestLaneQueuesInClassOrder(t *testing.T) {
 	l := testLane(t, 1)
 	deadline := time.Now().Add(time.Minute)
-	if err := l.acquire(t.Context(), classRank("", false), deadline); err != nil {
+	if err := l.acquire(t.Context(), classRank("", false), false, true, deadline); err != nil {
 		t.Fatal(err)
 	}
 	arrivals := []struct {
@@ -41,7 +41,7 @@ func TestLaneQueuesInClassOrder(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := l.acquire(context.Background(), classRank(a.class, a.retry), deadline); err != nil {
+			if err := l.acquire(context.Background(), classRank(a.class, a.retry), a.retry, true, deadline); err != nil {
 				t.Errorf("%s: %v", a.name, err)
 				return
 			}
@@ -72,16 +72,16 @@ func TestLaneQueuesInClassOrder(t *testing.T) {
 func TestLaneShedsWhenTheWaitWouldNotFit(t *testing.T) {
 	l := testLane(t, 1)
 	l.lim.serviceE = 1 // 1 s per answer: 1 answer/s with one slot
-	if err := l.acquire(t.Context(), 2, time.Now().Add(time.Minute)); err != nil {
+	if err := l.acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
 		t.Fatal(err)
 	}
 	// Three waiters with plenty of time.
 	for i := range 3 {
-		go l.acquire(context.Background(), 2, time.Now().Add(time.Minute))
+		go l.acquire(context.Background(), 2, false, true, time.Now().Add(time.Minute))
 		waitUntil(t, func() bool { return l.t.stats.queued.Load() == int64(i+1) })
 	}
 	start := time.Now()
-	err := l.acquire(t.Context(), 2, time.Now().Add(2*time.Second))
+	err := l.acquire(t.Context(), 2, false, true, time.Now().Add(2*time.Second))
 	var shed *laneShed
 	if !errors.As(err, &shed) || shed.reason != ShedWaitBeyond || !errors.Is(err, ErrShed) {
 		t.Fatalf("acquire = %v, want a wait_beyond_deadline shed", err)
@@ -99,7 +99,7 @@ func TestLaneShedsWhenTheWaitWouldNotFit(t *testing.T) {
 	// A realtime request waits only behind realtime ones: it fits.
 	l.lim.serviceE = 0.05
 	done := make(chan error, 1)
-	go func() { done <- l.acquire(context.Background(), 1, time.Now().Add(300*time.Millisecond)) }()
+	go func() { done <- l.acquire(context.Background(), 1, false, true, time.Now().Add(300*time.Millisecond)) }()
 	// Nobody releases: it must leave the queue before its deadline with a shed.
 	select {
 	case err := <-done:
@@ -146,17 +146,25 @@ func TestLaneKey(t *testing.T) {
 }
 
 func TestClientTimeout(t *testing.T) {
-	for _, tt := range []struct {
-		v    string
-		want time.Duration
-	}{{"", math.MaxInt64}, {"600", 570 * time.Second}, {"2.5", 2375 * time.Millisecond}, {"0.1", time.Second},
-		{"-1", math.MaxInt64}, {"soon", math.MaxInt64}, {"NaN", math.MaxInt64}} {
-		h := http.Header{}
-		if tt.v != "" {
-			h.Set("X-Stainless-Timeout", tt.v)
+	for _, name := range deadlineHeaders {
+		for _, tt := range []struct {
+			v    string
+			want time.Duration
+		}{{"", math.MaxInt64}, {"600", 570 * time.Second}, {"2.5", 2375 * time.Millisecond}, {"0.1", time.Second},
+			{"-1", math.MaxInt64}, {"soon", math.MaxInt64}, {"NaN", math.MaxInt64}, {"8s", 7600 * time.Millisecond},
+			{"1m", 57 * time.Second}, {"-8s", math.MaxInt64}, {"100000", math.MaxInt64}} {
+			h := http.Header{}
+			if tt.v != "" {
+				h.Set(name, tt.v)
+			}
+			if got := clientTimeout(h); got != tt.want {
+				t.Errorf("clientTimeout(%s: %q) = %s, want %s", name, tt.v, got, tt.want)
+			}
 		}
-		if got := clientTimeout(h); got != tt.want {
-			t.Errorf("clientTimeout(%q) = %s, want %s", tt.v, got, tt.want)
-		}
+	}
+	// The earliest deadline a client states wins.
+	h := http.Header{"X-Stainless-Timeout": {"600"}, "X-Stainless-Read-Timeout": {"20"}, "X-Breakwater-Timeout": {"40s"}}
+	if got, want := clientTimeout(h), 19*time.Second; got != want {
+		t.Errorf("clientTimeout(600, 20, 40s) = %s, want the earliest less 5%% = %s", got, want)
 	}
 }

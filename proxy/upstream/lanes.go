@@ -53,6 +53,7 @@ type lanes struct {
 	per map[string]*lane
 
 	limitMilli atomic.Int64 // sum of the lanes' limits × 1000
+	paceMilli  atomic.Int64 // sum of the lanes' paces below one slot × 1000
 	sheds      [len(shedReasons)]atomic.Uint64
 }
 
@@ -82,10 +83,13 @@ func (t *target) laneFor(key string) *lane {
 		for k, l := range ls.per {
 			if l.idle(now) {
 				l.mu.Lock()
-				limit, used := l.lim.limit, !l.used.IsZero()
+				limit, pace, used := l.lim.limit, l.lim.belowOne(), !l.used.IsZero()
 				l.mu.Unlock()
 				if used {
 					t.limitMoved(-limit)
+				}
+				if pace != 0 {
+					t.paceMoved(-pace)
 				}
 				delete(ls.per, k)
 				break
@@ -119,6 +123,17 @@ func (t *target) limitMoved(d float64) {
 	t.c.metrics.limit(t.name, float64(v)/1000)
 }
 
+func (t *target) paceMoved(d float64) {
+	v := t.lanes.paceMilli.Add(int64(math.Round(d * 1000)))
+	t.c.metrics.paceRate(t.name, float64(v)/1000)
+}
+
+// abandoned counts an attempt whose client had gone before the answer.
+func (t *target) abandoned() {
+	t.stats.abandoned.Add(1)
+	t.c.metrics.abandoned(t.name)
+}
+
 func (t *target) shed(reason string) {
 	for i, r := range shedReasons {
 		if r == reason {
@@ -133,6 +148,7 @@ func (t *target) shed(reason string) {
 // service rate, the longest queue wait, whether any lane is paced.
 type laneSummary struct {
 	limit, rate float64
+	pace        float64
 	wait        time.Duration
 	service     time.Duration
 	queued      int
@@ -151,6 +167,7 @@ func (t *target) summary(now time.Time) laneSummary {
 		s.count++
 		s.limit += ls.limit
 		s.rate += ls.rate
+		s.pace += ls.pace
 		s.wait = max(s.wait, ls.wait)
 		s.queued += ls.queued
 		s.paced = s.paced || ls.paced

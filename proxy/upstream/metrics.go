@@ -20,6 +20,9 @@ type Metrics struct {
 	limits   *prometheus.GaugeVec
 	sheds    *prometheus.CounterVec
 	waits    *prometheus.HistogramVec
+	budget   *prometheus.CounterVec
+	pace     *prometheus.GaugeVec
+	nobody   *prometheus.CounterVec
 }
 
 // NewMetrics builds the collectors and registers them with reg (nil: not
@@ -36,6 +39,9 @@ type Metrics struct {
 //	breakwater_upstream_limit{target}                      adaptive concurrency limit (summed over the target's lanes)
 //	breakwater_upstream_shed_total{target,reason}          requests refused before the upstream, by reason
 //	breakwater_upstream_queue_wait_seconds{target}         time granted requests waited for a slot
+//	breakwater_upstream_retry_budget_total{target,result}  retries of refusals: sent (within the budget) or waited (found it spent)
+//	breakwater_upstream_pace_rate{target}                  sends per second of lanes below one slot (0: none paced)
+//	breakwater_upstream_abandoned_total{target}            attempts whose client had gone before the answer (made for nobody)
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -80,9 +86,22 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Time requests waited in a target's queue before their attempt was sent.",
 			Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"target"}),
+		budget: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_upstream_retry_budget_total",
+			Help: "Retries of congestion refusals by target: sent within the retry budget, or waited (the budget was spent).",
+		}, []string{"target", "result"}),
+		pace: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "breakwater_upstream_pace_rate",
+			Help: "Sends per second of a target's lanes whose adaptive limit is below one slot (0 when none is).",
+		}, []string{"target"}),
+		nobody: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_upstream_abandoned_total",
+			Help: "Upstream attempts whose client had gone before the answer: answers the provider made (and bills) for nobody.",
+		}, []string{"target"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.attempts, m.duration, m.inflight, m.queued, m.breaker, m.weight, m.retries, m.limits, m.sheds, m.waits)
+		reg.MustRegister(m.attempts, m.duration, m.inflight, m.queued, m.breaker, m.weight, m.retries, m.limits, m.sheds, m.waits,
+			m.budget, m.pace, m.nobody)
 	}
 	return m
 }
@@ -138,4 +157,25 @@ func (m *Metrics) queueWait(target string, d time.Duration) {
 		return
 	}
 	m.waits.WithLabelValues(target).Observe(d.Seconds())
+}
+
+func (m *Metrics) retryBudget(target, result string) {
+	if m == nil {
+		return
+	}
+	m.budget.WithLabelValues(target, result).Inc()
+}
+
+func (m *Metrics) paceRate(target string, v float64) {
+	if m == nil {
+		return
+	}
+	m.pace.WithLabelValues(target).Set(v)
+}
+
+func (m *Metrics) abandoned(target string) {
+	if m == nil {
+		return
+	}
+	m.nobody.WithLabelValues(target).Inc()
 }

@@ -349,7 +349,8 @@ func TestBreakerPerModel(t *testing.T) {
 
 // TestCongestionIsNotBreakage: a target answering only 500s opens its
 // breaker; one mixing 429s and 200s never does, and every request is
-// answered.
+// answered, or refused with 429 + Retry-After once the retry budget is
+// spent (retries at most three plus a tenth of the first attempts).
 func TestCongestionIsNotBreakage(t *testing.T) {
 	t.Run("only 500s", func(t *testing.T) {
 		up := startUpstream(t, always(500))
@@ -371,13 +372,27 @@ func TestCongestionIsNotBreakage(t *testing.T) {
 				}
 				ok(w, r, n)
 			})
-			c := newCaller(t, oneTarget(up.url()))
+			opts := oneTarget(up.url())
+			opts.Retry = fastRetry
+			opts.Retry.Deadline = 500 * time.Millisecond // a retry over budget waits this long at most
+			c := newCaller(t, opts)
+			answered := 0
 			for i := range 40 {
-				if _, err := c.Do(t.Context(), chat("gpt-4o")); err != nil {
-					t.Fatalf("request %d: %v, want an answer", i, err)
+				_, err := c.Do(t.Context(), chat("gpt-4o"))
+				var e *Error
+				switch {
+				case err == nil:
+					answered++
+				case errors.As(err, &e) && e.Status == 429 && e.RetryAfter > 0:
+				default:
+					t.Fatalf("request %d: %v, want an answer or a 429 with Retry-After", i, err)
 				}
 			}
 			ts := statsOf(t, c, "gpt-4o", "a/*")
+			if answered < 20 || ts.Retries > retryBudgetStart/retryCost+40/10 || ts.RetryBudgetWaits == 0 {
+				t.Errorf("%d of 40 answered, %d retries, %d budget waits; want at least the 20 first attempts answered, at most 7 retries, and the budget spent",
+					answered, ts.Retries, ts.RetryBudgetWaits)
+			}
 			if ts.State != "closed" {
 				t.Errorf("breaker = %s with half the answers refused as congestion, want closed", ts.State)
 			}

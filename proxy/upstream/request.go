@@ -47,6 +47,13 @@ type Request struct {
 	// per target, so every attempt to a target sends the same bytes. nil
 	// rewrites the body's top-level "model" field and keeps Path.
 	ForModel func(model string) (path string, body []byte)
+	// FinishAbandoned keeps a non-stream attempt going when ctx is cancelled
+	// while the upstream works on it: the provider finishes (and bills) a
+	// request whether or not anybody reads the answer, so it is read to its
+	// end and returned, for the caller's user to cache for the next asker,
+	// and its slot is held as long as the model works on it. No further
+	// attempt is made. Off, a cancelled ctx cuts the attempt at once.
+	FinishAbandoned bool
 	// SameUpstream keeps the request on the upstream of its route's first
 	// target: that upstream's other targets (other models) remain fallbacks,
 	// targets on other upstreams are skipped. For requests that continue

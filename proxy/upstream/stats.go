@@ -94,6 +94,19 @@ type TargetStats struct {
 	QueueWait time.Duration
 	// Paced is true while a lane is held back by the upstream's rate-limit state.
 	Paced bool
+	// PaceRate is the lanes' summed send rate, in attempts per second, of
+	// those whose limit is below one slot (a sidecar sharing the model with
+	// others sends one request every 1 ÷ PaceRate seconds); 0 when none is.
+	PaceRate float64
+	// Retries counts retries of congestion refusals sent under the retry
+	// budget; RetryBudgetWaits those that found it spent and waited for a
+	// token or were shed; RetryBudget is the retries left in the common lane
+	// (each first attempt adds 0.1, each retry takes one, at most 10).
+	Retries, RetryBudgetWaits uint64
+	RetryBudget               float64
+	// Abandoned counts attempts whose client went away before the answer:
+	// answers the provider produced (and bills) for nobody.
+	Abandoned uint64
 	// LatencyP50 and LatencyP99 are over the last latencyRing answered attempts
 	// (time to the full body for Do, to response headers for Open).
 	LatencyP50, LatencyP99 time.Duration
@@ -114,6 +127,11 @@ const latencyRing = 256
 type targetStats struct {
 	sent, success, rateLimited, overloaded, serverError, timeout, clientError, shed atomic.Uint64
 	inflight, queued                                                                atomic.Int64
+	// retries counts retries admitted under the retry budget; budgetWaits
+	// retries that found it spent and had to wait for a token (or were shed);
+	// abandoned attempts whose client went away before the answer (the
+	// provider produced it for nobody).
+	retries, budgetWaits, abandoned atomic.Uint64
 
 	mu   sync.Mutex
 	lat  [latencyRing]time.Duration
@@ -185,7 +203,9 @@ func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 	}
 	sum := t.summary(now)
 	ts.Limit, ts.Lanes, ts.ServiceRate = roundWeight(sum.limit), sum.count, roundWeight(sum.rate)
-	ts.QueueWait, ts.Paced = sum.wait, sum.paced
+	ts.QueueWait, ts.Paced, ts.PaceRate = sum.wait, sum.paced, roundWeight(sum.pace)
+	ts.Retries, ts.RetryBudgetWaits, ts.Abandoned = s.retries.Load(), s.budgetWaits.Load(), s.abandoned.Load()
+	ts.RetryBudget = roundWeight(t.lanes.shared.snapshot(now).budget)
 	ts.LatencyP50, ts.LatencyP99 = s.percentiles()
 	return ts
 }

@@ -1,0 +1,204 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// acquireAsync starts an acquire and returns its result channel.
+func acquireAsync(l *lane, retry bool) chan error {
+	done := make(chan error, 1)
+	go func() { done <- l.acquire(context.Background(), 2, retry, true, time.Now().Add(time.Minute)) }()
+	return done
+}
+
+// TestLaneBelowOneSlotPaces: a limit of a quarter slot at 100 ms per answer
+// sends one request per 400 ms, not one whenever the slot is free.
+func TestLaneBelowOneSlotPaces(t *testing.T) {
+	l := testLane(t, 0.25)
+	l.lim.serviceE = 0.1
+	if err := l.acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	first := time.Now()
+	l.release() // the slot is free again at once
+	done := acquireAsync(l, false)
+	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	// The second send waited for the bucket: 1 ÷ (0.25 ÷ 0.1 s) = 400 ms
+	// after the first (a lower bound: a busy machine only makes it later).
+	if d := time.Since(first); d < 350*time.Millisecond {
+		t.Errorf("second send %s after the first, want about 400 ms (paced below one slot)", d)
+	}
+	if got := l.snapshot(time.Now()).pace; !near(got, 2.5) {
+		t.Errorf("pace in stats = %v, want 2.5 sends/s", got)
+	}
+	l.release()
+}
+
+// TestLaneRetryBudget: retries spend the budget; a retry that finds it
+// spent waits for a token (each first attempt adds a tenth) even though a
+// slot is free, and is never sent before.
+func TestLaneRetryBudget(t *testing.T) {
+	l := testLane(t, 4)
+	deadline := time.Now().Add(time.Minute)
+	for range retryBudgetStart / retryCost { // the starting tokens
+		if err := l.acquire(t.Context(), 0, true, true, deadline); err != nil {
+			t.Fatal(err)
+		}
+		l.release()
+	}
+	done := acquireAsync(l, true)
+	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 })
+	for i := range 9 {
+		if err := l.acquire(t.Context(), 2, false, true, deadline); err != nil {
+			t.Fatal(err)
+		}
+		l.release()
+		select {
+		case err := <-done:
+			t.Fatalf("retry admitted (%v) after %d first attempts, want it to wait for 10", err, i+1)
+		default:
+		}
+	}
+	if err := l.acquire(t.Context(), 2, false, true, deadline); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("retry after 10 first attempts: %v", err)
+	}
+	if got, waits := l.t.stats.retries.Load(), l.t.stats.budgetWaits.Load(); got != retryBudgetStart/retryCost+1 || waits != 1 {
+		t.Errorf("retries = %d, budget waits = %d; want %d and 1", got, waits, retryBudgetStart/retryCost+1)
+	}
+	// A retry with no token and no time for one to come is shed with a
+	// Retry-After, never sent.
+	err := l.acquire(t.Context(), 0, true, true, time.Now().Add(50*time.Millisecond))
+	var shed *laneShed
+	if !errors.As(err, &shed) {
+		t.Errorf("retry over budget near its deadline = %v, want a shed", err)
+	}
+	// One that may fall back to another target is shed at once, not queued.
+	err = l.acquire(t.Context(), 0, true, false, deadline)
+	if !errors.As(err, &shed) || shed.reason != ShedRetryBudget || l.t.lanes.sheds[len(shedReasons)-1].Load() != 0 {
+		t.Errorf("retry over budget with a fallback = %v, want a retry_budget shed (not yet counted: the caller counts it)", err)
+	}
+}
+
+// TestLaneServesNewestFirstUnderSustainedQueueing: once the queue has been
+// non-empty for lifoAfter, the newest waiter of the best rank goes first;
+// before that, first in first out.
+func TestLaneServesNewestFirstUnderSustainedQueueing(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		lifoAfter time.Duration
+		want      []int
+	}{{"sustained", 0, []int{2, 1, 0}}, {"brief", time.Hour, []int{0, 1, 2}}} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := testLane(t, 1)
+			l.lifoAfter = tt.lifoAfter
+			if err := l.acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			var mu sync.Mutex
+			var order []int
+			var wg sync.WaitGroup
+			for i := range 3 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := l.acquire(context.Background(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+						t.Error(err)
+						return
+					}
+					mu.Lock()
+					order = append(order, i)
+					mu.Unlock()
+					l.release()
+				}()
+				waitUntil(t, func() bool { return l.t.stats.queued.Load() == int64(i+1) })
+			}
+			l.release()
+			wg.Wait()
+			for i := range tt.want {
+				if len(order) != len(tt.want) || order[i] != tt.want[i] {
+					t.Fatalf("order = %v, want %v", order, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// TestLaneAbandonedAttemptHoldsItsSlot: an attempt whose client went away
+// keeps its slot until the model would have answered it.
+func TestLaneAbandonedAttemptHoldsItsSlot(t *testing.T) {
+	l := testLane(t, 1)
+	l.lim.serviceE = 0.3
+	l.lifoAfter = time.Hour
+	if err := l.acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	sent := time.Now()
+	l.abandon(sent)
+	done := acquireAsync(l, false)
+	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 })
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(sent); d < 250*time.Millisecond {
+		t.Errorf("the slot of an abandoned attempt came back after %s, want its service time (300 ms)", d)
+	}
+	if got := l.t.stats.abandoned.Load(); got != 1 {
+		t.Errorf("abandoned = %d, want 1", got)
+	}
+	l.release()
+}
+
+// TestRetryAfterHoldsTheLane: a 429 asking for a wait holds every request of
+// the lane, not only the refused one: a request that arrives meanwhile is
+// not sent before the wait is over.
+func TestRetryAfterHoldsTheLane(t *testing.T) {
+	var calls atomic.Int32
+	var mu sync.Mutex
+	var at []time.Time
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		if calls.Add(1) == 1 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	c := newCaller(t, oneTarget(srv.URL+"/v1"))
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Do(context.Background(), chat("gpt-4o"))
+		first <- err
+	}()
+	waitUntil(t, func() bool { return calls.Load() >= 1 })
+	refused := time.Now()
+	if _, err := c.Do(t.Context(), chat("gpt-4o")); err != nil {
+		t.Fatalf("second request: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("refused request: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, a := range at[1:] {
+		if a.Sub(refused) < 900*time.Millisecond {
+			t.Errorf("call %d sent %s after the 429 with Retry-After: 1, want the lane held for 1 s", i+2, a.Sub(refused))
+		}
+	}
+}
