@@ -144,9 +144,11 @@ type Options struct {
 	// start; never less than the request deadline. 0 means
 	// DefaultMaxStreamDuration, negative: the request deadline alone.
 	MaxStreamDuration time.Duration
-	// Transport sends attempts; nil means the caller's own HTTP/1.1 pool for
-	// plain-HTTP upstreams (h1pool.go) over a clone of http.DefaultTransport
-	// that keeps many idle connections per host, for https and proxied ones.
+	// Transport sends attempts; nil means a clone of http.DefaultTransport that
+	// keeps many idle connections per host. Its own retry of a request on a
+	// reused connection is limited to idempotent requests (net/http's
+	// Request.isReplayable), so a POST is sent again only as a new attempt
+	// the caller counts.
 	Transport http.RoundTripper
 	// Metrics receives counters and gauges; nil means no metrics.
 	Metrics *Metrics
