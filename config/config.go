@@ -113,8 +113,10 @@ type ServerConfig struct {
 	// IdleTimeout closes keep-alive connections idle this long. Default 60s
 	// (proxy.DefaultIdleTimeout). 0 means none.
 	IdleTimeout Duration `toml:"idle_timeout"`
-	// MaxConnections caps the connections served at once; more wait to be
-	// accepted. Default 1024 (proxy.DefaultMaxConnections). 0 means no limit.
+	// MaxConnections caps the connections served at once; at the cap the
+	// quietest connection is closed for a new one, and when none is quiet
+	// more wait to be accepted. Default 1024 (proxy.DefaultMaxConnections).
+	// 0 means no limit.
 	MaxConnections int `toml:"max_connections"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string `toml:"log_level"`

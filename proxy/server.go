@@ -297,7 +297,7 @@ func New(opts Options) (*Server, error) {
 	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat, messagesFormat} {
 		e.POST(f.Endpoint(), s.serveFormat(f), s.bodyBudget)
 	}
-	e.POST(cache.ResponsesEndpoint, s.handleResponses)
+	e.POST(cache.ResponsesEndpoint, s.handleResponses, s.bodyBudget)
 	s.mountResponseIDs(e)
 	e.GET("/v1/models", s.handleModels)
 	s.mountGemini(e)
