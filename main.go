@@ -23,10 +23,10 @@ import (
 	"syscall"
 
 	"github.com/breakwater-dev/breakwater/internal/app"
-	"github.com/breakwater-dev/breakwater/internal/demo"
-	"github.com/breakwater-dev/breakwater/internal/evalcmd"
-	"github.com/breakwater-dev/breakwater/internal/loadgen"
-	"github.com/breakwater-dev/breakwater/internal/sim"
+	"github.com/breakwater-dev/breakwater/internal/cmd/demo"
+	"github.com/breakwater-dev/breakwater/internal/cmd/evalcmd"
+	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
 )
 
 func main() {

@@ -15,7 +15,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/breakwater-dev/breakwater/internal/retry"
+	"github.com/breakwater-dev/breakwater/internal/lib/retry"
 )
 
 // Defaults applied by NewOpenAI to zero-valued OpenAIOptions fields.

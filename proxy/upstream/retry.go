@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/retry"
+	"github.com/breakwater-dev/breakwater/internal/lib/retry"
 )
 
 // CheckRetry decides whether an attempt that returned resp or err is worth retrying,
