@@ -310,7 +310,7 @@ type RetryConfig struct {
 	BaseDelay Duration `toml:"base_delay"`
 	// MaxDelay caps one computed backoff wait; must be >= BaseDelay. Default
 	// 5s. A server's Retry-After above it is honoured when the deadline
-	// leaves room for it (internal/retry).
+	// leaves room for it (internal/lib/retry).
 	MaxDelay Duration `toml:"max_delay"`
 	// Deadline bounds a whole request: every attempt, wait and fallback,
 	// the wait in the queue included. Default 60s.
