@@ -1,5 +1,6 @@
-// Command breakwater is a semantic-caching sidecar for OpenAI-compatible LLM
-// endpoints: it answers repeats and paraphrases from its cache and sends
+// Command breakwater is a semantic-caching sidecar for LLM endpoints that
+// speak OpenAI's Chat Completions, completions, embeddings and Responses,
+// Anthropic's Messages or Google's Gemini generateContent: it answers repeats and paraphrases from its cache and sends
 // only true misses to the model, through a caller that backs off, falls back
 // and sheds load cleanly.
 //

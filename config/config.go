@@ -372,7 +372,8 @@ type StreamConfig struct {
 	MaxDuration Duration `toml:"max_duration"`
 }
 
-// Upstream is one [[upstreams]] entry: an OpenAI-compatible endpoint.
+// Upstream is one [[upstreams]] entry: a model API endpoint (OpenAI-compatible,
+// Anthropic or Gemini; Auth picks how the key is sent).
 type Upstream struct {
 	// Name identifies the upstream in [[models]] targets, default_upstream,
 	// metrics and the X-Breakwater-Upstream header. Required, unique,

@@ -1,5 +1,7 @@
-// Package proxy serves the OpenAI-compatible HTTP surface of Breakwater: the
-// cached completion endpoints, pass-through, health, stats and admin.
+// Package proxy serves Breakwater's HTTP surface: the cached endpoints of each
+// wire API (OpenAI Chat Completions, completions, embeddings and Responses,
+// Anthropic Messages, Gemini generateContent), pass-through, health, stats
+// and admin.
 package proxy
 
 import (

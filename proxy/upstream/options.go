@@ -38,7 +38,7 @@ type PoolLimits struct {
 	MaxQueue int
 }
 
-// Upstream is one OpenAI-compatible API.
+// Upstream is one model API endpoint (OpenAI-compatible, Anthropic, Gemini).
 type Upstream struct {
 	// Name identifies the upstream in targets, stats and metrics. Required.
 	Name string
