@@ -24,6 +24,11 @@ type connLimit struct {
 	mu    sync.Mutex
 	n     int        // connections held, at most max
 	quiet *list.List // of *limitedConn, quiet the longest first
+	// evicting counts connections closed to make room whose server
+	// goroutine has not finished yet; their slots are still held, so the
+	// goroutines never outnumber max. At most maxEvicting at once.
+	evicting    int
+	maxEvicting int
 
 	// wake is signalled when a slot frees or a connection turns quiet, for
 	// an Accept waiting at the limit.
@@ -32,12 +37,13 @@ type connLimit struct {
 	closeOnce sync.Once
 }
 
-func newConnLimit(ln net.Listener, max int, m *Metrics) *connLimit {
+func newConnLimit(ln net.Listener, limit int, m *Metrics) *connLimit {
 	return &connLimit{
-		Listener: ln, max: max, metrics: m,
-		quiet: list.New(),
-		wake:  make(chan struct{}, 1),
-		done:  make(chan struct{}),
+		Listener: ln, max: limit, metrics: m,
+		maxEvicting: min(max(limit/16, 1), 64),
+		quiet:       list.New(),
+		wake:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
 	}
 }
 
@@ -65,15 +71,18 @@ func (l *connLimit) Accept() (net.Conn, error) {
 			return lc, nil
 		}
 		var victim *limitedConn
-		if e := l.quiet.Front(); e != nil {
+		if e := l.quiet.Front(); e != nil && l.evicting < l.maxEvicting {
 			victim = l.quiet.Remove(e).(*limitedConn)
 			victim.elem = nil
 			victim.evicted = true
+			l.evicting++
 		}
 		l.mu.Unlock()
 		if victim != nil {
 			l.metrics.limitReached("server.max_connections")
-			victim.Close() // frees its slot
+			// The server's read fails and its goroutine closes the
+			// connection through limitedConn.Close, which frees the slot.
+			victim.Conn.Close()
 			continue
 		}
 		select {
@@ -112,6 +121,9 @@ func (c *limitedConn) Close() error {
 			c.elem = nil
 		}
 		c.closed = true
+		if c.evicted {
+			l.evicting--
+		}
 		l.n--
 		l.mu.Unlock()
 		l.signal()
