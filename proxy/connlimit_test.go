@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // At the connection limit a new connection closes the idle one, never the
@@ -29,7 +32,8 @@ func TestConnLimitClosesTheIdleNotTheBusy(t *testing.T) {
 			io.WriteString(w, "ok")
 		}),
 	}
-	go srv.Serve(newConnLimit(ln, 2, nil))
+	m := NewMetrics(prometheus.NewRegistry())
+	go srv.Serve(newConnLimit(ln, 2, m))
 	t.Cleanup(func() { srv.Close() })
 
 	get := func(c net.Conn, br *bufio.Reader, path string) (int, error) {
@@ -77,5 +81,8 @@ func TestConnLimitClosesTheIdleNotTheBusy(t *testing.T) {
 	close(release)
 	if status := <-held; status != 200 {
 		t.Errorf("the request in progress got %d, want its answer (200)", status)
+	}
+	if got := testutil.ToFloat64(m.limits.WithLabelValues("server.max_connections")); got != 1 {
+		t.Errorf("breakwater_limits_reached_total{limit=server.max_connections} = %v, want 1", got)
 	}
 }
