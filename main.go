@@ -1,5 +1,6 @@
-// Command breakwater is a semantic-caching sidecar for OpenAI-compatible LLM
-// endpoints: it answers repeats and paraphrases from its cache and sends
+// Command breakwater is a semantic-caching sidecar for LLM endpoints that
+// speak OpenAI's Chat Completions, completions, embeddings and Responses,
+// Anthropic's Messages or Google's Gemini generateContent: it answers repeats and paraphrases from its cache and sends
 // only true misses to the model, through a caller that backs off, falls back
 // and sheds load cleanly.
 //
@@ -23,10 +24,10 @@ import (
 	"syscall"
 
 	"github.com/breakwater-dev/breakwater/internal/app"
-	"github.com/breakwater-dev/breakwater/internal/demo"
-	"github.com/breakwater-dev/breakwater/internal/evalcmd"
-	"github.com/breakwater-dev/breakwater/internal/loadgen"
-	"github.com/breakwater-dev/breakwater/internal/sim"
+	"github.com/breakwater-dev/breakwater/internal/cmd/demo"
+	"github.com/breakwater-dev/breakwater/internal/cmd/evalcmd"
+	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
 )
 
 func main() {

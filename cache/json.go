@@ -150,20 +150,10 @@ func (d *jsonDecoder) object() (any, error) {
 			return nil, err
 		}
 		obj[name] = v
-		d.space()
-		if d.pos >= len(d.data) {
-			return nil, d.fail("unexpected end of input")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.space()
-		case '}':
-			d.pos++
-			d.depth--
+		if end, err := d.separator('}'); err != nil {
+			return nil, err
+		} else if end {
 			return obj, nil
-		default:
-			return nil, d.fail("expected ',' or '}'")
 		}
 	}
 }
@@ -184,22 +174,32 @@ func (d *jsonDecoder) array() (any, error) {
 			return nil, err
 		}
 		arr = append(arr, v)
-		d.space()
-		if d.pos >= len(d.data) {
-			return nil, d.fail("unexpected end of input")
-		}
-		switch d.data[d.pos] {
-		case ',':
-			d.pos++
-			d.space()
-		case ']':
-			d.pos++
-			d.depth--
+		if end, err := d.separator(']'); err != nil {
+			return nil, err
+		} else if end {
 			return arr, nil
-		default:
-			return nil, d.fail("expected ',' or ']'")
 		}
 	}
+}
+
+// separator reads what follows a member or an element: a comma (end false),
+// or the closing bracket, which leaves the container (end true).
+func (d *jsonDecoder) separator(closing byte) (end bool, err error) {
+	d.space()
+	if d.pos >= len(d.data) {
+		return false, d.fail("unexpected end of input")
+	}
+	switch d.data[d.pos] {
+	case ',':
+		d.pos++
+		d.space()
+		return false, nil
+	case closing:
+		d.pos++
+		d.depth--
+		return true, nil
+	}
+	return false, d.fail("expected ',' or '" + string(closing) + "'")
 }
 
 // number accepts exactly the RFC 8259 §6 grammar:

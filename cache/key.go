@@ -111,12 +111,7 @@ func ChatKey(partition string, body []byte, group func(model string) string) (Ke
 		return Key{}, err
 	}
 
-	fp := withoutIgnored(obj)
-	if group != nil {
-		if g := group(k.Model); g != "" {
-			fp["model"] = g
-		}
-	}
+	fp := groupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
 		query, rest, err := splitUserContent(len(msgs)-1, last["content"])
@@ -450,4 +445,16 @@ func messagesOf(obj map[string]any) ([]any, error) {
 		}
 	}
 	return msgs, nil
+}
+
+// groupFingerprint is obj without the fields that do not change the answer,
+// its model replaced by the model's cache group when group names one.
+func groupFingerprint(obj map[string]any, model string, group func(model string) string) map[string]any {
+	fp := withoutIgnored(obj)
+	if group != nil {
+		if g := group(model); g != "" {
+			fp["model"] = g
+		}
+	}
+	return fp
 }

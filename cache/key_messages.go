@@ -38,12 +38,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 		return Key{}, err
 	}
 	msgs := obj["messages"].([]any)
-	fp := withoutIgnored(obj)
-	if group != nil {
-		if g := group(k.Model); g != "" {
-			fp["model"] = g
-		}
-	}
+	fp := groupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
 		query, rest, err := splitUserContent(len(msgs)-1, last["content"])

@@ -23,7 +23,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
-	"github.com/breakwater-dev/breakwater/internal/retry"
+	"github.com/breakwater-dev/breakwater/internal/lib/retry"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -113,8 +113,10 @@ type ServerConfig struct {
 	// IdleTimeout closes keep-alive connections idle this long. Default 60s
 	// (proxy.DefaultIdleTimeout). 0 means none.
 	IdleTimeout Duration `toml:"idle_timeout"`
-	// MaxConnections caps the connections served at once; more wait to be
-	// accepted. Default 1024 (proxy.DefaultMaxConnections). 0 means no limit.
+	// MaxConnections caps the connections served at once; at the cap the
+	// quietest connection is closed for a new one, and when none is quiet
+	// more wait to be accepted. Default 1024 (proxy.DefaultMaxConnections).
+	// 0 means no limit.
 	MaxConnections int `toml:"max_connections"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string `toml:"log_level"`
@@ -308,7 +310,7 @@ type RetryConfig struct {
 	BaseDelay Duration `toml:"base_delay"`
 	// MaxDelay caps one computed backoff wait; must be >= BaseDelay. Default
 	// 5s. A server's Retry-After above it is honoured when the deadline
-	// leaves room for it (internal/retry).
+	// leaves room for it (internal/lib/retry).
 	MaxDelay Duration `toml:"max_delay"`
 	// Deadline bounds a whole request: every attempt, wait and fallback,
 	// the wait in the queue included. Default 60s.
@@ -370,7 +372,8 @@ type StreamConfig struct {
 	MaxDuration Duration `toml:"max_duration"`
 }
 
-// Upstream is one [[upstreams]] entry: an OpenAI-compatible endpoint.
+// Upstream is one [[upstreams]] entry: a model API endpoint (OpenAI-compatible,
+// Anthropic or Gemini; Auth picks how the key is sent).
 type Upstream struct {
 	// Name identifies the upstream in [[models]] targets, default_upstream,
 	// metrics and the X-Breakwater-Upstream header. Required, unique,

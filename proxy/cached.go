@@ -46,13 +46,9 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 	endpoint := f.Endpoint()
 	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
 	req := c.Request()
-	body, err := readBody(req, s.opts.MaxBodyBytes)
-	if errors.Is(err, errTooLarge) {
-		return writeError(c, http.StatusRequestEntityTooLarge, "request_too_large",
-			"breakwater: request body is larger than server.max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)", 0)
-	}
-	if err != nil {
-		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	body, answered, err := s.requestBody(c)
+	if answered {
+		return err
 	}
 	x.body = body
 	x.ctl, err = parseControls(req.Header)

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/labstack/echo/v4"
+
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -74,6 +76,22 @@ func readBody(r *http.Request, limit int64) ([]byte, error) {
 }
 
 var errTooLarge = errors.New("request body too large")
+
+// requestBody reads the request's body within server.max_body_bytes. When it
+// cannot, it answers in the route's error shape (413 request_too_large
+// beyond the limit, 400 invalid_request when the read fails) and reports
+// answered: the handler then returns err.
+func (s *Server) requestBody(c echo.Context) (body []byte, answered bool, err error) {
+	body, err = readBody(c.Request(), s.opts.MaxBodyBytes)
+	switch {
+	case errors.Is(err, errTooLarge):
+		return nil, true, writeError(c, http.StatusRequestEntityTooLarge, "request_too_large",
+			"breakwater: request body is larger than server.max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)", 0)
+	case err != nil:
+		return nil, true, writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	}
+	return body, false, nil
+}
 
 // requestShape is the part of a request body the proxy itself needs. It is
 // filled from the cache key, never by decoding the body into a struct again:

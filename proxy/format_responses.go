@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -142,13 +141,9 @@ func (responsesAPI) StreamError(err error) []byte {
 func (s *Server) handleResponses(c echo.Context) error {
 	c.Set(formatCtxKey, responsesFormat)
 	req := c.Request()
-	body, err := readBody(req, s.opts.MaxBodyBytes)
-	if errors.Is(err, errTooLarge) {
-		return writeError(c, http.StatusRequestEntityTooLarge, "request_too_large",
-			"breakwater: request body is larger than server.max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)", 0)
-	}
-	if err != nil {
-		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	body, answered, err := s.requestBody(c)
+	if answered {
+		return err
 	}
 	req.Body = io.NopCloser(bytes.NewReader(body))
 	req.ContentLength = int64(len(body))

@@ -146,13 +146,9 @@ func (s *Server) geminiPassthrough(c echo.Context, model, path string, query url
 		return nil
 	}
 	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: geminiErrors, endpoint: geminiPassEndpoint, start: s.opts.Now()}
-	body, err := readBody(req, s.opts.MaxBodyBytes)
-	if errors.Is(err, errTooLarge) {
-		return writeError(c, http.StatusRequestEntityTooLarge, "request_too_large",
-			"breakwater: request body is larger than server.max_body_bytes ("+strconv.FormatInt(s.opts.MaxBodyBytes, 10)+" bytes)", 0)
-	}
-	if err != nil {
-		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+	body, answered, err := s.requestBody(c)
+	if answered {
+		return err
 	}
 	if len(body) == 0 {
 		body = nil

@@ -356,17 +356,7 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 			maps.Copy(ev, final)
 		}
 		ev["candidates"] = []map[string]any{cand}
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return err
-		}
-		if flush != nil {
-			flush()
-		}
-		return nil
+		return writeDataEvent(w, flush, ev)
 	}
 	for ci, c := range cands {
 		var content struct {

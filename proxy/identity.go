@@ -156,6 +156,8 @@ func wireOf(e *cache.Entry) *wireBody {
 // topFields calls fn with the name and raw value offsets of each top-level
 // field of the JSON object body, without decoding any value. It reports
 // false when body is not one object it can scan, or when fn returned false.
+// Not cache.DecodeObject: the exact hit patches stored bytes at these offsets
+// and must not decode or re-encode the values.
 func topFields(body []byte, fn func(key []byte, vStart, vEnd int) bool) bool {
 	i := skipSpace(body, 0)
 	if i >= len(body) || body[i] != '{' {

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
-	"golang.org/x/net/netutil"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
@@ -33,8 +32,10 @@ const (
 	DefaultWriteTimeout = 30 * time.Second
 	// DefaultIdleTimeout closes a keep-alive connection idle this long.
 	DefaultIdleTimeout = 60 * time.Second
-	// DefaultMaxConnections caps the connections served at once; further
-	// ones wait in the kernel's accept queue.
+	// DefaultMaxConnections caps the connections served at once. At the
+	// cap the connection quiet the longest (idle, or silent since it
+	// connected) is closed for a new one; when none is quiet, new ones wait
+	// in the kernel's accept queue.
 	DefaultMaxConnections = 1024
 	// DefaultMaxStreamBytes caps the bytes of one upstream stream (resumed
 	// parts included); beyond it the stream ends with an error event.
@@ -62,17 +63,21 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 		ReadHeaderTimeout: s.opts.ReadHeaderTimeout,
 		ReadTimeout:       s.opts.ReadTimeout,
 		IdleTimeout:       s.opts.ConnIdleTimeout,
+		ConnState:         trackConnState,
 	}
 }
 
-// Listener bounds ln to Options.MaxConnections connections served at once:
-// Accept waits for a slot, so a flood of connections costs kernel backlog,
-// not goroutines and buffers.
+// Listener bounds ln to Options.MaxConnections connections served at once.
+// At the limit, the connection quiet the longest (idle between requests, or
+// connected without a byte sent) is closed to make room (connlimit.go); when
+// all are in a request, Accept waits for a slot, so a flood of connections
+// costs kernel backlog, not goroutines and buffers. The http.Server must be
+// the one HTTPServer returns (its ConnState tells quiet from busy).
 func (s *Server) Listener(ln net.Listener) net.Listener {
 	if s.opts.MaxConnections <= 0 {
 		return ln
 	}
-	return netutil.LimitListener(ln, s.opts.MaxConnections)
+	return newConnLimit(ln, s.opts.MaxConnections, s.opts.Metrics)
 }
 
 // deadlines is the first middleware: it gives every write WriteTimeout

@@ -55,17 +55,7 @@ func replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 		if usage != nil {
 			ev["usage"] = usage
 		}
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-			return err
-		}
-		if flush != nil {
-			flush()
-		}
-		return nil
+		return writeDataEvent(w, flush, ev)
 	}
 	for _, c := range cc.Choices {
 		delta := func(d map[string]any) []map[string]any {
@@ -192,6 +182,22 @@ func sendPieces(w io.Writer, flush func(), pieces []string, index int, id string
 		if flush != nil {
 			flush()
 		}
+	}
+	return nil
+}
+
+// writeDataEvent writes ev as one unnamed SSE event ("data: <json>" and a
+// blank line), then flushes when flush is set.
+func writeDataEvent(w io.Writer, flush func(), ev any) error {
+	b, err := json.Marshal(ev)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
+		return err
+	}
+	if flush != nil {
+		flush()
 	}
 	return nil
 }

@@ -1,5 +1,7 @@
-// Package proxy serves the OpenAI-compatible HTTP surface of Breakwater: the
-// cached completion endpoints, pass-through, health, stats and admin.
+// Package proxy serves Breakwater's HTTP surface: the cached endpoints of each
+// wire API (OpenAI Chat Completions, completions, embeddings and Responses,
+// Anthropic Messages, Gemini generateContent), pass-through, health, stats
+// and admin.
 package proxy
 
 import (
@@ -297,7 +299,7 @@ func New(opts Options) (*Server, error) {
 	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat, messagesFormat} {
 		e.POST(f.Endpoint(), s.serveFormat(f), s.bodyBudget)
 	}
-	e.POST(cache.ResponsesEndpoint, s.handleResponses)
+	e.POST(cache.ResponsesEndpoint, s.handleResponses, s.bodyBudget)
 	s.mountResponseIDs(e)
 	e.GET("/v1/models", s.handleModels)
 	s.mountGemini(e)

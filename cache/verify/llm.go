@@ -8,8 +8,6 @@ import (
 	"strings"
 
 	"golang.org/x/sync/errgroup"
-
-	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // LLMPrompt is the fixed system prompt of the LLM judge.
@@ -17,17 +15,19 @@ const LLMPrompt = `You decide whether two questions ask for the same thing, so t
 	`Different numbers, names, places, dates, products or a negation make them different. ` +
 	`Reply with JSON only, exactly {"same": true} or {"same": false}.`
 
-// Doer sends a chat completion through the upstream caller;
-// *upstream.Caller implements it.
-type Doer interface {
-	Do(ctx context.Context, req *upstream.Request) (*upstream.Response, error)
+// Completer sends one Chat Completions request body for model and returns
+// the answer's status and body. internal/app implements it over the upstream
+// caller (routing, retries and breakers of the configured upstreams); class
+// is the caller's concurrency pool, "" the default one.
+type Completer interface {
+	Complete(ctx context.Context, model, class string, body []byte) (status int, answer []byte, err error)
 }
 
 // LLMOptions configure an LLM judge.
 type LLMOptions struct {
 	// Caller sends the judge's requests (routing, retries and breakers of
 	// the configured upstreams). Required.
-	Caller Doer
+	Caller Completer
 	// Model is the chat model asked. Required.
 	Model string
 	// Class is the caller's concurrency pool for judge calls; "" is the
@@ -94,16 +94,14 @@ func (l *LLM) one(ctx context.Context, query, candidate string) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("encode judge request: %w", err)
 	}
-	resp, err := l.o.Caller.Do(ctx, &upstream.Request{
-		Path: "/v1/chat/completions", Model: l.o.Model, Body: body, Header: http.Header{}, Class: l.o.Class,
-	})
+	status, answer, err := l.o.Caller.Complete(ctx, l.o.Model, l.o.Class, body)
 	if err != nil {
 		return false, fmt.Errorf("call llm judge: %w", err)
 	}
-	if resp.Status != http.StatusOK {
-		return false, fmt.Errorf("call llm judge: status %d", resp.Status)
+	if status != http.StatusOK {
+		return false, fmt.Errorf("call llm judge: status %d", status)
 	}
-	return ParseVerdict(resp.Body)
+	return ParseVerdict(answer)
 }
 
 // ParseVerdict reads a chat completion whose first choice's content must be

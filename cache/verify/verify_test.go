@@ -1,9 +1,11 @@
 package verify
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -16,7 +18,6 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/breakwater-dev/breakwater/cache"
-	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // rerankServer serves the Cohere-compatible rerank API: a document is
@@ -150,18 +151,26 @@ func chatJudgeServer(t *testing.T, reply func(a, b string) string) (*httptest.Se
 	return srv, &calls
 }
 
-func newCaller(t *testing.T, url string) *upstream.Caller {
-	t.Helper()
-	c, err := upstream.New(upstream.Options{
-		Upstreams:       []upstream.Upstream{{Name: "u", BaseURL: url + "/v1", Timeout: 5 * time.Second}},
-		DefaultUpstream: "u",
-		Retry:           upstream.RetryPolicy{MaxAttempts: 1, Deadline: 5 * time.Second},
-	})
+// httpCompleter posts the judge's requests to a Chat Completions server with
+// the standard client; internal/app wires the upstream caller instead.
+type httpCompleter struct{ url string }
+
+func (h httpCompleter) Complete(ctx context.Context, model, class string, body []byte) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, h.url+"/v1/chat/completions", bytes.NewReader(body))
 	if err != nil {
-		t.Fatal(err)
+		return 0, nil, err
 	}
-	return c
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	answer, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, answer, err
 }
+
+func newCaller(_ *testing.T, url string) httpCompleter { return httpCompleter{url: url} }
 
 func TestLLMJudge(t *testing.T) {
 	srv, _ := chatJudgeServer(t, func(a, b string) string {

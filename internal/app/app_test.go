@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/config"
-	"github.com/breakwater-dev/breakwater/internal/logtest"
+	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
 )
 
 // model is an OpenAI-compatible upstream answering from the last user turn.

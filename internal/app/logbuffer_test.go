@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/logtest"
+	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
 )
 
 // TestLogBufferWritesEveryLineInOrder: lines from many goroutines all

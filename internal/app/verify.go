@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"fmt"
+	"net/http"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/guard"
@@ -50,7 +51,7 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 		}
 		judge = r
 	case config.JudgeLLM:
-		l, err := verify.NewLLM(verify.LLMOptions{Caller: caller, Model: vc.Model})
+		l, err := verify.NewLLM(verify.LLMOptions{Caller: judgeCaller{caller}, Model: vc.Model})
 		if err != nil {
 			return nil, fmt.Errorf("config: cache.verify: %w", err)
 		}
@@ -88,4 +89,24 @@ func (p *verifyParts) proxyVerify() *proxy.Verify {
 		Rate: p.rate, Estimator: p.estimator, Judge: p.verifier,
 		Compare: func(ctx context.Context, a, b string) bool { return p.comparer.Same(ctx, a, b) },
 	}
+}
+
+// judgeCaller sends the LLM judge's questions through the upstream caller,
+// as Chat Completions requests (verify.Completer).
+type judgeCaller struct{ c *upstream.Caller }
+
+func (j judgeCaller) Complete(ctx context.Context, model, class string, body []byte) (int, []byte, error) {
+	resp, err := j.c.Do(ctx, &upstream.Request{
+		Path: "/v1/chat/completions", Model: model, Body: body, Header: http.Header{}, Class: class,
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if resp.Rest != nil {
+		// A verdict is a few bytes; an answer beyond MaxAnswerBytes is no
+		// verdict, and its remainder holds an upstream slot until closed.
+		resp.Rest.Close()
+		return resp.Status, nil, fmt.Errorf("llm judge answer longer than the caller's max answer bytes")
+	}
+	return resp.Status, resp.Body, nil
 }

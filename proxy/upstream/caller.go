@@ -94,9 +94,10 @@ func New(opts Options) (*Caller, error) {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		t.MaxIdleConns = 1024
 		t.MaxIdleConnsPerHost = 256
-		// Plain-HTTP upstreams go through a pool of our own (h1pool.go);
-		// https and proxied requests through t.
-		c.transport = newH1Transport(t)
+		// A status line and headers beyond 1 MiB are no model answer
+		// (net/http's own default allows 10 MiB).
+		t.MaxResponseHeaderBytes = 1 << 20
+		c.transport = t
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)

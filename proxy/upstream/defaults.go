@@ -3,7 +3,7 @@ package upstream
 import (
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/retry"
+	"github.com/breakwater-dev/breakwater/internal/lib/retry"
 )
 
 // Defaults New applies to zero fields of RetryPolicy and BreakerOptions; the

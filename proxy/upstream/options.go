@@ -38,7 +38,7 @@ type PoolLimits struct {
 	MaxQueue int
 }
 
-// Upstream is one OpenAI-compatible API.
+// Upstream is one model API endpoint (OpenAI-compatible, Anthropic, Gemini).
 type Upstream struct {
 	// Name identifies the upstream in targets, stats and metrics. Required.
 	Name string
@@ -86,7 +86,7 @@ type RetryPolicy struct {
 	// BaseDelay is the first backoff ceiling; 0 means 200ms.
 	BaseDelay time.Duration
 	// MaxDelay caps a computed backoff (not a server's Retry-After, which is
-	// honoured when the deadline leaves room: internal/retry); 0 means 5s.
+	// honoured when the deadline leaves room: internal/lib/retry); 0 means 5s.
 	MaxDelay time.Duration
 	// Deadline bounds the whole request: every attempt, wait and fallback. The
 	// context's own deadline wins when it comes first. 0 means 60s.
@@ -144,9 +144,11 @@ type Options struct {
 	// start; never less than the request deadline. 0 means
 	// DefaultMaxStreamDuration, negative: the request deadline alone.
 	MaxStreamDuration time.Duration
-	// Transport sends attempts; nil means the caller's own HTTP/1.1 pool for
-	// plain-HTTP upstreams (h1pool.go) over a clone of http.DefaultTransport
-	// that keeps many idle connections per host, for https and proxied ones.
+	// Transport sends attempts; nil means a clone of http.DefaultTransport that
+	// keeps many idle connections per host. Its own retry of a request on a
+	// reused connection is limited to idempotent requests (net/http's
+	// Request.isReplayable), so a POST is sent again only as a new attempt
+	// the caller counts.
 	Transport http.RoundTripper
 	// Metrics receives counters and gauges; nil means no metrics.
 	Metrics *Metrics

@@ -130,6 +130,8 @@ func HasAPIRoot(base string) bool {
 // rewriteModel returns body with its top-level "model" string replaced by model,
 // leaving every other byte as it was (key order, spacing). It returns body
 // unchanged when it is not a JSON object with a "model" field.
+// Not cache.DecodeObject: a decode and re-encode would change the bytes the
+// client sent (order, spacing, numbers) beyond the one field.
 func rewriteModel(body []byte, model string) []byte {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/config"
-	"github.com/breakwater-dev/breakwater/internal/sim"
+	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
 )
 
 // Scenario is a peak: a simulated model whose capacity may change mid-run,

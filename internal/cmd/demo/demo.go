@@ -15,8 +15,8 @@ import (
 
 	"github.com/breakwater-dev/breakwater/config"
 	"github.com/breakwater-dev/breakwater/internal/app"
-	"github.com/breakwater-dev/breakwater/internal/loadgen"
-	"github.com/breakwater-dev/breakwater/internal/sim"
+	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
 )
 
 // Options configure a demo run. Zero values take the defaults of Run's flags.

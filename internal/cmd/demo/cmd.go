@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/internal/app"
-	"github.com/breakwater-dev/breakwater/internal/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
 
-	"github.com/breakwater-dev/breakwater/internal/tty"
+	"github.com/breakwater-dev/breakwater/internal/lib/tty"
 )
 
 // Run is the demo command: breakwater demo [-duration 10s] [-rate R] ...

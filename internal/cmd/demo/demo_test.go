@@ -1,7 +1,7 @@
 package demo
 
 import (
-	"github.com/breakwater-dev/breakwater/internal/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
 
 	"bytes"
 	"encoding/json"
@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/sim"
+	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
 )
 
 func TestDemo(t *testing.T) {

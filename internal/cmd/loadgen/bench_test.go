@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/sim"
+	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
 )
 
 // cacheServer mimics Breakwater's headers: a question seen before is a

@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/loadgen"
+	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
 )
 
 // WriteTable prints the side-by-side and what it shows.
