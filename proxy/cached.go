@@ -33,6 +33,28 @@ type exchange struct {
 	called    bool          // this request led an upstream call
 	attempts  int           // upstream attempts of the call that answered
 	probe     *probe        // live false-hit estimate (verify.go)
+	// usage is the answer's token usage and usageModel the model that
+	// produced it: saved when this request reused it, spent when it led
+	// the call.
+	usage      Usage
+	usageModel string
+}
+
+// reuse notes that x is answered with the stored entry e, and says on the
+// response what that saved.
+func (x *exchange) reuse(e *cache.Entry) {
+	h := x.c.Response().Header()
+	if w, ok := e.Wire.(*wireBody); ok && w.usageSet && len(w.body) == len(e.Body) {
+		// Read when it was stored: an exact hit does not scan the body.
+		x.usage = w.usage
+		if w.usage.Known {
+			h[HeaderTokensSaved] = w.savedHeader
+		}
+	} else {
+		x.usage = x.format.Usage(e.Body)
+		setTokensSaved(h, x.usage)
+	}
+	x.usageModel = e.Model
 }
 
 // logger is the request's logger. It is built on first use: the request's
@@ -173,6 +195,7 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h[HeaderUpstream] = cacheUpstreamValue
+	x.reuse(&res.Entry)
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
 	if w, ok := x.format.(freshWriter); ok {
 		return w.writeFresh(x.c, &res.Entry, s.opts.Now())
@@ -245,8 +268,12 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	h.Set(HeaderUpstream, resp.Target)
 	h.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
 	x.attempts = resp.Attempts
+	if resp.Rest == nil && resp.Status == http.StatusOK {
+		x.usage, x.usageModel = x.format.Usage(resp.Body), resp.Model
+	}
 	if shared {
 		h.Set("X-Breakwater-Coalesced", "true")
+		setTokensSaved(h, x.usage)
 	}
 	ct := resp.Header.Get("Content-Type")
 	if ct == "" {
@@ -314,6 +341,11 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		return
 	}
 	now := s.opts.Now()
+	w := prepareWire(body) // a hit writes it without a scan
+	w.usage, w.usageSet = f.Usage(body), true
+	if w.usage.Known {
+		w.savedHeader = []string{tokensSavedValue(w.usage)}
+	}
 	s.opts.Cache.Store(ctx, key, cache.Entry{
 		Key:         key.Exact,
 		Partition:   key.Partition,
@@ -321,7 +353,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		Query:       key.Query,
 		Model:       model,
 		Body:        body,
-		Wire:        prepareWire(body), // a hit writes it without a scan
+		Wire:        w,
 		Created:     now,
 		Expires:     now.Add(s.opts.TTL),
 	})
@@ -352,6 +384,7 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 	s.stats.outcome(outcome)
 	now := s.opts.Now()
 	s.window.record(now, outcome, x.coalesced, x.called)
+	s.countTokens(x, outcome)
 	total := now.Sub(x.start)
 	if m := s.opts.Metrics; m != nil {
 		m.observe(x.endpoint, outcome, total, x.upstream, similarity)

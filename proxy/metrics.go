@@ -16,6 +16,7 @@ type Metrics struct {
 	coalesced  prometheus.Counter
 	limits     *prometheus.CounterVec
 	knownIDs   prometheus.Gauge
+	tokens     *prometheus.CounterVec
 }
 
 // NewMetrics registers the proxy's metrics with reg.
@@ -52,8 +53,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_responses_known_ids",
 			Help: "Responses ids whose creating upstream this process remembers (bounded by DefaultResponseOwners).",
 		}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_tokens_total",
+			Help: "Tokens of answers by the model that produced them, direction (input, output) and outcome: hit-exact, hit-semantic, stale and coalesced reused the answer (saved), miss and bypass paid for it (spent).",
+		}, []string{"model", "direction", "outcome"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs)
+	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs, m.tokens)
 	return m
 }
 

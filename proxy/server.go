@@ -181,6 +181,10 @@ type Options struct {
 	Metrics *Metrics
 	// Verify measures the live false-hit rate (verify.go). Nil: no estimate.
 	Verify *Verify
+	// Prices are USD per million tokens by the upstream model that produced
+	// an answer (upstream.Response.Model): /stats shows the cost of the
+	// tokens saved and spent for the models listed. Nil: tokens alone.
+	Prices map[string]Price
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -212,6 +216,7 @@ type Server struct {
 	// owners remembers which upstream created each Responses id; ownerFwd
 	// is the pass-through of each upstream of Options.Upstreams.
 	owners   *responseOwners
+	tokens   *tokenBook
 	ownerFwd map[string]*httputil.ReverseProxy
 }
 
@@ -277,6 +282,7 @@ func New(opts Options) (*Server, error) {
 		s.geminiFwd = s.newForwarder(opts.GeminiPassthrough, opts.GeminiPassthroughKey, opts.GeminiPassthroughAuth)
 	}
 	s.owners = newResponseOwners(opts.ResponseOwners, opts.Metrics.knownIDsGauge())
+	s.tokens = newTokenBook(opts.Prices, opts.Metrics)
 	s.ownerFwd = s.newOwnerForwarders(opts.Upstreams)
 	if opts.Cache != nil {
 		k, err := newKeyMemo()

@@ -139,6 +139,9 @@ func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
 			break
 		}
 	}
+	if status == http.StatusOK {
+		x.usage, x.usageModel = b.usageOf()
+	}
 	s.finish(x, outcome, status, 0, b.target)
 	return nil
 }
@@ -153,6 +156,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h.Set(HeaderUpstream, "cache")
+	x.reuse(&res.Entry)
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -236,9 +240,19 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	if t := asm.Trailer(); t != nil {
 		b.append(t)
 	}
-	b.finish(nil)
-	if (job.mayStore || job.probe != nil) && !wasCut && asm.Complete() {
-		body, err := asm.Body()
+	if wasCut || !asm.Complete() {
+		b.finish(nil)
+		return
+	}
+	// The usage is read from the assembled answer, in the API's own shape,
+	// before the followers are told the stream ended: each counts it.
+	body, err := asm.Body()
+	var u Usage
+	if err == nil {
+		u = job.format.Usage(body)
+	}
+	b.finishUsage(u, model)
+	if job.mayStore || job.probe != nil {
 		if err == nil && job.mayStore {
 			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body)
 		}
