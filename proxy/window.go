@@ -21,16 +21,16 @@ type bucket struct {
 	// minute is the unix minute the bucket holds; stale buckets are
 	// skipped. It is stored after the counters are cleared, so a request
 	// that sees the current minute adds to a cleared bucket.
-	minute      atomic.Int64
-	requests    atomic.Uint64
-	eligible    atomic.Uint64
-	hits        atomic.Uint64
-	saved       atomic.Uint64
-	calls       atomic.Uint64
+	minute   atomic.Int64
+	requests atomic.Uint64
+	eligible atomic.Uint64
+	hits     atomic.Uint64
+	saved    atomic.Uint64
+	calls    atomic.Uint64
 	// Tokens reused instead of spent, and their cost in 1e-9 USD.
 	savedIn, savedOut, savedNano atomic.Uint64
-	rateLimited map[string]uint64 // by target; guarded by window.mu
-	sent        map[string]uint64 // by target; guarded by window.mu
+	rateLimited                  map[string]uint64 // by target; guarded by window.mu
+	sent                         map[string]uint64 // by target; guarded by window.mu
 }
 
 type targetCum struct{ sent, rateLimited, capacity uint64 }
