@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"sync"
@@ -353,5 +354,50 @@ func waitCoalesced(t *testing.T, e *env, stream bool, n int) {
 			t.Fatalf("%d stream waiters after 10s, want %d", count(), n)
 		}
 		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+// TestCostSaved: with prices configured, /stats shows cost saved = tokens
+// saved × price, per model, per tenant and in total; a model without a
+// price has tokens and no cost.
+func TestCostSaved(t *testing.T) {
+	price := Price{Input: 2.5, Output: 10}
+	e := newEnv(t, envOptions{proxy: func(o *Options) { o.Prices = map[string]Price{"gpt-test": price} }})
+	api := usageAPIs[0] // Chat: 11 in, 22 out
+	e.model.HandleFunc = func(w http.ResponseWriter, r *http.Request, body map[string]any) bool {
+		api.answer(w, false, usageQuestion(body))
+		return true
+	}
+	for range 3 { // a miss, then two exact hits
+		if r := e.post(api.path(false), api.body("What does a sidecar cost?", false), "Authorization", "Bearer sk-a"); r.status != 200 {
+			t.Fatalf("%d: %s", r.status, r.body)
+		}
+	}
+	m, _, st := tokensOf(t, e, "gpt-test")
+	if want := (TokenCount{2 * api.in, 2 * api.out}); m.Saved != want {
+		t.Fatalf("saved %+v, want %+v", m.Saved, want)
+	}
+	wantSaved := (float64(2*api.in)*price.Input + float64(2*api.out)*price.Output) / 1e6
+	wantSpent := (float64(api.in)*price.Input + float64(api.out)*price.Output) / 1e6
+	near := func(got *float64, want float64) bool { return got != nil && math.Abs(*got-want) < 1e-9 }
+	if !near(m.CostSavedUSD, wantSaved) || !near(m.CostSpentUSD, wantSpent) {
+		t.Errorf("model cost saved %v spent %v, want %v and %v", m.CostSavedUSD, m.CostSpentUSD, wantSaved, wantSpent)
+	}
+	if !near(st.CostSavedUSD, wantSaved) {
+		t.Errorf("total cost saved %v, want %v", st.CostSavedUSD, wantSaved)
+	}
+	if len(st.Tenants) != 1 || !near(st.Tenants[0].CostSavedUSD, wantSaved) {
+		t.Errorf("tenants %+v, want one that saved %v", st.Tenants, wantSaved)
+	}
+	// An answer from a model without a price: tokens, no cost.
+	e.server.tokens.count("unpriced", "", OutcomeMiss, false, Usage{Input: 1, Output: 2, Known: true})
+	_, _, st = tokensOf(t, e, "gpt-test")
+	for _, me := range st.Models {
+		if me.Name == "unpriced" && (me.CostSpentUSD != nil || me.Spent != (TokenCount{1, 2})) {
+			t.Errorf("unpriced model: %+v, want tokens and no cost", me)
+		}
+	}
+	if !near(st.CostSpentUSD, wantSpent) {
+		t.Errorf("total cost spent %v, want %v (an unpriced model adds nothing)", st.CostSpentUSD, wantSpent)
 	}
 }

@@ -286,6 +286,12 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	if cfg.Server.MaxBodyBytes == 0 {
 		po.MaxBodyBytes = 1 << 40
 	}
+	if prices := cfg.ModelPrices(); len(prices) > 0 {
+		po.Prices = make(map[string]proxy.Price, len(prices))
+		for name, p := range prices {
+			po.Prices[name] = proxy.Price{Input: p.Input, Output: p.Output}
+		}
+	}
 	// In the config 0 means "none"; in the proxy's options it means "the
 	// default" and a negative value "none".
 	po.MaxBodyBytesInFlight = noLimit(int64(cfg.Server.MaxBodyBytesInFlight))
