@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
@@ -38,6 +39,12 @@ type exchange struct {
 	// the call.
 	usage      Usage
 	usageModel string
+	// span is the request's server span (nil: tracing off), closed with
+	// the outcome, status and similarity finish records.
+	span       trace.Span
+	outcome    string
+	status     int
+	similarity float32
 }
 
 // reuse notes that x is answered with the stored entry e, and says on the
@@ -67,6 +74,10 @@ func (x *exchange) logger() *slog.Logger { return x.log.With("request_id", x.req
 func (s *Server) serveCached(c echo.Context, f Format) error {
 	endpoint := f.Endpoint()
 	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
+	if s.tracer != nil {
+		s.startServerSpan(x)
+		defer s.endServerSpan(x)
+	}
 	req := c.Request()
 	body, err := readBody(req, s.opts.MaxBodyBytes)
 	if errors.Is(err, errTooLarge) {
@@ -216,6 +227,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
+		GenAI:     s.genAIRequest(x.format, false),
 	}
 	s.shapeRequest(x.format, ureq)
 	// The call may run on after this handler has returned (for the other
@@ -385,6 +397,9 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 	now := s.opts.Now()
 	s.window.record(now, outcome, x.coalesced, x.called)
 	s.countTokens(x, outcome)
+	if x.span != nil {
+		x.outcome, x.status, x.similarity = outcome, status, similarity
+	}
 	total := now.Sub(x.start)
 	if m := s.opts.Metrics; m != nil {
 		m.observe(x.endpoint, outcome, total, x.upstream, similarity)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -185,6 +186,10 @@ type Options struct {
 	// an answer (upstream.Response.Model): /stats shows the cost of the
 	// tokens saved and spent for the models listed. Nil: tokens alone.
 	Prices map[string]Price
+	// TracerProvider records a server span per request, spans for the
+	// lookup's embedding, search and judge, and passes the trace upstream
+	// (W3C traceparent). Nil: tracing off.
+	TracerProvider trace.TracerProvider
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -217,6 +222,7 @@ type Server struct {
 	// is the pass-through of each upstream of Options.Upstreams.
 	owners   *responseOwners
 	tokens   *tokenBook
+	tracer   trace.Tracer // nil: tracing off
 	ownerFwd map[string]*httputil.ReverseProxy
 }
 
@@ -283,6 +289,9 @@ func New(opts Options) (*Server, error) {
 	}
 	s.owners = newResponseOwners(opts.ResponseOwners, opts.Metrics.knownIDsGauge())
 	s.tokens = newTokenBook(opts.Prices, opts.Metrics)
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer("github.com/breakwater-dev/breakwater/proxy")
+	}
 	s.ownerFwd = s.newOwnerForwarders(opts.Upstreams)
 	if opts.Cache != nil {
 		k, err := newKeyMemo()

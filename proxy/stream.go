@@ -41,6 +41,7 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		Class:     x.ctl.class,
 		Stream:    true,
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
+		GenAI:     s.genAIRequest(x.format, true),
 	}
 	s.shapeRequest(x.format, ureq)
 	return &streamJob{
@@ -198,7 +199,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		return
 	}
 	asm := job.format.NewAssembler()
-	cut := s.copyStream(sr, b, asm, false)
+	cut := s.copyStream(sr, b, asm, false, job)
 	model := sr.Model
 	// A stream that was cut is never cached, even when resumed: the
 	// continuation came from another request and may not read as one answer.
@@ -225,7 +226,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 			break
 		}
 		sr = next
-		cut = s.copyStream(sr, b, asm, true)
+		cut = s.copyStream(sr, b, asm, true, job)
 	}
 	if cut != nil {
 		// Never end a cut stream as if it had finished, never cache it.
@@ -267,10 +268,17 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 // copyStream copies one upstream stream's events into b and the assembler,
 // which says what to relay. It returns nil when the stream finished cleanly,
 // else why it was cut.
-func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool) (cut error) {
+func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
 		body.Close()
+		if tok := job.req.GenAI.Stream; tok != nil && cut == nil && asm.Complete() {
+			// Tracing: the attempt's span records the answer's usage.
+			if ab, err := asm.Body(); err == nil {
+				u := job.format.Usage(ab)
+				*tok = upstream.Tokens{Input: u.Input, Output: u.Output, Model: responseModel(ab), Known: u.Known}
+			}
+		}
 		sr.Done(cut)
 	}()
 	rd := newBoundedSSEReader(body, s.opts.MaxEventBytes)

@@ -100,6 +100,7 @@ func (k *call) send(x *exchange) result {
 		x.lane.done(start, time.Since(start), v)
 	}
 
+	span := k.startAttempt(x) // nil: tracing off
 	k.rep.attempts++
 	t.stats.sent.Add(1)
 	t.stats.inflight.Add(1)
@@ -203,6 +204,7 @@ func (k *call) send(x *exchange) result {
 					o = status
 				}
 				release(o.verdict())
+				k.endAttempt(span, &r, ferr)
 				r.resp.Body.Close()
 				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
 			})
@@ -218,6 +220,7 @@ func (k *call) send(x *exchange) result {
 		lv = congested
 	}
 	release(lv)
+	k.endAttempt(span, &r, nil)
 	c.settle(t, x.probe, r.out, v, dur, x.log)
 	return r
 }
