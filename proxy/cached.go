@@ -233,12 +233,18 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	// The call may run on after this handler has returned (for the other
 	// waiters of a coalesced flight), so it touches nothing of x.
 	f := x.format
+	var callUsage Usage // read once by the call, for its metrics and the leader's count
 	call := func(ctx context.Context) (*upstream.Response, error) {
 		s.stats.calls.Add(1)
+		start := time.Now()
 		resp, err := s.opts.Caller.Do(ctx, ureq)
 		if err == nil && resp.Rest == nil {
 			s.learnOwner(f, resp.Status, resp.Body, resp.Upstream)
+			if resp.Status == http.StatusOK {
+				callUsage = f.Usage(resp.Body)
+			}
 		}
+		s.observeCall(f, ureq.Model, resp, err, time.Since(start), callUsage)
 		return resp, err
 	}
 	var (
@@ -281,7 +287,11 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	h.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
 	x.attempts = resp.Attempts
 	if resp.Rest == nil && resp.Status == http.StatusOK {
-		x.usage, x.usageModel = x.format.Usage(resp.Body), resp.Model
+		x.usage, x.usageModel = callUsage, resp.Model
+		if shared {
+			// The call ran in another request's handler.
+			x.usage = x.format.Usage(resp.Body)
+		}
 	}
 	if shared {
 		h.Set("X-Breakwater-Coalesced", "true")

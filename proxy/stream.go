@@ -25,6 +25,10 @@ type streamJob struct {
 	mayStore bool
 	probe    *probe // the live false-hit estimate's, compared when the stream ends
 	log      logFn
+	// start is when the pump called the upstream; first is set once the
+	// first chunk was relayed (time to first chunk).
+	start time.Time
+	first bool
 }
 
 type logFn func(msg string, args ...any)
@@ -182,8 +186,10 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	defer s.pumps.Add(-1)
 	defer done()
 	s.stats.calls.Add(1)
+	job.start = time.Now()
 	sr, err := s.opts.Caller.Open(ctx, job.req)
 	if err != nil {
+		s.observeCall(job.format, job.req.Model, nil, err, time.Since(job.start), Usage{})
 		b.finish(err)
 		return
 	}
@@ -229,6 +235,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		cut = s.copyStream(sr, b, asm, true, job)
 	}
 	if cut != nil {
+		s.opts.Metrics.genAICall(job.format, s.tokens.modelLabel(model), time.Since(job.start), "stream_cut", Usage{})
 		// Never end a cut stream as if it had finished, never cache it.
 		job.log("stream cut", "target", sr.Target, "err", cut.Error())
 		if l := limitOf(cut); l != "" {
@@ -253,6 +260,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		u = job.format.Usage(body)
 	}
 	b.finishUsage(u, model)
+	s.opts.Metrics.genAICall(job.format, s.tokens.modelLabel(model), time.Since(job.start), "", u)
 	if job.mayStore || job.probe != nil {
 		if err == nil && job.mayStore {
 			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body)
@@ -318,6 +326,10 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 				return errStreamTooLarge
 			}
 			b.append(out)
+			if !job.first {
+				job.first = true
+				s.opts.Metrics.genAIFirstChunk(job.format, s.tokens.modelLabel(sr.Model), time.Since(job.start))
+			}
 		}
 		if end {
 			return nil

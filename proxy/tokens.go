@@ -1,14 +1,19 @@
 package proxy
 
 import (
+	"context"
+	"errors"
 	"math"
 	"net/http"
 	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // HeaderTokensSaved is sent on every answer served without an upstream
@@ -253,3 +258,39 @@ func (s *Server) countTokens(x *exchange, outcome string) {
 // outcomeCoalesced labels the tokens of a coalesced follower in
 // breakwater_tokens_total (its request outcome is the leader's: miss).
 const outcomeCoalesced = "coalesced"
+
+// modelLabel is model as a metric label: the models the book tracks, and
+// tokenOther past its bound, so an upstream naming arbitrary models cannot
+// grow the metrics.
+func (b *tokenBook) modelLabel(model string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.models[model]; ok || len(b.models) < maxTokenModels {
+		b.slot(b.models, model, maxTokenModels)
+		return model
+	}
+	return tokenOther
+}
+
+// observeCall records one upstream call in the GenAI metrics: the model it
+// was sent as (requested when no target answered), its duration, the
+// error type (the status of an upstream error, "" on success) and usage.
+func (s *Server) observeCall(f Format, requested string, resp *upstream.Response, err error, d time.Duration, u Usage) {
+	if s.opts.Metrics == nil {
+		return
+	}
+	model, errType := requested, ""
+	switch {
+	case err != nil:
+		errType = httpStatusText(statusOf(err))
+		if errors.Is(err, context.Canceled) {
+			errType = "canceled"
+		}
+	case resp.Status >= 400:
+		errType = httpStatusText(resp.Status)
+	}
+	if resp != nil && resp.Model != "" {
+		model = resp.Model
+	}
+	s.opts.Metrics.genAICall(f, s.tokens.modelLabel(model), d, errType, u)
+}

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // usageAPI is one wire API as the token tests drive it: its request body,
@@ -399,5 +401,66 @@ func TestCostSaved(t *testing.T) {
 	}
 	if !near(st.CostSpentUSD, wantSpent) {
 		t.Errorf("total cost spent %v, want %v (an unpriced model adds nothing)", st.CostSpentUSD, wantSpent)
+	}
+}
+
+// TestGenAIMetrics: each upstream call is counted in the GenAI client
+// metrics (token usage by type, operation duration; time to first chunk
+// for a stream), and every token of breakwater_tokens_total is labelled
+// by model, direction and outcome.
+func TestGenAIMetrics(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	e := newEnv(t, envOptions{proxy: func(o *Options) { o.Metrics = NewMetrics(reg) }})
+	api := usageAPIs[1] // Messages: 35 in, 17 out
+	e.model.HandleFunc = func(w http.ResponseWriter, r *http.Request, body map[string]any) bool {
+		stream, _ := body["stream"].(bool)
+		api.answer(w, stream, usageQuestion(body))
+		return true
+	}
+	for _, stream := range []bool{false, true} {
+		if r := e.post(api.path(stream), api.body(fmt.Sprint("question, streamed: ", stream), stream)); r.status != 200 {
+			t.Fatalf("%d: %s", r.status, r.body)
+		}
+	}
+	e.waitStreams()
+	if r := e.post(api.path(false), api.body("question, streamed: false", false)); r.header.Get(HeaderCache) != OutcomeHitExact {
+		t.Fatalf("repeat: %q", r.header.Get(HeaderCache))
+	}
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type key struct{ name, labels string }
+	got := map[key]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			k := key{f.GetName(), strings.Join(ls, ",")}
+			switch {
+			case m.GetHistogram() != nil:
+				got[key{k.name + ":count", k.labels}] = float64(m.GetHistogram().GetSampleCount())
+				got[key{k.name + ":sum", k.labels}] = m.GetHistogram().GetSampleSum()
+			case m.GetCounter() != nil:
+				got[k] = m.GetCounter().GetValue()
+			}
+		}
+	}
+	gen := "gen_ai_operation_name=chat,gen_ai_provider_name=anthropic,gen_ai_request_model=gpt-test"
+	for k, want := range map[key]float64{
+		{"gen_ai_client_token_usage:count", gen + ",gen_ai_token_type=input"}:                    2,
+		{"gen_ai_client_token_usage:sum", gen + ",gen_ai_token_type=input"}:                      2 * float64(api.in),
+		{"gen_ai_client_token_usage:sum", gen + ",gen_ai_token_type=output"}:                     2 * float64(api.out),
+		{"gen_ai_client_operation_duration_seconds:count", "error_type=," + gen}:                 2,
+		{"gen_ai_client_operation_time_to_first_chunk_seconds:count", gen}:                       1,
+		{"breakwater_tokens_total", "direction=input,model=gpt-test,outcome=miss"}:               2 * float64(api.in),
+		{"breakwater_tokens_total", "direction=output,model=gpt-test,outcome=miss"}:              2 * float64(api.out),
+		{"breakwater_tokens_total", "direction=input,model=gpt-test,outcome=" + OutcomeHitExact}: float64(api.in),
+	} {
+		if got[k] != want {
+			t.Errorf("%s{%s} = %v, want %v", k.name, k.labels, got[k], want)
+		}
 	}
 }
