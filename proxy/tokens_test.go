@@ -464,3 +464,22 @@ func TestGenAIMetrics(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleAnswerCountsSaved: a stale answer served while every target is
+// down reuses a stored answer, so its tokens count as saved (the fake
+// model's usage: 5 and 5).
+func TestStaleAnswerCountsSaved(t *testing.T) {
+	e, down, _ := staleEnv(t, true)
+	seedStale(t, e, down)
+	r := e.post("/v1/chat/completions", chat(staleParaphrase))
+	if r.header.Get(HeaderCache) != OutcomeStale {
+		t.Fatalf("paraphrase while down: %d %q, want %q", r.status, r.header.Get(HeaderCache), OutcomeStale)
+	}
+	if h := r.header.Get(HeaderTokensSaved); h != "5,5" {
+		t.Errorf("stale %s = %q, want \"5,5\"", HeaderTokensSaved, h)
+	}
+	m, _, _ := tokensOf(t, e, "gpt-test")
+	if m.Saved != (TokenCount{5, 5}) || m.Spent != (TokenCount{5, 5}) {
+		t.Errorf("saved %+v spent %+v, want 5,5 each", m.Saved, m.Spent)
+	}
+}

@@ -47,13 +47,13 @@ var (
 func (uf *usageFields) read(body []byte) Usage {
 	var u Usage
 	var obj []byte
-	topFields(body, func(key []byte, vStart, vEnd int) bool {
+	whole := topFields(body, func(key []byte, vStart, vEnd int) bool {
 		if string(key) == uf.field {
 			obj = body[vStart:vEnd]
 		}
 		return true
 	})
-	if len(obj) == 0 || obj[0] != '{' {
+	if !whole || len(obj) == 0 || obj[0] != '{' {
 		return u
 	}
 	ok := topFields(obj, func(key []byte, vStart, vEnd int) bool {
