@@ -1,6 +1,9 @@
 package proxy
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestUsageReaders(t *testing.T) {
 	for _, tc := range []struct {
@@ -37,5 +40,19 @@ func TestUsageReadDoesNotAllocate(t *testing.T) {
 	}
 	if u != (Usage{16, 300, true}) {
 		t.Errorf("Usage = %+v", u)
+	}
+}
+
+// BenchmarkUsageRead reads the usage of a 1.4 KB completion (the size of
+// the per-request figures in docs/BENCHMARKS.md), as every miss does.
+func BenchmarkUsageRead(b *testing.B) {
+	body := []byte(`{"id":"chatcmpl-up","object":"chat.completion","created":1700000000,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"` +
+		strings.Repeat("The answer, in some detail. ", 44) + `"},"finish_reason":"stop"}],"usage":{"prompt_tokens":16,"completion_tokens":300,"total_tokens":316}}`)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		if u := chatFormat.Usage(body); !u.Known {
+			b.Fatal("no usage")
+		}
 	}
 }
