@@ -100,6 +100,10 @@ func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (n
 	}
 	b.mu.Lock()
 	m := b.slot(b.models, model, maxTokenModels)
+	label := model
+	if m == b.models[tokenOther] {
+		label = tokenOther
+	}
 	var t *tokenCounts
 	if tenant != "" {
 		t = b.slot(b.tenants, tenant, maxTokenTenants)
@@ -123,10 +127,6 @@ func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (n
 		}
 	}
 	if b.metric != nil {
-		label := model
-		if m == b.models[tokenOther] {
-			label = tokenOther
-		}
 		b.metric.WithLabelValues(label, "input", outcome).Add(float64(u.Input))
 		b.metric.WithLabelValues(label, "output", outcome).Add(float64(u.Output))
 	}
