@@ -233,18 +233,12 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	// The call may run on after this handler has returned (for the other
 	// waiters of a coalesced flight), so it touches nothing of x.
 	f := x.format
-	var callUsage Usage // read once by the call, for its metrics and the leader's count
 	call := func(ctx context.Context) (*upstream.Response, error) {
 		s.stats.calls.Add(1)
-		start := time.Now()
 		resp, err := s.opts.Caller.Do(ctx, ureq)
 		if err == nil && resp.Rest == nil {
 			s.learnOwner(f, resp.Status, resp.Body, resp.Upstream)
-			if resp.Status == http.StatusOK {
-				callUsage = f.Usage(resp.Body)
-			}
 		}
-		s.observeCall(f, ureq.Model, resp, err, time.Since(start), callUsage)
 		return resp, err
 	}
 	var (
@@ -270,6 +264,13 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		s.countCoalesced()
 		x.coalesced = true
 	}
+	if err == nil && resp.Rest == nil && resp.Status == http.StatusOK {
+		// Read once, here: the call may serve several waiters.
+		x.usage, x.usageModel = f.Usage(resp.Body), resp.Model
+	}
+	if x.called {
+		s.observeCall(f, ureq.Model, resp, err, x.upstream, x.usage)
+	}
 	if err != nil {
 		return s.upstreamFailed(x, outcome, err, s.writeCached)
 	}
@@ -286,13 +287,6 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	h.Set(HeaderUpstream, resp.Target)
 	h.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
 	x.attempts = resp.Attempts
-	if resp.Rest == nil && resp.Status == http.StatusOK {
-		x.usage, x.usageModel = callUsage, resp.Model
-		if shared {
-			// The call ran in another request's handler.
-			x.usage = x.format.Usage(resp.Body)
-		}
-	}
 	if shared {
 		h.Set("X-Breakwater-Coalesced", "true")
 		setTokensSaved(h, x.usage)
