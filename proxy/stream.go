@@ -279,14 +279,15 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
-		body.Close()
 		if tok := job.req.GenAI.Stream; tok != nil && cut == nil && asm.Complete() {
-			// Tracing: the attempt's span records the answer's usage.
+			// Tracing: the attempt's span records the answer's usage when
+			// the body is closed (which ends the attempt), so before that.
 			if ab, err := asm.Body(); err == nil {
 				u := job.format.Usage(ab)
 				*tok = upstream.Tokens{Input: u.Input, Output: u.Output, Model: responseModel(ab), Known: u.Known}
 			}
 		}
+		body.Close()
 		sr.Done(cut)
 	}()
 	rd := newBoundedSSEReader(body, s.opts.MaxEventBytes)

@@ -320,3 +320,48 @@ func TestSpansCarryNoSecrets(t *testing.T) {
 	check("resource", otlp.res)
 	otlp.mu.Unlock()
 }
+
+// TestStreamAttemptSpanHasUsage: a streamed answer's usage (the last
+// chunk's, with stream_options.include_usage) lands on its attempt span.
+func TestStreamAttemptSpanHasUsage(t *testing.T) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, ev := range []string{
+			`{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-small-2026","choices":[{"index":0,"delta":{"role":"assistant","content":"hi"},"finish_reason":null}]}`,
+			`{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-small-2026","choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}`,
+			`{"id":"c","object":"chat.completion.chunk","created":1,"model":"gpt-small-2026","choices":[],"usage":{"prompt_tokens":21,"completion_tokens":34,"total_tokens":55}}`,
+		} {
+			fmt.Fprintf(w, "data: %s\n\n", ev)
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer up.Close()
+	otlp := newOTLPReceiver(t)
+	r := start(t, tracedConfig, up.URL, up.URL, otlp.srv.URL)
+	body := `{"model":"gpt-test","stream":true,"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"stream please"}]}`
+	resp, err := http.Post(r.url+"/v1/chat/completions", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(b), "[DONE]") {
+		t.Fatalf("%d: %s", resp.StatusCode, b)
+	}
+	r.stop()
+	var attempts []*tracepb.Span
+	for _, s := range otlp.spans() {
+		if s.Kind == tracepb.Span_SPAN_KIND_CLIENT {
+			attempts = append(attempts, s)
+		}
+	}
+	if len(attempts) != 1 {
+		t.Fatalf("%d attempt spans, want 1", len(attempts))
+	}
+	a := attempts[0]
+	if attrInt(a, "gen_ai.usage.input_tokens") != 21 || attrInt(a, "gen_ai.usage.output_tokens") != 34 ||
+		attrString(a, "gen_ai.response.model") != "gpt-small-2026" || attrInt(a, "http.response.status_code") != 200 {
+		t.Errorf("stream attempt %q: %v", a.Name, a.Attributes)
+	}
+}
