@@ -199,6 +199,7 @@ func TestTraceOfQueuedRetriedFallback(t *testing.T) {
 	r.stop() // shutdown flushes the batch exporter
 
 	var server, queue *tracepb.Span
+	lookup := map[string]*tracepb.Span{}
 	var attempts []*tracepb.Span
 	for _, s := range otlp.spans() {
 		if hex.EncodeToString(s.TraceId) != traceID {
@@ -216,6 +217,8 @@ func TestTraceOfQueuedRetriedFallback(t *testing.T) {
 			if strings.Contains(s.Name, "primary") {
 				queue = s
 			}
+		case s.Name == "embed" || s.Name == "search":
+			lookup[s.Name] = s
 		}
 	}
 	if server == nil {
@@ -227,6 +230,11 @@ func TestTraceOfQueuedRetriedFallback(t *testing.T) {
 	if server.Name != "POST /v1/chat/completions" || attrString(server, "breakwater.cache.outcome") != "miss" ||
 		attrInt(server, "http.response.status_code") != 200 {
 		t.Errorf("server span %q: %v", server.Name, server.Attributes)
+	}
+	for _, name := range []string{"embed", "search"} {
+		if s := lookup[name]; s == nil || string(s.ParentSpanId) != string(server.SpanId) {
+			t.Errorf("no %s span of the lookup under the server span", name)
+		}
 	}
 	if queue == nil {
 		t.Fatal("no queue span for the wait at the primary")
