@@ -189,6 +189,24 @@ func tokensOf(t *testing.T, e *env, model string) (m TokenEntry, tenants TokenEn
 	return m, tenants, s.Tokens
 }
 
+// tokensWhen polls /stats until model's saved and spent tokens are as
+// wanted: a request is counted after its last byte is written (a stream's
+// relay or replay), so its client may ask first.
+func tokensWhen(t *testing.T, e *env, model string, saved, spent TokenCount) (TokenEntry, TokenEntry, TokenStats) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		m, ten, st := tokensOf(t, e, model)
+		if m.Saved == saved && m.Spent == spent {
+			return m, ten, st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after 10s %s saved %+v spent %+v, want %+v and %+v", model, m.Saved, m.Spent, saved, spent)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
 // TestTokensSavedAndSpent: for each API, streamed and not, a miss counts
 // the upstream's usage as spent; an exact hit, a semantic hit and a
 // coalesced follower count the same numbers as saved, and every hit says
@@ -228,7 +246,7 @@ func TestTokensSavedAndSpent(t *testing.T) {
 					t.Errorf("a miss says it saved %q", h)
 				}
 				e.waitStreams()
-				m, ten, _ := tokensOf(t, e, "gpt-test")
+				m, ten, _ := tokensWhen(t, e, "gpt-test", TokenCount{}, want)
 				if m.Spent != want || m.Saved != (TokenCount{}) {
 					t.Fatalf("after a miss: spent %+v saved %+v, want spent %+v", m.Spent, m.Saved, want)
 				}
@@ -246,7 +264,7 @@ func TestTokensSavedAndSpent(t *testing.T) {
 				if !stream && !jsonUsageEqual(t, hit.body, miss.body, api.name) {
 					t.Errorf("the hit's usage is not the provider's: %s vs %s", hit.body, miss.body)
 				}
-				m, _, _ = tokensOf(t, e, "gpt-test")
+				m, _, _ = tokensWhen(t, e, "gpt-test", want, want)
 				if m.Saved != want || m.Spent != want {
 					t.Fatalf("after an exact hit: saved %+v spent %+v, want both %+v", m.Saved, m.Spent, want)
 				}
@@ -259,7 +277,7 @@ func TestTokensSavedAndSpent(t *testing.T) {
 				if h := para.header.Get(HeaderTokensSaved); h != wantHeader {
 					t.Errorf("semantic hit %s = %q, want %q", HeaderTokensSaved, h, wantHeader)
 				}
-				m, _, _ = tokensOf(t, e, "gpt-test")
+				m, _, _ = tokensWhen(t, e, "gpt-test", TokenCount{2 * api.in, 2 * api.out}, want)
 				if two := (TokenCount{2 * api.in, 2 * api.out}); m.Saved != two || m.Spent != want {
 					t.Fatalf("after a semantic hit: saved %+v spent %+v, want %+v and %+v", m.Saved, m.Spent, two, want)
 				}
@@ -296,8 +314,8 @@ func TestTokensSavedAndSpent(t *testing.T) {
 					t.Fatalf("%d coalesced followers, want 1", followers)
 				}
 				e.waitStreams()
-				m, ten, st := tokensOf(t, e, "gpt-test")
 				three, two := TokenCount{3 * api.in, 3 * api.out}, TokenCount{2 * api.in, 2 * api.out}
+				m, ten, st := tokensWhen(t, e, "gpt-test", three, two)
 				if m.Saved != three || m.Spent != two {
 					t.Fatalf("after a coalesced pair: saved %+v spent %+v, want %+v and %+v", m.Saved, m.Spent, three, two)
 				}
@@ -426,6 +444,8 @@ func TestGenAIMetrics(t *testing.T) {
 	if r := e.post(api.path(false), api.body("question, streamed: false", false)); r.header.Get(HeaderCache) != OutcomeHitExact {
 		t.Fatalf("repeat: %q", r.header.Get(HeaderCache))
 	}
+	// Counted when each request finished (a stream after its last byte).
+	tokensWhen(t, e, "gpt-test", TokenCount{api.in, api.out}, TokenCount{2 * api.in, 2 * api.out})
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
