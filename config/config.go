@@ -66,6 +66,32 @@ type Config struct {
 	// they go to DefaultUpstream through the caller. Requests naming a model
 	// follow that model's route, or come here for a model not listed.
 	GeminiUpstream string `toml:"gemini_upstream"`
+	// Prices are USD per million tokens by upstream model (the model a
+	// target sends upstream), for the cost /stats shows beside the tokens
+	// saved and spent ([prices]). A model without a price shows tokens
+	// alone: prices are never guessed and never fetched. An entry here
+	// wins over a [[models]] entry's input_price/output_price.
+	Prices map[string]Price `toml:"prices,omitempty"`
+	// Tracing exports OpenTelemetry traces ([tracing]). Off by default.
+	Tracing TracingConfig `toml:"tracing"`
+}
+
+// Price is one model's price in USD per million tokens.
+type Price struct {
+	// Input is the price of a million input (prompt) tokens. >= 0.
+	Input float64 `toml:"input"`
+	// Output is the price of a million output (generated) tokens. >= 0.
+	Output float64 `toml:"output"`
+}
+
+// TracingConfig is [tracing]: OpenTelemetry traces over OTLP/HTTP.
+type TracingConfig struct {
+	// Endpoint is the OTLP/HTTP collector's base URL (the exporter posts to
+	// <endpoint>/v1/traces), e.g. "http://127.0.0.1:4318". Default "": off,
+	// unless OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+	// is set; the standard OTEL_* variables (headers, timeout, sampler,
+	// service name, resource attributes) are honoured either way.
+	Endpoint string `toml:"endpoint"`
 }
 
 // ServerConfig is [server].
@@ -436,6 +462,32 @@ type Model struct {
 	// Targets are tried by ascending Priority, weighted within a priority.
 	// At least one.
 	Targets []Target `toml:"targets"`
+	// InputPrice and OutputPrice are USD per million input and output
+	// tokens of this model: the answers of the targets that send the
+	// model's own name upstream (a fallback to another model is priced
+	// by [prices] only). 0 and 0: no price. >= 0.
+	InputPrice  float64 `toml:"input_price"`
+	OutputPrice float64 `toml:"output_price"`
+}
+
+// ModelPrices are the prices by upstream model that [prices] and the
+// [[models]] entries' input_price/output_price give, [prices] first.
+func (c *Config) ModelPrices() map[string]Price {
+	out := map[string]Price{}
+	for _, m := range c.Models {
+		if m.InputPrice == 0 && m.OutputPrice == 0 {
+			continue
+		}
+		for _, t := range m.Targets {
+			if t.Model == m.Name || t.Model == "" {
+				out[m.Name] = Price{Input: m.InputPrice, Output: m.OutputPrice}
+			}
+		}
+	}
+	for name, p := range c.Prices {
+		out[name] = p
+	}
+	return out
 }
 
 // Target is one entry of a model's targets.

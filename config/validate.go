@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/url"
 	"slices"
@@ -59,6 +60,12 @@ func (c *Config) Validate() error {
 	nonNegative(&v, "stream.max_event_bytes", c.Stream.MaxEventBytes, "must be >= 0 (0: no limit)")
 	upstreams := c.validateUpstreams(&v)
 	c.validateModels(&v, upstreams)
+	c.validatePrices(&v)
+	if e := c.Tracing.Endpoint; e != "" {
+		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.add("tracing.endpoint", e, `must be an http(s) URL of an OTLP/HTTP collector, e.g. "http://127.0.0.1:4318"`)
+		}
+	}
 	switch {
 	case len(c.Upstreams) == 0: // already reported; naming "none" adds nothing
 	case c.DefaultUpstream == "":
@@ -385,6 +392,26 @@ func (c *Config) validateModels(v *validator, upstreams names) {
 				v.add(tkey+".weight", t.Weight, "must be > 0")
 			}
 		}
+	}
+}
+
+// validatePrices checks that every price is a finite number >= 0.
+func (c *Config) validatePrices(v *validator) {
+	check := func(key string, p float64) {
+		if !(p >= 0) || math.IsInf(p, 1) {
+			v.add(key, p, "must be a price in USD per million tokens, >= 0")
+		}
+	}
+	for i, m := range c.Models {
+		check(fmt.Sprintf("models[%d].input_price", i), m.InputPrice)
+		check(fmt.Sprintf("models[%d].output_price", i), m.OutputPrice)
+	}
+	for _, name := range slices.Sorted(mapKeys(c.Prices)) {
+		if name == "" {
+			v.add("prices", name, "a price needs the upstream model's name")
+		}
+		check(fmt.Sprintf("prices.%q.input", name), c.Prices[name].Input)
+		check(fmt.Sprintf("prices.%q.output", name), c.Prices[name].Output)
 	}
 }
 

@@ -23,6 +23,10 @@ type broadcast struct {
 	err      error // set before start: the stream could not be opened
 	waiters  int
 	cancel   context.CancelFunc
+	// usage and model are the finished stream's (set before finished), what
+	// each follower counts as saved.
+	usage Usage
+	model string
 }
 
 func newBroadcast(cancel context.CancelFunc) *broadcast {
@@ -65,6 +69,21 @@ func (b *broadcast) finish(err error) {
 	}
 	b.finished = true
 	b.notifyLocked()
+}
+
+// finishUsage ends a clean stream whose answer reported u, from model.
+func (b *broadcast) finishUsage(u Usage, model string) {
+	b.mu.Lock()
+	b.usage, b.model = u, model
+	b.mu.Unlock()
+	b.finish(nil)
+}
+
+// usageOf is the usage of a finished stream (zero before it finished).
+func (b *broadcast) usageOf() (Usage, string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.usage, b.model
 }
 
 // waitStart blocks until the stream started or failed to.

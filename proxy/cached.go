@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
@@ -33,6 +34,34 @@ type exchange struct {
 	called    bool          // this request led an upstream call
 	attempts  int           // upstream attempts of the call that answered
 	probe     *probe        // live false-hit estimate (verify.go)
+	// usage is the answer's token usage and usageModel the model that
+	// produced it: saved when this request reused it, spent when it led
+	// the call.
+	usage      Usage
+	usageModel string
+	// span is the request's server span (nil: tracing off), closed with
+	// the outcome, status and similarity finish records.
+	span       trace.Span
+	outcome    string
+	status     int
+	similarity float32
+}
+
+// reuse notes that x is answered with the stored entry e, and says on the
+// response what that saved.
+func (x *exchange) reuse(e *cache.Entry) {
+	h := x.c.Response().Header()
+	if w, ok := e.Wire.(*wireBody); ok && w.usageSet && len(w.body) == len(e.Body) {
+		// Read when it was stored: an exact hit does not scan the body.
+		x.usage = w.usage
+		if w.usage.Known {
+			h[HeaderTokensSaved] = w.savedHeader
+		}
+	} else {
+		x.usage = x.format.Usage(e.Body)
+		setTokensSaved(h, x.usage)
+	}
+	x.usageModel = e.Model
 }
 
 // logger is the request's logger. It is built on first use: the request's
@@ -45,6 +74,10 @@ func (x *exchange) logger() *slog.Logger { return x.log.With("request_id", x.req
 func (s *Server) serveCached(c echo.Context, f Format) error {
 	endpoint := f.Endpoint()
 	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
+	if s.tracer != nil {
+		s.startServerSpan(x)
+		defer s.endServerSpan(x)
+	}
 	req := c.Request()
 	body, answered, err := s.requestBody(c)
 	if answered {
@@ -169,6 +202,7 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h[HeaderUpstream] = cacheUpstreamValue
+	x.reuse(&res.Entry)
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
 	if w, ok := x.format.(freshWriter); ok {
 		return w.writeFresh(x.c, &res.Entry, s.opts.Now())
@@ -189,6 +223,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
+		GenAI:     s.genAIRequest(x.format, false),
 		// An answer whose clients all left is still worth its price: the
 		// next asker gets it from the cache.
 		FinishAbandoned: x.mayStore,
@@ -233,6 +268,13 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		s.countCoalesced()
 		x.coalesced = true
 	}
+	if err == nil && resp.Rest == nil && resp.Status == http.StatusOK {
+		// Read once, here: the call may serve several waiters.
+		x.usage, x.usageModel = f.Usage(resp.Body), resp.Model
+	}
+	if x.called {
+		s.observeCall(f, ureq.Model, resp, err, x.upstream, x.usage)
+	}
 	if err != nil {
 		return s.upstreamFailed(x, outcome, err, s.writeCached)
 	}
@@ -249,6 +291,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	x.attempts = resp.Attempts
 	if shared {
 		h.Set("X-Breakwater-Coalesced", "true")
+		setTokensSaved(h, x.usage)
 	}
 	ct := resp.Header.Get("Content-Type")
 	if ct == "" {
@@ -308,6 +351,11 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		return
 	}
 	now := s.opts.Now()
+	w := prepareWire(body) // a hit writes it without a scan
+	w.usage, w.usageSet = f.Usage(body), true
+	if w.usage.Known {
+		w.savedHeader = []string{tokensSavedValue(w.usage)}
+	}
 	s.opts.Cache.Store(ctx, key, cache.Entry{
 		Key:         key.Exact,
 		Partition:   key.Partition,
@@ -315,7 +363,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		Query:       key.Query,
 		Model:       model,
 		Body:        body,
-		Wire:        prepareWire(body), // a hit writes it without a scan
+		Wire:        w,
 		Created:     now,
 		Expires:     now.Add(s.opts.TTL),
 	})
@@ -349,6 +397,10 @@ func (s *Server) finish(x *exchange, outcome string, status int, similarity floa
 	}
 	now := s.opts.Now()
 	s.window.record(now, outcome, x.coalesced, x.called)
+	s.countTokens(x, outcome)
+	if x.span != nil {
+		x.outcome, x.status, x.similarity = outcome, status, similarity
+	}
 	total := now.Sub(x.start)
 	if m := s.opts.Metrics; m != nil {
 		m.observe(x.endpoint, outcome, total, x.upstream, similarity)

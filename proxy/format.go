@@ -32,6 +32,11 @@ type Format interface {
 	Finished(body []byte) bool
 	// Fresh returns a stored body as it is served to a new JSON request.
 	Fresh(body []byte, now time.Time) []byte
+	// Usage is the token usage an answer body reports, in the API's own
+	// shape (a streamed answer is read from its assembled body, which keeps
+	// the usage the stream's events carried). Read without decoding: it
+	// runs on every miss.
+	Usage(body []byte) Usage
 	// AnswerText is the text a user reads in an answer body (no reasoning
 	// or thinking, no tool calls): what the live false-hit estimate compares
 	// between a cached answer and a fresh one. "" when there is none.

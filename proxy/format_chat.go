@@ -90,6 +90,9 @@ func (f openAIFormat) Error(status int, code, message string) (int, []byte) {
 func (f openAIFormat) StreamError(err error) []byte { return errorEvent(err) }
 
 // AnswerText reads the first choice's message content, or a completion's text.
+// Usage reads usage.prompt_tokens and usage.completion_tokens.
+func (f openAIFormat) Usage(body []byte) Usage { return chatUsage.read(body) }
+
 func (f openAIFormat) AnswerText(body []byte) string { return verify.AnswerText(body) }
 
 // openAIStream adapts the chunk assembler to StreamAssembler.

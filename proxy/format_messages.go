@@ -198,6 +198,9 @@ func anthropicErrorType(status int) string {
 // raise it as an APIError (never a clean end).
 // AnswerText joins the message's text blocks (thinking and tool_use blocks
 // are not what the user reads).
+// Usage reads the Messages usage object (cache reads and writes count as input).
+func (anthropicMessages) Usage(body []byte) Usage { return messagesUsage.read(body) }
+
 func (anthropicMessages) AnswerText(body []byte) string {
 	var m struct {
 		Content []struct {

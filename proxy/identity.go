@@ -42,6 +42,11 @@ type wireBody struct {
 	crStart, crEnd     int
 	prefix             string // of the fresh id: chatcmpl-bw or cmpl-bw
 	idFirst, scannable bool
+	// usage is the body's token usage, read when it was stored (usageSet);
+	// savedHeader its X-Breakwater-Tokens-Saved value, built once.
+	usage       Usage
+	usageSet    bool
+	savedHeader []string
 }
 
 // prepareWire scans body once for its identity fields.

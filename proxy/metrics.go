@@ -16,6 +16,14 @@ type Metrics struct {
 	coalesced  prometheus.Counter
 	limits     *prometheus.CounterVec
 	knownIDs   prometheus.Gauge
+	tokens     *prometheus.CounterVec
+	// The GenAI client metrics of the OpenTelemetry semantic conventions
+	// (gen_ai.client.token.usage, gen_ai.client.operation.duration,
+	// gen_ai.client.operation.time_to_first_chunk), in Prometheus form, for
+	// each upstream call a request led.
+	genTokens   *prometheus.HistogramVec
+	genDuration *prometheus.HistogramVec
+	genFirst    *prometheus.HistogramVec
 }
 
 // NewMetrics registers the proxy's metrics with reg.
@@ -52,8 +60,30 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_responses_known_ids",
 			Help: "Responses ids whose creating upstream this process remembers (bounded by DefaultResponseOwners).",
 		}),
+		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_tokens_total",
+			Help: "Tokens of answers by the model that produced them, direction (input, output) and outcome: hit-exact, hit-semantic, stale and coalesced reused the answer (saved), miss and bypass paid for it (spent).",
+		}, []string{"model", "direction", "outcome"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs)
+	genLabels := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
+	// Bucket boundaries as the conventions advise for each instrument.
+	m.genTokens = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_client_token_usage",
+		Help:    "Tokens used per upstream call (GenAI semantic conventions), by token type (input, output).",
+		Buckets: []float64{1, 4, 16, 64, 256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864},
+	}, append(genLabels, "gen_ai_token_type"))
+	m.genDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_client_operation_duration_seconds",
+		Help:    "Duration of upstream calls, retries and fallbacks included (GenAI semantic conventions); error_type is empty on success.",
+		Buckets: []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92},
+	}, append(genLabels, "error_type"))
+	m.genFirst = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "gen_ai_client_operation_time_to_first_chunk_seconds",
+		Help:    "Time from an upstream stream call to its first chunk (GenAI semantic conventions).",
+		Buckets: []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10},
+	}, genLabels)
+	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs, m.tokens,
+		m.genTokens, m.genDuration, m.genFirst)
 	return m
 }
 
@@ -83,4 +113,27 @@ func (m *Metrics) knownIDsGauge() prometheus.Gauge {
 		return nil
 	}
 	return m.knownIDs
+}
+
+// genAICall records one upstream call of format f for model: its duration
+// (errType "" on success) and, when known, its usage. nil-safe.
+func (m *Metrics) genAICall(f Format, model string, d time.Duration, errType string, u Usage) {
+	if m == nil {
+		return
+	}
+	op, provider := genAIOf(f)
+	m.genDuration.WithLabelValues(op, provider, model, errType).Observe(d.Seconds())
+	if u.Known {
+		m.genTokens.WithLabelValues(op, provider, model, "input").Observe(float64(u.Input))
+		m.genTokens.WithLabelValues(op, provider, model, "output").Observe(float64(u.Output))
+	}
+}
+
+// genAIFirstChunk records a stream's time to its first chunk. nil-safe.
+func (m *Metrics) genAIFirstChunk(f Format, model string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	op, provider := genAIOf(f)
+	m.genFirst.WithLabelValues(op, provider, model).Observe(d.Seconds())
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 	"github.com/labstack/echo/v4"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -183,6 +184,14 @@ type Options struct {
 	Metrics *Metrics
 	// Verify measures the live false-hit rate (verify.go). Nil: no estimate.
 	Verify *Verify
+	// Prices are USD per million tokens by the upstream model that produced
+	// an answer (upstream.Response.Model): /stats shows the cost of the
+	// tokens saved and spent for the models listed. Nil: tokens alone.
+	Prices map[string]Price
+	// TracerProvider records a server span per request, spans for the
+	// lookup's embedding, search and judge, and passes the trace upstream
+	// (W3C traceparent). Nil: tracing off.
+	TracerProvider trace.TracerProvider
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
 }
@@ -214,6 +223,8 @@ type Server struct {
 	// owners remembers which upstream created each Responses id; ownerFwd
 	// is the pass-through of each upstream of Options.Upstreams.
 	owners   *responseOwners
+	tokens   *tokenBook
+	tracer   trace.Tracer // nil: tracing off
 	ownerFwd map[string]*httputil.ReverseProxy
 }
 
@@ -279,6 +290,10 @@ func New(opts Options) (*Server, error) {
 		s.geminiFwd = s.newForwarder(opts.GeminiPassthrough, opts.GeminiPassthroughKey, opts.GeminiPassthroughAuth)
 	}
 	s.owners = newResponseOwners(opts.ResponseOwners, opts.Metrics.knownIDsGauge())
+	s.tokens = newTokenBook(opts.Prices, opts.Metrics)
+	if opts.TracerProvider != nil {
+		s.tracer = opts.TracerProvider.Tracer("github.com/breakwater-dev/breakwater/proxy")
+	}
 	s.ownerFwd = s.newOwnerForwarders(opts.Upstreams)
 	if opts.Cache != nil {
 		k, err := newKeyMemo()

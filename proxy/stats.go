@@ -61,6 +61,9 @@ type Stats struct {
 	Cache *CacheStats `json:"cache,omitempty"`
 	// Verify is the judge's counters and the live false-hit estimate.
 	Verify *VerifyStats `json:"verify,omitempty"`
+	// Tokens are the tokens saved and spent, by model and by tenant, and
+	// their cost when prices are configured.
+	Tokens TokenStats `json:"tokens"`
 	// Responses is the Responses API's id-to-upstream registry.
 	Responses ResponsesStats `json:"responses"`
 	// Goodput is what reached clients still waiting, against what the
@@ -238,6 +241,7 @@ func (s *Server) Snapshot() Stats {
 	st.CapacityByHour = s.window.capacityByHour()
 	st.Verify = s.verifyStats()
 	st.Responses.KnownIDs = s.owners.size()
+	st.Tokens = s.tokens.snapshot()
 	if s.opts.Cache != nil {
 		cs := s.opts.Cache.Stats(context.Background())
 		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}

@@ -25,6 +25,10 @@ type streamJob struct {
 	mayStore bool
 	probe    *probe // the live false-hit estimate's, compared when the stream ends
 	log      logFn
+	// start is when the pump called the upstream; first is set once the
+	// first chunk was relayed (time to first chunk).
+	start time.Time
+	first bool
 }
 
 type logFn func(msg string, args ...any)
@@ -41,6 +45,7 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		Class:     x.ctl.class,
 		Stream:    true,
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
+		GenAI:     s.genAIRequest(x.format, true),
 	}
 	s.shapeRequest(x.format, ureq)
 	return &streamJob{
@@ -139,6 +144,9 @@ func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
 			break
 		}
 	}
+	if status == http.StatusOK {
+		x.usage, x.usageModel = b.usageOf()
+	}
 	s.finish(x, outcome, status, 0, b.target)
 	return nil
 }
@@ -153,6 +161,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h.Set(HeaderUpstream, "cache")
+	x.reuse(&res.Entry)
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
@@ -177,8 +186,10 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	defer s.pumps.Add(-1)
 	defer done()
 	s.stats.calls.Add(1)
+	job.start = time.Now()
 	sr, err := s.opts.Caller.Open(ctx, job.req)
 	if err != nil {
+		s.observeCall(job.format, job.req.Model, nil, err, time.Since(job.start), Usage{})
 		b.finish(err)
 		return
 	}
@@ -194,7 +205,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		return
 	}
 	asm := job.format.NewAssembler()
-	cut := s.copyStream(sr, b, asm, false)
+	cut := s.copyStream(sr, b, asm, false, job)
 	model := sr.Model
 	// A stream that was cut is never cached, even when resumed: the
 	// continuation came from another request and may not read as one answer.
@@ -221,9 +232,10 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 			break
 		}
 		sr = next
-		cut = s.copyStream(sr, b, asm, true)
+		cut = s.copyStream(sr, b, asm, true, job)
 	}
 	if cut != nil {
+		s.opts.Metrics.genAICall(job.format, s.tokens.modelLabel(model), time.Since(job.start), "stream_cut", Usage{})
 		// Never end a cut stream as if it had finished, never cache it.
 		job.log("stream cut", "target", sr.Target, "err", cut.Error())
 		if l := limitOf(cut); l != "" {
@@ -236,9 +248,20 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	if t := asm.Trailer(); t != nil {
 		b.append(t)
 	}
-	b.finish(nil)
-	if (job.mayStore || job.probe != nil) && !wasCut && asm.Complete() {
-		body, err := asm.Body()
+	if wasCut || !asm.Complete() {
+		b.finish(nil)
+		return
+	}
+	// The usage is read from the assembled answer, in the API's own shape,
+	// before the followers are told the stream ended: each counts it.
+	body, err := asm.Body()
+	var u Usage
+	if err == nil {
+		u = job.format.Usage(body)
+	}
+	b.finishUsage(u, model)
+	s.opts.Metrics.genAICall(job.format, s.tokens.modelLabel(model), time.Since(job.start), "", u)
+	if job.mayStore || job.probe != nil {
 		if err == nil && job.mayStore {
 			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body)
 		}
@@ -253,9 +276,17 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 // copyStream copies one upstream stream's events into b and the assembler,
 // which says what to relay. It returns nil when the stream finished cleanly,
 // else why it was cut.
-func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool) (cut error) {
+func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
+		if tok := job.req.GenAI.Stream; tok != nil && cut == nil && asm.Complete() {
+			// Tracing: the attempt's span records the answer's usage when
+			// the body is closed (which ends the attempt), so before that.
+			if ab, err := asm.Body(); err == nil {
+				u := job.format.Usage(ab)
+				*tok = upstream.Tokens{Input: u.Input, Output: u.Output, Model: responseModel(ab), Known: u.Known}
+			}
+		}
 		body.Close()
 		sr.Done(cut)
 	}()
@@ -296,6 +327,10 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 				return errStreamTooLarge
 			}
 			b.append(out)
+			if !job.first {
+				job.first = true
+				s.opts.Metrics.genAIFirstChunk(job.format, s.tokens.modelLabel(sr.Model), time.Since(job.start))
+			}
 		}
 		if end {
 			return nil

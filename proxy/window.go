@@ -21,14 +21,16 @@ type bucket struct {
 	// minute is the unix minute the bucket holds; stale buckets are
 	// skipped. It is stored after the counters are cleared, so a request
 	// that sees the current minute adds to a cleared bucket.
-	minute      atomic.Int64
-	requests    atomic.Uint64
-	eligible    atomic.Uint64
-	hits        atomic.Uint64
-	saved       atomic.Uint64
-	calls       atomic.Uint64
-	rateLimited map[string]uint64 // by target; guarded by window.mu
-	sent        map[string]uint64 // by target; guarded by window.mu
+	minute   atomic.Int64
+	requests atomic.Uint64
+	eligible atomic.Uint64
+	hits     atomic.Uint64
+	saved    atomic.Uint64
+	calls    atomic.Uint64
+	// Tokens reused instead of spent, and their cost in 1e-9 USD.
+	savedIn, savedOut, savedNano atomic.Uint64
+	rateLimited                  map[string]uint64 // by target; guarded by window.mu
+	sent                         map[string]uint64 // by target; guarded by window.mu
 }
 
 type targetCum struct{ sent, rateLimited, capacity uint64 }
@@ -39,7 +41,7 @@ func (w *window) bucketLocked(now time.Time) *bucket {
 	m := now.Unix() / 60
 	b := &w.buckets[m%60]
 	if b.minute.Load() != m {
-		for _, c := range []*atomic.Uint64{&b.requests, &b.eligible, &b.hits, &b.saved, &b.calls} {
+		for _, c := range []*atomic.Uint64{&b.requests, &b.eligible, &b.hits, &b.saved, &b.calls, &b.savedIn, &b.savedOut, &b.savedNano} {
 			c.Store(0)
 		}
 		b.rateLimited, b.sent = nil, nil
@@ -72,6 +74,20 @@ func (w *window) record(now time.Time, outcome string, coalesced, called bool) {
 	if called {
 		b.calls.Add(1)
 	}
+}
+
+// recordTokens adds the tokens one request saved, and their cost, to the
+// current minute.
+func (w *window) recordTokens(now time.Time, u Usage, nano uint64) {
+	b := &w.buckets[now.Unix()/60%60]
+	if b.minute.Load() != now.Unix()/60 {
+		w.mu.Lock()
+		b = w.bucketLocked(now)
+		w.mu.Unlock()
+	}
+	b.savedIn.Add(u.Input)
+	b.savedOut.Add(u.Output)
+	b.savedNano.Add(nano)
 }
 
 // sampleTargets folds the growth of the caller's per-target counters since
@@ -117,6 +133,11 @@ type TimelinePoint struct {
 	Requests uint64  `json:"requests"`
 	HitRate  float64 `json:"hit_rate"`
 	Saved    uint64  `json:"saved"`
+	// TokensSaved and CostSavedUSD are what the minute's hits, stale
+	// answers and coalesced followers kept from the models (cost: 0
+	// without prices).
+	TokensSaved  TokenCount `json:"tokens_saved"`
+	CostSavedUSD float64    `json:"cost_saved_usd"`
 }
 
 func (w *window) summary(now time.Time, span time.Duration) WindowStats {
@@ -168,6 +189,8 @@ func (w *window) timeline(now time.Time) []TimelinePoint {
 		p := TimelinePoint{Minute: m * 60}
 		if b.minute.Load() == m {
 			p.Requests, p.Saved = b.requests.Load(), b.saved.Load()
+			p.TokensSaved = TokenCount{Input: b.savedIn.Load(), Output: b.savedOut.Load()}
+			p.CostSavedUSD = float64(b.savedNano.Load()) / 1e9
 			if e := b.eligible.Load(); e > 0 {
 				p.HitRate = float64(b.hits.Load()) / float64(e)
 			}

@@ -19,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/config"
@@ -45,6 +47,16 @@ type App struct {
 	adminLn   net.Listener
 	closers   []func() error
 	once      sync.Once
+	// tracer exports OpenTelemetry traces; nil when tracing is off.
+	tracer *sdktrace.TracerProvider
+}
+
+// cacheTracer is the tracer of the lookup's spans; nil when tracing is off.
+func (a *App) cacheTracer() trace.Tracer {
+	if a.tracer == nil {
+		return nil
+	}
+	return a.tracer.Tracer(tracerName)
 }
 
 // Options are what main hands over besides the config.
@@ -67,8 +79,23 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	a := &App{cfg: cfg, log: opts.Logger, registry: prometheus.NewRegistry()}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
-	caller, err := newCaller(cfg, opts, a.registry)
+	var err error
+	if a.tracer, err = newTracerProvider(ctx, cfg, opts.Env); err != nil {
+		return nil, err
+	}
+	var tp trace.TracerProvider
+	if a.tracer != nil {
+		tp = a.tracer
+		// Closed last (closers run in reverse): spans of the shutdown are sent.
+		a.closers = append(a.closers, func() error {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			return a.tracer.Shutdown(ctx)
+		})
+	}
+	caller, err := newCaller(cfg, opts, a.registry, tp)
 	if err != nil {
+		a.closeAll()
 		return nil, err
 	}
 	var c *cache.Cache
@@ -90,6 +117,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 		popts.Cache = c
 	}
 	popts.Metrics = proxy.NewMetrics(a.registry)
+	popts.TracerProvider = tp
 	popts.Verify = a.verify.proxyVerify()
 	srv, err := proxy.New(popts)
 	if err != nil {
@@ -186,8 +214,9 @@ func (a *App) closeAll() {
 	a.closers = nil
 }
 
-func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer) (*upstream.Caller, error) {
+func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp trace.TracerProvider) (*upstream.Caller, error) {
 	uo := upstream.Options{
+		TracerProvider:  tp,
 		DefaultUpstream: cfg.DefaultUpstream,
 		Retry: upstream.RetryPolicy{
 			MaxAttempts: cfg.Retry.MaxAttempts,
@@ -285,6 +314,12 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	}
 	if cfg.Server.MaxBodyBytes == 0 {
 		po.MaxBodyBytes = 1 << 40
+	}
+	if prices := cfg.ModelPrices(); len(prices) > 0 {
+		po.Prices = make(map[string]proxy.Price, len(prices))
+		for name, p := range prices {
+			po.Prices[name] = proxy.Price{Input: p.Input, Output: p.Output}
+		}
 	}
 	// In the config 0 means "none"; in the proxy's options it means "the
 	// default" and a negative value "none".

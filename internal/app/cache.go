@@ -63,9 +63,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 			if err != nil {
 				return nil, err
 			}
-			return timedIndex{Index: index, m: m}, nil
+			return timedIndex{Index: index, m: m, tr: a.cacheTracer()}, nil
 		}
-		co.Embedder = timedEmbedder{Embedder: emb, m: m}
+		co.Embedder = timedEmbedder{Embedder: emb, m: m, tr: a.cacheTracer()}
 	}
 	a.verify, err = newVerify(cfg, opts, caller, emb, verify.NewMetrics(a.registry))
 	if err != nil {
@@ -74,6 +74,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	a.closers = append(a.closers, func() error { a.verify.verifier.Close(); return nil })
 	if emb != nil {
 		co.Verifier = a.verify.verifier
+		if tr := a.cacheTracer(); tr != nil {
+			co.Verifier = tracedVerifier{Verifier: a.verify.verifier, tr: tr}
+		}
 		if a.verify.verifier.Enabled() {
 			co.JudgedGuard = guard.New(guard.Options{MaxUnmatched: verify.DefaultGuardSlack}).Check
 		}

@@ -5,6 +5,8 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -101,5 +103,62 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	if b := img.Bounds(); b.Dx() < 800 || b.Dy() < 600 {
 		t.Errorf("screenshot %dx%d, want at least 800x600", b.Dx(), b.Dy())
+	}
+}
+
+// TestSavingsPanelInBrowser loads /dashboard in headless Chromium after
+// misses and hits with prices configured and finds the tokens and the cost
+// saved in the rendered savings panel; the screenshot is docs/savings.png
+// when BREAKWATER_SCREENSHOT_DIR points at docs/.
+func TestSavingsPanelInBrowser(t *testing.T) {
+	bin := chromium(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1700000000,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"an answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":800,"total_tokens":2000}}`)
+	}))
+	defer up.Close()
+	r := start(t, fmt.Sprintf(baseConfig, "0.93")+`
+[prices]
+"gpt-test" = { input = 2.5, output = 10.0 }
+`, up.URL, up.URL)
+	// 3 misses, 5 exact hits: 5 × (1200 in, 800 out) saved.
+	for _, q := range []string{"a", "b", "a", "c", "a", "b", "b", "c"} {
+		if code, _, body := r.chat(t, q); code != 200 {
+			t.Fatalf("%d: %s", code, body)
+		}
+	}
+	dom, logs := runChromium(t, bin, "--dump-dom", r.url+"/dashboard")
+	for id, want := range map[string]string{
+		"tok-saved":    "10,000",
+		"tok-spent":    "6,000",
+		"cost-saved":   "$0.0550", // 5 × (1200 × 2.5 + 800 × 10) / 1e6
+		"tok-saved-1h": "10,000",
+	} {
+		m := regexp.MustCompile(`id="` + id + `">([^<]*)<`).FindStringSubmatch(dom)
+		if m == nil || m[1] != want {
+			t.Errorf("%s in DOM = %v, want %q", id, m, want)
+		}
+	}
+	if !regexp.MustCompile(`data-model="gpt-test"><td>gpt-test</td><td class="num">6,000</td><td class="num">4,000</td>`).MatchString(dom) {
+		t.Errorf("the savings table does not show gpt-test's tokens saved:\n%s", dom)
+	}
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "CONSOLE") && (strings.Contains(l, "Uncaught") || strings.Contains(l, "Error")) {
+			t.Errorf("console error: %s", l)
+		}
+	}
+	shot := filepath.Join(t.TempDir(), "savings.png")
+	if dir := os.Getenv("BREAKWATER_SCREENSHOT_DIR"); dir != "" {
+		shot = filepath.Join(dir, "savings.png")
+	}
+	runChromium(t, bin, "--screenshot="+shot, "--hide-scrollbars", r.url+"/dashboard")
+	f, err := os.Open(shot)
+	if err != nil {
+		t.Fatalf("no screenshot: %v", err)
+	}
+	defer f.Close()
+	if _, err := png.Decode(f); err != nil {
+		t.Fatalf("screenshot is not a PNG: %v", err)
 	}
 }

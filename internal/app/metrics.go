@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/embed"
@@ -104,12 +106,15 @@ func result(err error) string {
 // timedEmbedder measures every Embed call.
 type timedEmbedder struct {
 	embed.Embedder
-	m *cacheMetrics
+	m  *cacheMetrics
+	tr trace.Tracer // nil: tracing off
 }
 
 func (t timedEmbedder) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	start := time.Now()
+	ctx, span := traceEmbed(ctx, t.tr, len(texts))
 	v, err := t.Embedder.Embed(ctx, texts)
+	endSpan(span, err)
 	t.m.embedSeconds.WithLabelValues(result(err)).Observe(time.Since(start).Seconds())
 	return v, err
 }
@@ -125,12 +130,21 @@ func (t timedEmbedder) Truncated(text string) bool {
 // timedIndex measures the index calls on the request path and write-back.
 type timedIndex struct {
 	cache.Index
-	m *cacheMetrics
+	m  *cacheMetrics
+	tr trace.Tracer // nil: tracing off
 }
 
 func (t timedIndex) Search(ctx context.Context, q cache.SearchQuery) ([]cache.Match, error) {
 	start := time.Now()
+	var span trace.Span
+	if t.tr != nil {
+		ctx, span = t.tr.Start(ctx, "search")
+	}
 	r, err := t.Index.Search(ctx, q)
+	if span != nil {
+		span.SetAttributes(attribute.Int("breakwater.search.matches", len(r)))
+	}
+	endSpan(span, err)
 	t.m.indexSeconds.WithLabelValues("search", result(err)).Observe(time.Since(start).Seconds())
 	return r, err
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Caller sends requests upstream with routing, retries, fallbacks, breakers,
@@ -38,6 +40,7 @@ type Caller struct {
 	def    *route   // the default upstream as a one-target route; nil when none
 	ups    map[string]*upstream
 	models modelTargets
+	tracer trace.Tracer // nil: tracing off
 }
 
 // Response is an upstream's complete answer: a success, or a 4xx (other than 429)
@@ -66,6 +69,7 @@ func New(opts Options) (*Caller, error) {
 		retry: opts.Retry.withDefaults(), check: opts.CheckRetry, backoff: opts.Backoff,
 		transport: opts.Transport, metrics: opts.Metrics, log: opts.Logger, now: opts.Now, rand: opts.Rand,
 		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.RetryAfterCap,
+		tracer: tracerOf(opts.TracerProvider),
 	}
 	if c.raCap <= 0 {
 		c.raCap = DefaultRetryAfterCap
@@ -451,7 +455,10 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			}
 			probe = lastResort
 		}
-		if err := l.acquire(k.dctx, classRank(k.req.Class, retried), budgeted, k.last, k.deadline); err != nil {
+		qstart := time.Now()
+		err := l.acquire(k.dctx, classRank(k.req.Class, retried), budgeted, k.last, k.deadline)
+		if err != nil {
+			k.traceQueue(t, qstart, err)
 			t.breaker.report(c.now(), probe, neutral)
 			// The target may have answered others while this one queued: a
 			// deadline reached in its queue is then congestion (429), not a
@@ -468,7 +475,8 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			x.log().Info("upstream shed", "reason", shed.reason, "waiting", shed.waiting, "slots", shed.slots, "retry_after", shed.retryAfter)
 			return nil, nil
 		}
-		err := x.pool.acquire(k.dctx)
+		err = x.pool.acquire(k.dctx)
+		k.traceQueue(t, qstart, err)
 		if err != nil {
 			l.release()
 			t.breaker.report(c.now(), probe, neutral)

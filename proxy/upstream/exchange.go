@@ -109,6 +109,7 @@ func (k *call) send(x *exchange) result {
 		x.lane.done(start, time.Since(start), v)
 	}
 
+	span := k.startAttempt(x) // nil: tracing off
 	k.rep.attempts++
 	t.stats.sent.Add(1)
 	t.stats.inflight.Add(1)
@@ -215,6 +216,7 @@ func (k *call) send(x *exchange) result {
 					o = status
 				}
 				release(o.verdict(), o)
+				k.endAttempt(span, &r, ferr)
 				r.resp.Body.Close()
 				c.settle(t, x.probe, o, o.verdict(), dur, x.log)
 			})
@@ -230,6 +232,7 @@ func (k *call) send(x *exchange) result {
 		lv = congested
 	}
 	release(lv, r.out)
+	k.endAttempt(span, &r, nil)
 	c.settle(t, x.probe, r.out, v, dur, x.log)
 	return r
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Target is one place a requested model can be served from.
@@ -117,6 +119,10 @@ type BreakerOptions struct {
 
 // Options configure a Caller. Only Upstreams, and Routes or DefaultUpstream, are required.
 type Options struct {
+	// TracerProvider, when set, records a client span per attempt (GenAI
+	// conventions) and a span per queue wait, and sends each attempt's
+	// traceparent upstream. nil: no tracing, no cost.
+	TracerProvider trace.TracerProvider
 	// Upstreams are the APIs targets point at.
 	Upstreams []Upstream
 	// Routes map requested models to targets.

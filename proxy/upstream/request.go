@@ -74,6 +74,9 @@ type Request struct {
 	// verdict is combined with the caller's own reading of the status and
 	// headers. nil means status and headers only.
 	Classify func(status int, header http.Header, body []byte) Verdict
+	// GenAI describes the request for the attempt spans when tracing is on
+	// (Options.TracerProvider); zero otherwise.
+	GenAI GenAI
 }
 
 func (r *Request) method() string {

@@ -1,0 +1,296 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// HeaderTokensSaved is sent on every answer served without an upstream
+// call that spent tokens for it (hits, stale answers, coalesced JSON
+// followers): "<input>,<output>", the usage of the answer it reused. The
+// body's usage stays as the provider reported it, since it describes the
+// answer; an app that bills from usage subtracts this.
+const HeaderTokensSaved = "X-Breakwater-Tokens-Saved"
+
+// Bounds of the token accounting: models and tenants beyond them are
+// counted under tokenOther, so an upstream naming arbitrary models or a
+// flood of tenants cannot grow the maps.
+const (
+	maxTokenModels  = 256
+	maxTokenTenants = 1024
+	tokenOther      = "other"
+)
+
+// Price is what a model's tokens cost, in USD per million.
+type Price struct {
+	Input, Output float64
+}
+
+// cost is the price of in and out tokens in USD.
+func (p Price) cost(in, out uint64) float64 {
+	return (float64(in)*p.Input + float64(out)*p.Output) / 1e6
+}
+
+// tokenCounts are the tokens one model or tenant saved and spent.
+type tokenCounts struct {
+	savedIn, savedOut, spentIn, spentOut atomic.Uint64
+	// savedNano and spentNano are cost in 1e-9 USD, accumulated per
+	// answer at the price of the model that produced it (a tenant's tokens
+	// span models).
+	savedNano, spentNano atomic.Uint64
+	priced               atomic.Bool
+}
+
+// tokenBook counts tokens saved and spent by model and by tenant.
+type tokenBook struct {
+	prices  map[string]Price
+	mu      sync.Mutex
+	models  map[string]*tokenCounts
+	tenants map[string]*tokenCounts
+	metric  *prometheus.CounterVec // nil without metrics
+}
+
+func newTokenBook(prices map[string]Price, m *Metrics) *tokenBook {
+	b := &tokenBook{prices: prices, models: map[string]*tokenCounts{}, tenants: map[string]*tokenCounts{}}
+	if m != nil {
+		b.metric = m.tokens
+	}
+	return b
+}
+
+// slot returns the counters of name in set, made on first use; past limit
+// new names share tokenOther.
+func (b *tokenBook) slot(set map[string]*tokenCounts, name string, limit int) *tokenCounts {
+	c, ok := set[name]
+	if ok {
+		return c
+	}
+	if len(set) >= limit {
+		name = tokenOther
+		if c, ok = set[name]; ok {
+			return c
+		}
+	}
+	c = &tokenCounts{}
+	set[name] = c
+	return c
+}
+
+// count records the usage u of one answer from model: saved when the
+// request reused it, spent when it paid for it. tenant is the partition
+// ("" when the cache is off: no tenant is known). outcome labels the metric.
+func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (nano uint64) {
+	if !u.Known {
+		return 0
+	}
+	price, priced := b.prices[model]
+	if priced {
+		nano = uint64(math.Round(price.cost(u.Input, u.Output) * 1e9))
+	}
+	b.mu.Lock()
+	m := b.slot(b.models, model, maxTokenModels)
+	label := model
+	if m == b.models[tokenOther] {
+		label = tokenOther
+	}
+	var t *tokenCounts
+	if tenant != "" {
+		t = b.slot(b.tenants, tenant, maxTokenTenants)
+	}
+	b.mu.Unlock()
+	for _, c := range [2]*tokenCounts{m, t} {
+		if c == nil {
+			continue
+		}
+		if saved {
+			c.savedIn.Add(u.Input)
+			c.savedOut.Add(u.Output)
+			c.savedNano.Add(nano)
+		} else {
+			c.spentIn.Add(u.Input)
+			c.spentOut.Add(u.Output)
+			c.spentNano.Add(nano)
+		}
+		if priced {
+			c.priced.Store(true)
+		}
+	}
+	if b.metric != nil {
+		b.metric.WithLabelValues(label, "input", outcome).Add(float64(u.Input))
+		b.metric.WithLabelValues(label, "output", outcome).Add(float64(u.Output))
+	}
+	return nano
+}
+
+// TokenCount is a number of input and output tokens.
+type TokenCount struct {
+	Input  uint64 `json:"input"`
+	Output uint64 `json:"output"`
+}
+
+// TokenStats are the tokens the cache kept from the models (saved: hits,
+// stale answers and coalesced followers, each counting the usage of the
+// answer it reused) and those misses spent, with their cost when prices
+// are configured (never guessed: a model without a price has no cost).
+type TokenStats struct {
+	Saved        TokenCount   `json:"saved"`
+	Spent        TokenCount   `json:"spent"`
+	CostSavedUSD *float64     `json:"cost_saved_usd,omitempty"`
+	CostSpentUSD *float64     `json:"cost_spent_usd,omitempty"`
+	Models       []TokenEntry `json:"models"`
+	// Tenants are keyed by the tenant's partition (an HMAC of its
+	// credential, never the credential itself).
+	Tenants []TokenEntry `json:"tenants"`
+}
+
+// TokenEntry is one model's or one tenant's tokens.
+type TokenEntry struct {
+	Name         string     `json:"name"`
+	Saved        TokenCount `json:"saved"`
+	Spent        TokenCount `json:"spent"`
+	CostSavedUSD *float64   `json:"cost_saved_usd,omitempty"`
+	CostSpentUSD *float64   `json:"cost_spent_usd,omitempty"`
+}
+
+func (b *tokenBook) snapshot() TokenStats {
+	b.mu.Lock()
+	models := make([]TokenEntry, 0, len(b.models))
+	var total TokenStats
+	var costSaved, costSpent float64
+	priced := false
+	for name, c := range b.models {
+		e := entryOf(name, c)
+		// A model's cost is its tokens × its price, computed exactly here;
+		// tenants add up per-answer costs.
+		if p, ok := b.prices[name]; ok && name != tokenOther {
+			s, sp := p.cost(e.Saved.Input, e.Saved.Output), p.cost(e.Spent.Input, e.Spent.Output)
+			e.CostSavedUSD, e.CostSpentUSD = &s, &sp
+			costSaved += s
+			costSpent += sp
+			priced = true
+		} else if c.priced.Load() {
+			s, sp := float64(c.savedNano.Load())/1e9, float64(c.spentNano.Load())/1e9
+			e.CostSavedUSD, e.CostSpentUSD = &s, &sp
+			costSaved += s
+			costSpent += sp
+			priced = true
+		}
+		total.Saved.Input += e.Saved.Input
+		total.Saved.Output += e.Saved.Output
+		total.Spent.Input += e.Spent.Input
+		total.Spent.Output += e.Spent.Output
+		models = append(models, e)
+	}
+	tenants := make([]TokenEntry, 0, len(b.tenants))
+	for name, c := range b.tenants {
+		e := entryOf(name, c)
+		if c.priced.Load() {
+			s, sp := float64(c.savedNano.Load())/1e9, float64(c.spentNano.Load())/1e9
+			e.CostSavedUSD, e.CostSpentUSD = &s, &sp
+		}
+		tenants = append(tenants, e)
+	}
+	b.mu.Unlock()
+	sort.Slice(models, func(i, j int) bool { return models[i].Name < models[j].Name })
+	sort.Slice(tenants, func(i, j int) bool { return tenants[i].Name < tenants[j].Name })
+	total.Models, total.Tenants = models, tenants
+	if priced {
+		total.CostSavedUSD, total.CostSpentUSD = &costSaved, &costSpent
+	}
+	return total
+}
+
+func entryOf(name string, c *tokenCounts) TokenEntry {
+	return TokenEntry{
+		Name:  name,
+		Saved: TokenCount{Input: c.savedIn.Load(), Output: c.savedOut.Load()},
+		Spent: TokenCount{Input: c.spentIn.Load(), Output: c.spentOut.Load()},
+	}
+}
+
+// setTokensSaved says on a response what it saved.
+func setTokensSaved(h http.Header, u Usage) {
+	if u.Known {
+		h[HeaderTokensSaved] = []string{tokensSavedValue(u)}
+	}
+}
+
+func tokensSavedValue(u Usage) string {
+	var buf [48]byte
+	b := strconv.AppendUint(buf[:0], u.Input, 10)
+	b = append(b, ',')
+	b = strconv.AppendUint(b, u.Output, 10)
+	return string(b)
+}
+
+// countTokens records the tokens of x's answer: saved for a hit, a stale
+// answer or a coalesced follower, spent for the request that led the call.
+func (s *Server) countTokens(x *exchange, outcome string) {
+	if !x.usage.Known {
+		return
+	}
+	saved := false
+	switch {
+	case x.coalesced:
+		saved, outcome = true, outcomeCoalesced
+	case outcome == OutcomeHitExact, outcome == OutcomeHitSemantic, outcome == OutcomeStale:
+		saved = true
+	case !x.called:
+		return
+	}
+	nano := s.tokens.count(x.usageModel, x.key.Partition, outcome, saved, x.usage)
+	if saved {
+		s.window.recordTokens(s.opts.Now(), x.usage, nano)
+	}
+}
+
+// outcomeCoalesced labels the tokens of a coalesced follower in
+// breakwater_tokens_total (its request outcome is the leader's: miss).
+const outcomeCoalesced = "coalesced"
+
+// modelLabel is model as a metric label: the models the book tracks, and
+// tokenOther past its bound, so an upstream naming arbitrary models cannot
+// grow the metrics.
+func (b *tokenBook) modelLabel(model string) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.models[model]; ok || len(b.models) < maxTokenModels {
+		b.slot(b.models, model, maxTokenModels)
+		return model
+	}
+	return tokenOther
+}
+
+// observeCall records one upstream call in the GenAI metrics: the model it
+// was sent as (requested when no target answered), its duration, the
+// error type (the status of an upstream error, "" on success) and usage.
+func (s *Server) observeCall(f Format, requested string, resp *upstream.Response, err error, d time.Duration, u Usage) {
+	if s.opts.Metrics == nil {
+		return
+	}
+	model, errType := requested, ""
+	switch {
+	case err != nil:
+		errType = httpStatusText(statusOf(err))
+		if errors.Is(err, context.Canceled) {
+			errType = "canceled"
+		}
+	case resp.Status >= 400:
+		errType = httpStatusText(resp.Status)
+	}
+	if resp != nil && resp.Model != "" {
+		model = resp.Model
+	}
+	s.opts.Metrics.genAICall(f, s.tokens.modelLabel(model), d, errType, u)
+}
