@@ -83,9 +83,19 @@ func NewLogger(w io.Writer, level, format string) *slog.Logger {
 	default:
 		l = slog.LevelInfo
 	}
-	opts := &slog.HandlerOptions{Level: l}
+	opts := &slog.HandlerOptions{Level: l, ReplaceAttr: durationMS}
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// durationMS logs every duration attribute in milliseconds with the unit in
+// its name ("wait_ms":51.07, not "wait":51069661 nanoseconds in JSON).
+func durationMS(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindDuration {
+		return a
+	}
+	ms := float64(a.Value.Duration().Microseconds()) / 1000
+	return slog.Float64(a.Key+"_ms", ms)
 }
