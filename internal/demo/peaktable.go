@@ -34,6 +34,7 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintf(w, "\nlatency of answers: straight p50 %s p99 %s; through p50 %s p99 %s\n",
 		dur(r.Straight.P50), dur(r.Straight.P99), dur(r.Through.P50), dur(r.Through.P99))
+	fmt.Fprint(w, peakLegend)
 	for _, p := range r.Problems() {
 		fmt.Fprintln(w, "✗ "+p)
 	}
@@ -41,6 +42,19 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 		fmt.Fprintln(w, "✓ through answers more than straight, with at most a quarter of its upstream 429s, no 5xx, Retry-After on every 429/503 and nothing past the deadline.")
 	}
 }
+
+// peakLegend says how to read the table: what the rows are, and why the
+// answers through Breakwater take longer.
+const peakLegend = `
+how to read it: one pair of rows per phase of the load ("straight": the app
+calls the model directly; "through": via Breakwater), then the whole run.
+"drain" is after the load stopped: requests sent during the peak that were
+still waiting (in Breakwater's queue, or at the model) and were answered then.
+Answers through Breakwater are slower because it queues a request the model
+has no room for until a slot frees, within the deadline, where straight gets a
+429 in milliseconds; straight's latency counts only the requests the model
+took at once, so it answers fewer, faster.
+`
 
 func pick(s Side, p int) Counts {
 	if p < 0 {
