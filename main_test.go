@@ -83,4 +83,9 @@ func TestUnknownCommand(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `did you mean "demo"`) {
 		t.Errorf("breakwater help dmeo: %v", err)
 	}
+	// After serve's flags, a stray word is refused too.
+	err = run(ctx, []string{"serve", "dmeo"}, &bytes.Buffer{}, &bytes.Buffer{}, noEnv, nil)
+	if err == nil || !strings.Contains(err.Error(), `serve takes flags only, not "dmeo"`) {
+		t.Errorf("breakwater serve dmeo: %v", err)
+	}
 }
