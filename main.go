@@ -86,11 +86,28 @@ func isHelp(arg string) bool {
 	return false
 }
 
+// asksHelp reports whether a command's arguments ask for help anywhere
+// among its flags (`sim -listen :9000 -h`), up to a "--".
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help":
+			return true
+		}
+	}
+	return false
+}
+
 // run dispatches a command line: a sub-command by name, flags alone to
 // serve, help to the list; anything else is an error, never a server.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(string) string, environ []string) error {
 	cmds := commands(env, environ)
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") && !isHelp(args[0]) {
+		if asksHelp(args) {
+			return commandHelp(ctx, cmds, "serve", stdout)
+		}
 		return cmds[0].run(ctx, args, stdout, stderr)
 	}
 	if isHelp(args[0]) {
@@ -104,7 +121,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, env func(
 		if c.name != args[0] {
 			continue
 		}
-		if len(args) > 1 && isHelp(args[1]) && args[1] != "help" {
+		if asksHelp(args[1:]) || len(args) > 1 && args[1] == "-help" {
 			return commandHelp(ctx, cmds, c.name, stdout)
 		}
 		return c.run(ctx, args[1:], stdout, stderr)

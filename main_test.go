@@ -30,6 +30,11 @@ func TestHelpListsEveryCommand(t *testing.T) {
 			t.Errorf("breakwater %s wrote to stderr: %s", arg, errb.String())
 		}
 	}
+	// Flags before -h: still serve's help, not a started server.
+	var out bytes.Buffer
+	if err := run(t.Context(), []string{"-check", "-h"}, &out, &bytes.Buffer{}, noEnv, nil); err != nil || !strings.HasPrefix(out.String(), "Usage: breakwater serve ") {
+		t.Errorf("breakwater -check -h: %v\n%s", err, out.String())
+	}
 	if n, m := len(commands(noEnv, nil)), len(want)-1; n != m {
 		t.Errorf("%d commands, this test lists %d: add the new one to want", n, m)
 	}
@@ -40,7 +45,7 @@ func TestHelpListsEveryCommand(t *testing.T) {
 func TestCommandHelp(t *testing.T) {
 	noise := regexp.MustCompile(`\d\.\d*0000\d`)
 	for _, c := range commands(noEnv, nil) {
-		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}} {
+		for _, args := range [][]string{{"help", c.name}, {c.name, "-h"}, {c.name, "--help"}, {c.name, "-seed", "3", "-help"}} {
 			var out, errb bytes.Buffer
 			if err := run(t.Context(), args, &out, &errb, noEnv, nil); err != nil {
 				t.Errorf("breakwater %s: %v", strings.Join(args, " "), err)
