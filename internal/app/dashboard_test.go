@@ -365,3 +365,30 @@ func jsNum(x float64, d int) string {
 func jsPct(x float64) string {
 	return strconv.FormatFloat(math.Round(x*1000)/10, 'f', 1, 64) + "%"
 }
+
+// TestDashboardEmpty: before any request every panel is one line saying
+// what will fill it, not an empty chart or table.
+func TestDashboardEmpty(t *testing.T) {
+	bin := chromium(t)
+	us := httptest.NewServer(&model{})
+	defer us.Close()
+	r := start(t, fmt.Sprintf(baseConfig, "0.93"), us.URL, us.URL)
+	dom, _ := runChromium(t, bin, "--window-size=1400,900", "--dump-dom", r.url+"/dashboard")
+	if st := regexp.MustCompile(`id="status">([^<]*)<`).FindStringSubmatch(dom); st == nil || !strings.HasPrefix(st[1], "updated") {
+		t.Fatalf("dashboard status %v: want it to have fetched /stats", st)
+	}
+	for _, id := range []string{"chart-empty", "verify-empty", "split-empty", "hours-empty"} {
+		m := regexp.MustCompile(`<p class="empty" id="` + id + `"( hidden="")?>([^<]*)<`).FindStringSubmatch(dom)
+		if m == nil || m[1] != "" || len(m[2]) < 20 {
+			t.Errorf("panel line %s: %q, want it shown with a sentence", id, m)
+		}
+	}
+	for _, id := range []string{"chart", "fhr-chart", "split", "hours"} {
+		if !regexp.MustCompile(`id="` + id + `"[^>]* hidden=""`).MatchString(dom) {
+			t.Errorf("#%s is shown empty; want it hidden until there is data", id)
+		}
+	}
+	if !strings.Contains(dom, "no targets yet") {
+		t.Errorf("the targets table does not say it is empty")
+	}
+}
