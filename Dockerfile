@@ -2,12 +2,19 @@
 #
 # Breakwater: a static binary on a distroless base, running as non-root.
 #
-#   docker build -t breakwater .
-#   docker run --rm -p 127.0.0.1:8080:8080 \
-#     -v "$PWD/config.toml:/etc/breakwater/config.toml:ro" breakwater
+#   docker build -t breakwater:local .
 #
-# The config must listen on 0.0.0.0:8080 (or ":8080") inside a container; the
-# loopback default of config.example.toml is unreachable through -p.
+# On environment variables alone (no config file):
+#   docker run --rm -p 127.0.0.1:8080:8080 \
+#     -e BREAKWATER_UPSTREAM_URL=https://api.openai.com/v1 breakwater:local
+# With a config file (examples/ holds minimal ones):
+#   docker run --rm -p 127.0.0.1:8080:8080 -e OPENAI_API_KEY \
+#     -v "$PWD/examples/openai.toml:/etc/breakwater/config.toml:ro" \
+#     breakwater:local -config /etc/breakwater/config.toml
+#
+# The image listens on 0.0.0.0:8080 (BREAKWATER_SERVER_LISTEN below): the
+# loopback default is unreachable through -p. The variable beats a mounted
+# file's server.listen; set it (-e) to listen elsewhere.
 
 ARG GO_VERSION=1.26
 
@@ -66,6 +73,8 @@ COPY --from=build /out/healthcheck /healthcheck
 COPY --from=build --chown=65532:65532 /out/data /var/lib/breakwater
 WORKDIR /var/lib/breakwater
 USER 65532:65532
+ENV BREAKWATER_SERVER_LISTEN=0.0.0.0:8080
 EXPOSE 8080
+# No CMD: without arguments Breakwater serves on its defaults and BREAKWATER_*
+# variables; pass "-config FILE" (compose, the Kubernetes sidecar) for a file.
 ENTRYPOINT ["/breakwater"]
-CMD ["-config", "/etc/breakwater/config.toml"]

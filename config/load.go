@@ -34,6 +34,18 @@ const EnvPrefix = "BREAKWATER_"
 // env looks variables up (os.Getenv when nil); tests pass a map's lookup.
 // The returned error is one line per problem, each naming the key.
 func Load(path string, env func(string) string) (*Config, error) {
+	c, err := LoadWithProblems(path, env)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// LoadWithProblems is Load that also returns the configuration when it is
+// invalid (nil only when the file cannot be read or parsed), so that
+// `breakwater -check` can check the environment too and list every problem
+// in one run. A non-nil error means the configuration must not be used.
+func LoadWithProblems(path string, env func(string) string) (*Config, error) {
 	if env == nil {
 		env = os.Getenv
 	}
@@ -49,21 +61,22 @@ func Load(path string, env func(string) string) (*Config, error) {
 			return nil, err
 		}
 	}
+	// fromEnv maps keys whose value came from the environment to the
+	// variable, so that an error about such a value names what to fix.
+	fromEnv := map[string]string{}
 	if len(c.Upstreams) == 0 {
 		base := env(UpstreamURLEnv)
 		if base == "" {
 			base = DefaultUpstreamURL
+		} else {
+			fromEnv["upstreams[0].base_url"] = UpstreamURLEnv
 		}
 		c.Upstreams = []Upstream{implicitUpstream(base)}
 	}
-	if err := applyEnv(c, env); err != nil {
-		return nil, err
-	}
+	envErr := applyEnv(c, env, fromEnv)
 	c.finish()
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	// Every problem at once: bad overrides and invalid settings together.
+	return c, errors.Join(envErr, c.validate(fromEnv))
 }
 
 // decode parses data over the defaults, strictly, and fills the defaults of
@@ -426,8 +439,9 @@ func envKeys() []envKey {
 	return out
 }
 
-// applyEnv sets every key whose BREAKWATER_ variable is non-empty.
-func applyEnv(c *Config, env func(string) string) error {
+// applyEnv sets every key whose BREAKWATER_ variable is non-empty and
+// records it in fromEnv (key → variable).
+func applyEnv(c *Config, env func(string) string, fromEnv map[string]string) error {
 	root := reflect.ValueOf(c).Elem()
 	var errs []error
 	for _, k := range envKeys() {
@@ -435,6 +449,7 @@ func applyEnv(c *Config, env func(string) string) error {
 		if s == "" {
 			continue
 		}
+		fromEnv[k.Key] = k.Name
 		if err := setString(root.FieldByIndex(k.Index), s); err != nil {
 			errs = append(errs, fmt.Errorf("config: %s = %q: %s must be %s", k.Name, s, k.Key, envDescribe(k.Type)))
 		}
@@ -522,6 +537,10 @@ func (c *Config) UnknownEnv(environ []string) []string {
 	var out []string
 	for _, kv := range environ {
 		name, value, _ := strings.Cut(kv, "=")
+		if name == UpstreamURLEnv && value != "" && !c.implicitUpstreamFrom(value) {
+			out = append(out, fmt.Sprintf("config: environment variable %s is set but the config declares [[upstreams]], which take its place: it is ignored (set the base_url of an [[upstreams]] entry instead)", name))
+			continue
+		}
 		if !strings.HasPrefix(name, EnvPrefix) || value == "" || known[name] {
 			continue
 		}
@@ -533,6 +552,13 @@ func (c *Config) UnknownEnv(environ []string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// implicitUpstreamFrom reports whether c's upstreams are the implicit one
+// that Load builds from UpstreamURLEnv = baseURL (no [[upstreams]] in the file).
+func (c *Config) implicitUpstreamFrom(baseURL string) bool {
+	return len(c.Upstreams) == 1 && c.Upstreams[0].Name == defaultUpstreamName &&
+		c.Upstreams[0].BaseURL == strings.TrimRight(baseURL, "/")
 }
 
 // closestEnv names the setting variable name most likely meant: the only one

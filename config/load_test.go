@@ -67,8 +67,8 @@ func TestLoadNoFile(t *testing.T) {
 	})
 	t.Run("bad upstream from env", func(t *testing.T) {
 		_, err := Load("", envOf(map[string]string{UpstreamURLEnv: "localhost:11434"}))
-		if err == nil || !strings.Contains(err.Error(), `upstreams[0].base_url = "localhost:11434": must be an http(s) URL`) {
-			t.Errorf("Load() = %v, want the upstreams[0].base_url problem", err)
+		if err == nil || !strings.Contains(err.Error(), `config: BREAKWATER_UPSTREAM_URL (upstreams[0].base_url) = "localhost:11434": must be an http(s) URL`) {
+			t.Errorf("Load() = %v, want the problem named after BREAKWATER_UPSTREAM_URL", err)
 		}
 	})
 	t.Run("section overrides apply", func(t *testing.T) {
@@ -435,7 +435,7 @@ func TestEnvOverrideEveryKey(t *testing.T) {
 				t.Fatalf("no sample value for %s of type %s", k.Key, k.Type)
 			}
 			got := defaults()
-			if err := applyEnv(got, envOf(map[string]string{k.Name: s})); err != nil {
+			if err := applyEnv(got, envOf(map[string]string{k.Name: s}), map[string]string{}); err != nil {
 				t.Fatalf("applyEnv(%s=%q) = %v", k.Name, s, err)
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -521,9 +521,9 @@ func TestEnvOverrideErrors(t *testing.T) {
 		{"int overflow", map[string]string{"BREAKWATER_RETRY_MAX_ATTEMPTS": "99999999999999999999"},
 			`config: BREAKWATER_RETRY_MAX_ATTEMPTS = "99999999999999999999": retry.max_attempts must be an integer`},
 		{"parses but invalid", map[string]string{"BREAKWATER_CACHE_THRESHOLD": "1.5"},
-			`config: cache.threshold = 1.5: must be in (0, 1]`},
+			`config: BREAKWATER_CACHE_THRESHOLD (cache.threshold) = 1.5: must be in (0, 1]`},
 		{"bad enum", map[string]string{"BREAKWATER_VECTOR_BACKEND": "pgvector"},
-			`config: vector.backend = "pgvector": must be "embedded" or "qdrant"`},
+			`config: BREAKWATER_VECTOR_BACKEND (vector.backend) = "pgvector": must be "embedded" or "qdrant"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

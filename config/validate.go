@@ -24,19 +24,27 @@ type Error struct {
 	Value any
 	// Problem says what is allowed.
 	Problem string
+	// Env is the environment variable the value came from (an override or
+	// BREAKWATER_UPSTREAM_URL), empty when it came from the file or a
+	// default: the message names it first, since that is what to fix.
+	Env string
 }
 
 func (e *Error) Error() string {
+	key := e.Key
+	if e.Env != "" {
+		key = e.Env + " (" + e.Key + ")"
+	}
 	switch v := e.Value.(type) {
 	case string:
 		if v == "" {
-			return fmt.Sprintf("config: %s is empty: %s", e.Key, e.Problem)
+			return fmt.Sprintf("config: %s is empty: %s", key, e.Problem)
 		}
-		return fmt.Sprintf("config: %s = %q: %s", e.Key, v, e.Problem)
+		return fmt.Sprintf("config: %s = %q: %s", key, v, e.Problem)
 	case []string:
-		return fmt.Sprintf("config: %s = [%s]: %s", e.Key, quoteAll(v), e.Problem)
+		return fmt.Sprintf("config: %s = [%s]: %s", key, quoteAll(v), e.Problem)
 	default:
-		return fmt.Sprintf("config: %s = %v: %s", e.Key, v, e.Problem)
+		return fmt.Sprintf("config: %s = %v: %s", key, v, e.Problem)
 	}
 }
 
@@ -45,8 +53,12 @@ func (e *Error) Error() string {
 // start-up should fail with the whole list rather than one fix per restart.
 // errors.As(err, &e) yields the first. nil means the configuration is usable.
 // Validate does not fill defaults; see Load.
-func (c *Config) Validate() error {
-	var v validator
+func (c *Config) Validate() error { return c.validate(nil) }
+
+// validate is Validate with the keys whose values came from the environment
+// (key → variable, as Load records them), which errors then name.
+func (c *Config) validate(fromEnv map[string]string) error {
+	v := validator{env: fromEnv}
 	c.validateServer(&v)
 	c.validateCache(&v)
 	c.validateVector(&v)
@@ -82,10 +94,13 @@ func (c *Config) Validate() error {
 	return errors.Join(v.errs...)
 }
 
-type validator struct{ errs []error }
+type validator struct {
+	errs []error
+	env  map[string]string // key → the variable its value came from
+}
 
 func (v *validator) add(key string, value any, problem string, args ...any) {
-	v.errs = append(v.errs, &Error{Key: key, Value: value, Problem: fmt.Sprintf(problem, args...)})
+	v.errs = append(v.errs, &Error{Key: key, Value: value, Problem: fmt.Sprintf(problem, args...), Env: v.env[key]})
 }
 
 // names prints a list of upstream names the way messages quote them.
@@ -478,7 +493,33 @@ func httpURL(v *validator, key, value string) {
 		v.add(key, value, "must be an http(s) URL of the API root, e.g. https://api.openai.com/v1")
 	case u.RawQuery != "" || u.Fragment != "":
 		v.add(key, value, "must not have a query or fragment")
+	default:
+		if root, endpoint, ok := apiRoot(value); ok {
+			v.add(key, value, "ends in the endpoint path %q, which Breakwater appends to the API root itself (requests would go to %s%s): use %q", endpoint, value, endpoint, root)
+		}
 	}
+}
+
+// endpointPaths are the request paths Breakwater (or the judge and the
+// embedder) appends to a base_url: OpenAI's Chat Completions, Completions,
+// Responses, Embeddings and Models; Anthropic's Messages; Cohere-style
+// /rerank; Gemini's models/{model}:generateContent.
+var endpointPaths = []string{"/chat/completions", "/completions", "/responses", "/embeddings",
+	"/messages", "/models", "/rerank"}
+
+// apiRoot reports whether base ends in an endpoint path, and the API root
+// to use instead (base without it).
+func apiRoot(base string) (root, endpoint string, ok bool) {
+	trimmed := strings.TrimRight(base, "/")
+	if i := strings.Index(trimmed, "/models/"); i >= 0 && strings.Contains(trimmed[i:], ":") {
+		return trimmed[:i], trimmed[i:], true // Gemini: .../v1beta/models/gemini-2.0-flash:generateContent
+	}
+	for _, p := range endpointPaths {
+		if strings.HasSuffix(trimmed, p) {
+			return strings.TrimSuffix(trimmed, p), p, true
+		}
+	}
+	return "", "", false
 }
 
 // envName checks a *_env key: it holds the NAME of a variable, and a value

@@ -9,7 +9,7 @@ import (
 )
 
 // TestGrafanaDashboardUsesDocumentedMetrics parses the Grafana dashboard and
-// checks that every metric its queries use is one the README documents, so
+// checks that every metric its queries use is one docs/REFERENCE.md documents, so
 // a renamed metric cannot leave a silently empty panel.
 func TestGrafanaDashboardUsesDocumentedMetrics(t *testing.T) {
 	raw, err := os.ReadFile("grafana-dashboard.json")
@@ -27,7 +27,7 @@ func TestGrafanaDashboardUsesDocumentedMetrics(t *testing.T) {
 	if err := json.Unmarshal(raw, &d); err != nil {
 		t.Fatalf("grafana-dashboard.json: %v", err)
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/REFERENCE.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +43,7 @@ func TestGrafanaDashboardUsesDocumentedMetrics(t *testing.T) {
 			for _, m := range metric.FindAllString(tg.Expr, -1) {
 				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(m, "_bucket"), "_count"), "_sum")
 				if !strings.Contains(string(readme), "`"+base+"`") {
-					t.Errorf("panel %q uses %s, which the README's metric table does not list", p.Title, base)
+					t.Errorf("panel %q uses %s, which the metric table of docs/REFERENCE.md does not list", p.Title, base)
 				}
 			}
 		}

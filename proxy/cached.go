@@ -318,6 +318,8 @@ func (s *Server) upstreamFailed(x *exchange, outcome string, err error, serve fu
 	}
 	s.stats.errors.Add(1)
 	s.finish(x, outcome, statusOf(err), 0, "")
+	// A miss that failed upstream (502, 429, 503) is still a miss.
+	x.c.Response().Header().Set(HeaderCache, outcome)
 	return writeUpstreamError(x.c, err)
 }
 

@@ -387,11 +387,18 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 			id = newID()
 			req.Header.Set(HeaderRequestID, id)
 		}
-		c.Response().Header().Set(HeaderRequestID, id)
+		h := c.Response().Header()
+		h.Set(HeaderRequestID, id)
+		// Every response says whether the cache answered: "bypass" until a
+		// cached route names its outcome (errors before the lookup, /stats,
+		// pass-through paths keep it). Shared slice: net/http only reads it.
+		h[HeaderCache] = bypassValue
 		c.Set("request_id", id)
 		return next(c)
 	}
 }
+
+var bypassValue = []string{OutcomeBypass}
 
 func (s *Server) logger(c echo.Context) *slog.Logger {
 	return s.log.With("request_id", requestIDOf(c))

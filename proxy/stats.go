@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -52,7 +53,8 @@ type Stats struct {
 	Degraded     map[string]string `json:"degraded,omitempty"`
 	// Windows are rolling figures over the last "1m", "15m" and "1h".
 	Windows map[string]WindowStats `json:"windows"`
-	// Timeline is the last hour, one point per minute, oldest first.
+	// Timeline is the last hour, one point per minute that had requests,
+	// oldest first (quiet minutes are left out).
 	Timeline []TimelinePoint `json:"timeline"`
 	// CapacityByHour counts at-capacity answers (429s and sheds) by UTC hour
 	// of day since start: the peak pattern operators plan around.
@@ -205,7 +207,7 @@ func (s *Server) Snapshot() Stats {
 	}
 	hits := st.HitsExact + st.HitsSemantic + st.Stale
 	if eligible := st.Requests - st.Bypass; eligible > 0 {
-		st.HitRate = float64(hits) / float64(eligible)
+		st.HitRate = ratio(hits, eligible)
 	}
 	st.Goodput = GoodputStats{Delivered: c.delivered.Load(), Sheds: map[string]uint64{}}
 	st.Upstream = UpstreamStats{
@@ -269,7 +271,7 @@ func targetJSON(t upstream.TargetStats) TargetStatsJSON {
 		Name: t.Name, Upstream: t.Upstream, Model: t.Model, State: t.State,
 		Weight: t.Weight, Configured: t.ConfiguredWeight,
 		Inflight: t.Inflight, Queued: t.Queued,
-		Sent: t.Sent, Success: t.Success, SuccessRate: t.SuccessRate,
+		Sent: t.Sent, Success: t.Success, SuccessRate: math.Round(t.SuccessRate*1e4) / 1e4,
 		RateLimited: t.RateLimited, ServerError: t.ServerError, Timeout: t.Timeout,
 		ClientError: t.ClientError, Shed: t.Shed, Overloaded: t.Overloaded, Sheds: t.Sheds,
 		Limit: t.Limit, Lanes: t.Lanes, ServiceRate: t.ServiceRate,

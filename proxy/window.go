@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -127,7 +128,8 @@ type WindowStats struct {
 	RateLimited   map[string]float64 `json:"rate_limited_ratio"` // 429s / attempts, by target
 }
 
-// TimelinePoint is one minute of the last hour.
+// TimelinePoint is one minute of the last hour; /stats lists only the
+// minutes that had requests.
 type TimelinePoint struct {
 	Minute   int64   `json:"minute"` // unix seconds at the minute's start
 	Requests uint64  `json:"requests"`
@@ -167,37 +169,46 @@ func (w *window) summary(now time.Time, span time.Duration) WindowStats {
 		}
 	}
 	if eligible > 0 {
-		ws.HitRate = float64(hits) / float64(eligible)
+		ws.HitRate = ratio(hits, eligible)
 	}
 	ws.RateLimited = map[string]float64{}
 	for k, s := range sent {
 		if s > 0 {
-			ws.RateLimited[k] = float64(rl[k]) / float64(s)
+			ws.RateLimited[k] = ratio(rl[k], s)
 		}
 	}
 	return ws
 }
 
+// timeline returns the minutes of the last hour that had requests, oldest
+// first: a quiet sidecar's /stats is not sixty empty buckets (readers place
+// points by their minute).
 func (w *window) timeline(now time.Time) []TimelinePoint {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	cur := now.Unix() / 60
-	out := make([]TimelinePoint, 0, 60)
+	out := []TimelinePoint{}
 	for i := int64(59); i >= 0; i-- {
 		m := cur - i
 		b := &w.buckets[m%60]
-		p := TimelinePoint{Minute: m * 60}
-		if b.minute.Load() == m {
-			p.Requests, p.Saved = b.requests.Load(), b.saved.Load()
-			p.TokensSaved = TokenCount{Input: b.savedIn.Load(), Output: b.savedOut.Load()}
-			p.CostSavedUSD = float64(b.savedNano.Load()) / 1e9
-			if e := b.eligible.Load(); e > 0 {
-				p.HitRate = float64(b.hits.Load()) / float64(e)
-			}
+		if b.minute.Load() != m || b.requests.Load() == 0 {
+			continue
+		}
+		p := TimelinePoint{Minute: m * 60, Requests: b.requests.Load(), Saved: b.saved.Load()}
+		p.TokensSaved = TokenCount{Input: b.savedIn.Load(), Output: b.savedOut.Load()}
+		p.CostSavedUSD = float64(b.savedNano.Load()) / 1e9
+		if e := b.eligible.Load(); e > 0 {
+			p.HitRate = ratio(b.hits.Load(), e)
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// ratio is n/d rounded to four decimals (0.3636, not 0.36363636363636365):
+// /stats rates are read by people and dashboards, not summed.
+func ratio(n, d uint64) float64 {
+	return math.Round(float64(n)/float64(d)*1e4) / 1e4
 }
 
 func (w *window) capacityByHour() [24]uint64 {

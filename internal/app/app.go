@@ -125,6 +125,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 		return nil, err
 	}
 	srv.Echo().GET("/metrics", echoHandler(promhttp.HandlerFor(a.registry, promhttp.HandlerOpts{Registry: a.registry})))
+	srv.Echo().GET("/", a.handleRoot)
 	a.server = srv
 	a.http = srv.HTTPServer(cfg.Server.Listen)
 	a.http.ErrorLog = slog.NewLogLogger(a.log.Handler(), slog.LevelWarn)
@@ -157,8 +158,7 @@ func (a *App) Server() *proxy.Server { return a.server }
 // stores.
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.server.SetReady(true)
-	a.log.Info("breakwater serving", "listen", ln.Addr().String(), "admin_listen", a.AdminAddr(),
-		"cache", a.cfg.Cache.Enabled, "vector_backend", a.cfg.Vector.Backend, "embedder", a.cfg.Embed.Provider)
+	a.log.Info("breakwater serving", a.startLine(ln.Addr().String())...)
 	errc := make(chan error, 1)
 	go func() { errc <- a.http.Serve(a.server.Listener(ln)) }()
 	a.serveAdmin()

@@ -285,9 +285,10 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 	if got := busy.calls.Load(); got != 2 {
 		t.Errorf("busy upstream calls = %d, want 2 (then the breaker is open)", got)
 	}
-	// Every metric Breakwater exports is documented in the README (the
-	// coredns rule), so operators can find what a series means.
-	readme, err := os.ReadFile("../../README.md")
+	// Every metric Breakwater exports is documented in the reference's
+	// metric table (the coredns rule), so operators can find what a series
+	// means.
+	readme, err := os.ReadFile("../../docs/REFERENCE.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,7 +298,7 @@ func TestMetricsAfterScriptedRun(t *testing.T) {
 		}
 		name := strings.Fields(line)[2]
 		if !strings.Contains(string(readme), "`"+name+"`") {
-			t.Errorf("metric %s is not listed in the README", name)
+			t.Errorf("metric %s is not listed in docs/REFERENCE.md", name)
 		}
 	}
 	st := r.get(t, "/stats")

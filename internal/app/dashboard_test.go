@@ -3,18 +3,27 @@ package app
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"html"
 	"image/png"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy"
 )
 
 // chromium finds Debian's headless Chromium (installed by .ci/run). Outside
@@ -40,7 +49,7 @@ func runChromium(t *testing.T, bin string, args ...string) (stdout, stderr strin
 	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
 		"--disable-component-update", "--no-first-run", "--disable-sync", "--disable-quic",
 		"--user-data-dir=" + t.TempDir(), "--enable-logging=stderr", "--v=0",
-		"--virtual-time-budget=6000", "--window-size=1280,1100"}
+		"--virtual-time-budget=6000"}
 	cmd := exec.CommandContext(ctx, bin, append(base, args...)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -65,7 +74,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	for _, q := range []string{"a", "b", "a", "a", "b", "c"} {
 		r.chat(t, q)
 	}
-	dom, logs := runChromium(t, bin, "--dump-dom", r.url+"/dashboard")
+	dom, logs := runChromium(t, bin, "--window-size=1280,1100", "--dump-dom", r.url+"/dashboard")
 
 	// Hits: a, a, b of 6 eligible requests = 50.0 %.
 	hit := regexp.MustCompile(`id="hit-rate">([^<]*)<`).FindStringSubmatch(dom)
@@ -88,10 +97,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 
 	shot := filepath.Join(t.TempDir(), "dashboard.png")
-	if dir := os.Getenv("BREAKWATER_SCREENSHOT_DIR"); dir != "" {
-		shot = filepath.Join(dir, "dashboard.png")
-	}
-	runChromium(t, bin, "--screenshot="+shot, "--hide-scrollbars", r.url+"/dashboard")
+	runChromium(t, bin, "--window-size=1280,1100", "--screenshot="+shot, "--hide-scrollbars", r.url+"/dashboard")
 	f, err := os.Open(shot)
 	if err != nil {
 		t.Fatalf("no screenshot: %v", err)
@@ -160,5 +166,285 @@ func TestSavingsPanelInBrowser(t *testing.T) {
 	defer f.Close()
 	if _, err := png.Decode(f); err != nil {
 		t.Fatalf("screenshot is not a PNG: %v", err)
+	}
+}
+
+// held is an upstream that answers at once until hold is set, then keeps
+// every request until release is closed (or the client gives up): it fills
+// a target's slots and queue on demand.
+type held struct {
+	model
+	hold    atomic.Bool
+	release chan struct{}
+}
+
+func (h *held) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h.hold.Load() {
+		select {
+		case <-h.release:
+		case <-r.Context().Done():
+			return
+		}
+	}
+	h.model.ServeHTTP(w, r)
+}
+
+const targetsConfig = `
+default_upstream = "primary"
+[server]
+listen = "127.0.0.1:0"
+[cache]
+data_dir = "{{DATA}}"
+[retry]
+max_attempts = 1
+deadline = "30s"
+[[upstreams]]
+name = "primary"
+base_url = "{{UP1}}/v1"
+max_concurrency = 2
+max_queue = 3
+[[models]]
+name = "gpt-test"
+targets = [{upstream = "primary"}]
+`
+
+// TestDashboardTargetsTable fills a target's slots and queue and sheds past
+// it, freezes that /stats body, and renders the real dashboard page against
+// it in headless Chromium: every header of "Models and targets" must hold the
+// /stats value it names, row by row, with no row for an idle default/*
+// target. With BREAKWATER_SCREENSHOT_DIR set it writes dashboard.png there
+// (1400 px wide; docs/dashboard.png is made this way).
+func TestDashboardTargetsTable(t *testing.T) {
+	bin := chromium(t)
+	up := &held{release: make(chan struct{})}
+	us := httptest.NewServer(up)
+	defer us.Close()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer close(up.release) // held requests return, then wg.Wait, then us.Close
+	r := start(t, targetsConfig, us.URL)
+	for _, q := range []string{"warm one", "warm two", "warm three", "warm one", "warm two"} {
+		if code, _, body := r.chat(t, q); code != http.StatusOK {
+			t.Fatalf("warm-up %q: %d %s", q, code, body)
+		}
+	}
+
+	up.hold.Store(true)
+	const n = 9
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.chat(t, fmt.Sprintf("held question %d", i))
+		}()
+	}
+	var frozen []byte
+	var stats proxy.Stats
+	waitFor(t, "a target with requests in flight, queued and shed", func() bool {
+		frozen = []byte(r.get(t, "/stats"))
+		stats = proxy.Stats{}
+		if err := json.Unmarshal(frozen, &stats); err != nil {
+			t.Fatalf("/stats: %v", err)
+		}
+		for _, m := range stats.Models {
+			for _, tg := range m.Targets {
+				if tg.Limit > 0 && tg.Queued > 0 && tg.Shed > 0 && tg.Inflight > 0 && tg.Sent > 0 && tg.ServiceRate > 0 {
+					return true
+				}
+			}
+		}
+		return false
+	})
+
+	// The page from the running server, its /stats frozen at that moment.
+	page := r.get(t, "/dashboard")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/dashboard", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, page)
+	})
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(frozen)
+	})
+	fs := httptest.NewServer(mux)
+	defer fs.Close()
+	dom, logs := runChromium(t, bin, "--window-size=1400,1500", "--dump-dom", fs.URL+"/dashboard")
+	for _, l := range strings.Split(logs, "\n") {
+		if strings.Contains(l, "CONSOLE") && (strings.Contains(l, "Uncaught") || strings.Contains(l, "Error")) {
+			t.Errorf("console error: %s", l)
+		}
+	}
+	// What each header must show, computed from /stats the way a reader
+	// would check it (numbers as en-US with grouping, rates as percentages).
+	want := map[string]func(m proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string{
+		"Model":  func(m proxy.ModelStatsJSON, _ proxy.TargetStatsJSON) string { return m.Name },
+		"Target": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return tg.Name },
+		"State":  func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return tg.State },
+		"Weight": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
+			return jsNum(tg.Weight, 2) + " / " + jsNum(tg.Configured, 2)
+		},
+		"Success": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsPct(tg.SuccessRate) },
+		"429 rate": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
+			return jsPct(float64(tg.RateLimited+tg.Overloaded) / float64(tg.Sent))
+		},
+		"p50 ms": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(tg.LatencyMS.P50, 0) },
+		"p99 ms": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(tg.LatencyMS.P99, 0) },
+		"In flight": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
+			return jsNum(float64(tg.Inflight), 0)
+		},
+		"Limit":         func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(tg.Limit, 1) },
+		"Answers/s":     func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(tg.ServiceRate, 1) },
+		"Queued":        func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(float64(tg.Queued), 0) },
+		"Queue wait ms": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(tg.QueueWaitMS, 1) },
+		"Sent":          func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(float64(tg.Sent), 0) },
+		"Sheds": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
+			why := make([]string, 0, len(tg.Sheds))
+			for k, v := range tg.Sheds {
+				why = append(why, k+" "+jsNum(float64(v), 0))
+			}
+			sort.Strings(why)
+			s := jsNum(float64(tg.Shed), 0)
+			if len(why) > 0 {
+				s += " (" + strings.Join(why, ", ") + ")"
+			}
+			return s
+		},
+	}
+
+	head := regexp.MustCompile(`(?s)<tr id="targets-head">(.*?)</tr>`).FindStringSubmatch(dom)
+	if head == nil {
+		t.Fatalf("no header row in the targets table:\n%s", dom)
+	}
+	headers := cellTexts(head[1], "th")
+	if len(headers) != len(want) {
+		t.Errorf("headers %q: want the %d this test knows (a new column needs its check here)", headers, len(want))
+	}
+	rows := map[string][]string{}
+	for _, m := range regexp.MustCompile(`(?s)<tr data-target="([^"]*)">(.*?)</tr>`).FindAllStringSubmatch(dom, -1) {
+		rows[html.UnescapeString(m[1])] = cellTexts(m[2], "td")
+	}
+	checked, busy := 0, false
+	for _, m := range stats.Models {
+		for _, tg := range m.Targets {
+			cells, ok := rows[tg.Name]
+			idle := tg.Sent == 0 && tg.Inflight == 0 && tg.Queued == 0 && tg.Shed == 0
+			if strings.HasSuffix(tg.Name, "/*") && idle {
+				if ok {
+					t.Errorf("row for the idle common target %s: want it left out", tg.Name)
+				}
+				continue
+			}
+			if !ok {
+				t.Errorf("no row for target %s", tg.Name)
+				continue
+			}
+			delete(rows, tg.Name)
+			if len(cells) != len(headers) {
+				t.Errorf("%s: %d cells under %d headers: %q", tg.Name, len(cells), len(headers), cells)
+				continue
+			}
+			for i, h := range headers {
+				f, ok := want[h]
+				if !ok {
+					t.Errorf("header %q: this test does not know what it shows", h)
+					continue
+				}
+				if got, w := cells[i], f(m, tg); got != w {
+					t.Errorf("%s, column %q = %q, want %q (from /stats)", tg.Name, h, got, w)
+				}
+				checked++
+			}
+			busy = busy || (tg.Limit > 0 && tg.Queued > 0 && tg.Shed > 0)
+		}
+	}
+	for name := range rows {
+		t.Errorf("row %s is not a target of /stats", name)
+	}
+	if !busy || checked == 0 {
+		t.Errorf("checked %d cells, busy target among them: %v", checked, busy)
+	}
+
+	if dir := os.Getenv("BREAKWATER_SCREENSHOT_DIR"); dir != "" {
+		shot := filepath.Join(dir, "dashboard.png")
+		runChromium(t, bin, "--window-size=1400,1000", "--screenshot="+shot, "--hide-scrollbars", fs.URL+"/dashboard")
+		f, err := os.Open(shot)
+		if err != nil {
+			t.Fatalf("no screenshot: %v", err)
+		}
+		defer f.Close()
+		img, err := png.Decode(f)
+		if err != nil {
+			t.Fatalf("screenshot is not a PNG: %v", err)
+		}
+		if b := img.Bounds(); b.Dx() != 1400 {
+			t.Errorf("screenshot %d px wide, want 1400", b.Dx())
+		}
+	}
+}
+
+// cellTexts returns the text of each <tag> cell in a serialized row.
+func cellTexts(row, tag string) []string {
+	var out []string
+	tags := regexp.MustCompile(`<[^>]*>`)
+	for _, m := range regexp.MustCompile(`(?s)<`+tag+`\b[^>]*>(.*?)</`+tag+`>`).FindAllStringSubmatch(row, -1) {
+		out = append(out, html.UnescapeString(tags.ReplaceAllString(m[1], "")))
+	}
+	return out
+}
+
+// jsNum is JavaScript's x.toLocaleString("en", {minimum and maximum
+// fraction digits d}): rounded half away from zero, thousands grouped.
+func jsNum(x float64, d int) string {
+	p := math.Pow(10, float64(d))
+	s := strconv.FormatFloat(math.Round(x*p)/p, 'f', d, 64)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	whole, frac, _ := strings.Cut(s, ".")
+	var b strings.Builder
+	for i, c := range whole {
+		if i > 0 && (len(whole)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if frac != "" {
+		b.WriteString("." + frac)
+	}
+	if neg && strings.Trim(b.String(), "0.,") != "" {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// jsPct is the dashboard's pct: (x * 100).toFixed(1) + "%".
+func jsPct(x float64) string {
+	return strconv.FormatFloat(math.Round(x*1000)/10, 'f', 1, 64) + "%"
+}
+
+// TestDashboardEmpty: before any request every panel is one line saying
+// what will fill it, not an empty chart or table.
+func TestDashboardEmpty(t *testing.T) {
+	bin := chromium(t)
+	us := httptest.NewServer(&model{})
+	defer us.Close()
+	r := start(t, fmt.Sprintf(baseConfig, "0.93"), us.URL, us.URL)
+	dom, _ := runChromium(t, bin, "--window-size=1400,900", "--dump-dom", r.url+"/dashboard")
+	if st := regexp.MustCompile(`id="status">([^<]*)<`).FindStringSubmatch(dom); st == nil || !strings.HasPrefix(st[1], "updated") {
+		t.Fatalf("dashboard status %v: want it to have fetched /stats", st)
+	}
+	for _, id := range []string{"chart-empty", "verify-empty", "split-empty", "hours-empty"} {
+		m := regexp.MustCompile(`<p class="empty" id="` + id + `"( hidden="")?>([^<]*)<`).FindStringSubmatch(dom)
+		if m == nil || m[1] != "" || len(m[2]) < 20 {
+			t.Errorf("panel line %s: %q, want it shown with a sentence", id, m)
+		}
+	}
+	for _, id := range []string{"chart", "fhr-chart", "split", "hours"} {
+		if !regexp.MustCompile(`id="` + id + `"[^>]* hidden=""`).MatchString(dom) {
+			t.Errorf("#%s is shown empty; want it hidden until there is data", id)
+		}
+	}
+	if !strings.Contains(dom, "no targets yet") {
+		t.Errorf("the targets table does not say it is empty")
 	}
 }

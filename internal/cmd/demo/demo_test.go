@@ -121,6 +121,12 @@ func TestPeakDrop(t *testing.T) {
 	if got, want := len(res.Through.Phases), 4; got != want {
 		t.Errorf("phases = %d, want 3 and the drain", got)
 	}
+	// The table explains its drain row and the slower answers through.
+	for _, want := range []string{`"drain" is after the load stopped`, "Answers through Breakwater are slower because"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the table does not explain itself: no %q in\n%s", want, out.String())
+		}
+	}
 }
 
 // The Anthropic demo: the model answers 529 beyond its capacity and cuts

@@ -20,8 +20,6 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; every client gives up after %s", sc.ClientTimeout)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, `Rows: a phase is when requests were sent; "drain" counts the model's calls after the load stopped, while queued requests are answered.`)
-	fmt.Fprintln(w, `"for nobody" counts the model's answers whose client had gone (a provider bills them anyway).`)
 	fmt.Fprintln(w)
 	sides := r.sides()
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
@@ -48,9 +46,7 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	if sc.ClientTimeout == 0 {
-		fmt.Fprintln(w, "(Answers through Breakwater wait in its queue for the model instead of being refused at once: slower, but answered.)")
-	}
+	fmt.Fprint(w, peakLegend)
 	for _, p := range r.Problems() {
 		fmt.Fprintln(w, "✗ "+p)
 	}
@@ -58,6 +54,21 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 		fmt.Fprintln(w, "✓ every run through Breakwater meets its targets: answers, at most a quarter of straight's upstream 429s, no 5xx, Retry-After on every 429/503, nothing past the deadline.")
 	}
 }
+
+// peakLegend says how to read the table: what the rows are, and why the
+// answers through Breakwater take longer.
+const peakLegend = `
+how to read it: one row per way of sending the load and phase of it ("straight": the
+app calls the model directly; "through": via one Breakwater; "N replicas": via N
+sidecars sharing nothing; a header name: clients stating their timeout in it), then
+the whole run. "drain" is after the load stopped: requests sent during the peak that
+were still waiting (in Breakwater's queue, or at the model) and were answered then.
+"for nobody" counts the model's answers whose client had gone (a provider bills them).
+Answers through Breakwater are slower because it queues a request the model
+has no room for until a slot frees, within the deadline, where straight gets a
+429 in milliseconds; straight's latency counts only the requests the model
+took at once, so it answers fewer, faster.
+`
 
 // sides lists the runs in table order: straight, through one sidecar, then
 // the others.

@@ -57,6 +57,9 @@ func (r *Result) WriteTable(w io.Writer) {
 	tw.Flush()
 
 	fmt.Fprintln(w)
+	if b.Bench.Latency.P50 > d.Bench.Latency.P50 {
+		fmt.Fprintf(w, "latency: %s's answers include misses that waited in its queue for a slot at the model instead of getting a %s at once; %s's latency counts only the requests the model took.\n\n", b.Name, refusal, d.Name)
+	}
 	for _, line := range r.Findings() {
 		fmt.Fprintln(w, line)
 	}

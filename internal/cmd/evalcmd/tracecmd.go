@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -34,12 +35,19 @@ func (t *traceFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.requests, "requests", 10000, "with -from-pairs: requests in the trace")
 	fs.IntVar(&t.clusters, "clusters", 0, "with -from-pairs: paraphrase clusters chosen (each brings its distractors); 0: all")
 	fs.Uint64Var(&t.seed, "trace-seed", 1, "seed of the trace, the simulated judge's mistakes and the sampling")
-	fs.Float64Var(&t.threshold, "static", float64(cache.DefaultThreshold), "static similarity threshold (both modes; the verified mode's fallback)")
+	fs.Float64Var(&t.threshold, "static", decimal32(cache.DefaultThreshold), "static similarity threshold (both modes; the verified mode's fallback)")
 	fs.Float64Var(&t.minSimilarity, "min-similarity", verify.DefaultMinSimilarity, "verified mode: lowest similarity judged ([cache.verify] min_similarity)")
 	fs.IntVar(&t.candidates, "candidates", verify.DefaultCandidates, "verified mode: candidates judged per lookup ([cache.verify] candidates)")
 	fs.IntVar(&t.guardSlack, "guard-slack", verify.DefaultGuardSlack, "verified mode: content words without a counterpart the guard tolerates in a judged candidate")
 	fs.Float64Var(&t.sampleRate, "sample-rate", verify.DefaultSampleRate, "share of would-be semantic hits answered fresh for the live estimate ([cache.verify] sample_rate)")
 	fs.Float64Var(&t.accuracy, "judge-accuracy", DefaultJudgeAccuracy, "probability that the simulated reranker's verdict on a pair is right")
+}
+
+// decimal32 widens a float32 to the float64 of its shortest decimal form:
+// 0.92, not 0.9200000166893005, as a flag default printed by -h.
+func decimal32(f float32) float64 {
+	v, _ := strconv.ParseFloat(strconv.FormatFloat(float64(f), 'g', -1, 32), 64)
+	return v
 }
 
 func (t *traceFlags) active() bool { return t.trace != "" || t.fromPairs != "" }
