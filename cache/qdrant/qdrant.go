@@ -69,7 +69,17 @@ const (
 const (
 	metaEmbedder  = "breakwater_embedder"
 	metaDimension = "breakwater_dimension"
+	// metaSecret is cache.SecretFingerprint of the partition secret (never
+	// the secret), metaPortable the embed.portable_vectors setting: replicas
+	// that disagree on either would share a collection without sharing a
+	// cache (partitions differ; vectors differ in their last bits).
+	metaSecret   = "breakwater_partition_secret_fingerprint"
+	metaPortable = "breakwater_portable_vectors"
 )
+
+// ErrSettingMismatch is returned (wrapped) when the collection was set up by
+// replicas with another partition secret or portable_vectors setting.
+var ErrSettingMismatch = errors.New("qdrant collection shared with replicas configured differently")
 
 // ErrNotReady is returned (wrapped) while the collection has not been checked
 // yet, typically because Qdrant was unreachable when the index was opened.
@@ -97,6 +107,19 @@ type Options struct {
 	// EmbedderName identifies the embedder (provider and model) that made the
 	// vectors. Required: a collection built by another embedder is refused.
 	EmbedderName string
+	// SecretFingerprint is cache.SecretFingerprint of the partition secret.
+	// When set it is recorded in the collection, and a collection recording
+	// another one is refused (ErrSettingMismatch). Empty: not checked.
+	SecretFingerprint string
+	// PortableVectors is the embedder's embed.portable_vectors setting,
+	// recorded and compared like SecretFingerprint when that is set.
+	PortableVectors bool
+	// OnRefused, when set, is called once (from the background loop) when
+	// a collection check that could not run at Open, because Qdrant was
+	// unreachable, finds later that the collection cannot be used (a
+	// mismatch): the tier is then off until restart, and a fleet's
+	// process supervisor should see the replica stop.
+	OnRefused func(error)
 	// Timeout bounds every call to Qdrant. Zero means DefaultTimeout.
 	Timeout time.Duration
 	// SweepEvery is how often expired points are deleted. Zero means
@@ -231,7 +254,7 @@ func normalize(o Options) (Options, string, int, error) {
 
 // permanent reports whether a setup error will not go away by retrying.
 func permanent(err error) bool {
-	if errors.Is(err, cache.ErrDimension) || errors.Is(err, cache.ErrEmbedderMismatch) || errors.Is(err, errIncompatible) {
+	if errors.Is(err, cache.ErrDimension) || errors.Is(err, cache.ErrEmbedderMismatch) || errors.Is(err, errIncompatible) || errors.Is(err, ErrSettingMismatch) {
 		return true
 	}
 	switch status.Code(err) {
@@ -277,6 +300,9 @@ func (ix *Index) loop() {
 			case permanent(err):
 				ix.setupErr, ix.fatal = err, true
 				ix.log.Error("qdrant collection refused; semantic tier disabled until restart", "err", err)
+				if ix.opts.OnRefused != nil {
+					go ix.opts.OnRefused(err)
+				}
 			default:
 				ix.setupErr = err
 				ix.log.Debug("qdrant still unreachable", "err", err, "retry_in", wait)

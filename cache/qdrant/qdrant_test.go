@@ -320,3 +320,61 @@ func TestSweepDeletesExpired(t *testing.T) {
 		}
 	}
 }
+
+// TestSettingsMismatch: a collection records the partition secret's
+// fingerprint and portable_vectors; a replica with another of either is
+// refused with one line naming the setting and the fix, and the secret
+// itself is never stored.
+func TestSettingsMismatch(t *testing.T) {
+	srv := qdranttest.Start(t)
+	secret := []byte("the-fleet-partition-secret-0123")
+	fp := cache.SecretFingerprint(secret)
+	ix := open(t, srv.Addr(), bwqdrant.Options{SecretFingerprint: fp})
+	_ = ix.Close()
+	tests := []struct {
+		name string
+		o    bwqdrant.Options
+		want string
+	}{
+		{"other secret", bwqdrant.Options{SecretFingerprint: cache.SecretFingerprint([]byte("another-partition-secret-4567"))}, "cache.partition_secret_env"},
+		{"other portable_vectors", bwqdrant.Options{SecretFingerprint: fp, PortableVectors: true}, "embed.portable_vectors"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.o
+			o.Addr, o.Collection, o.EmbedderName, o.Dimension, o.Logger = srv.Addr(), "test", "test-embedder", 4, quietLogger()
+			ix, err := bwqdrant.Open(t.Context(), o)
+			if err == nil {
+				_ = ix.Close()
+				t.Fatal("Open succeeded, want a refusal")
+			}
+			if !errors.Is(err, bwqdrant.ErrSettingMismatch) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Open: %v; want one line wrapping ErrSettingMismatch that names %s", err, tt.want)
+			}
+		})
+	}
+	// The same settings open, and the secret is not in the collection.
+	same := open(t, srv.Addr(), bwqdrant.Options{SecretFingerprint: fp})
+	if _, err := same.Len(t.Context()); err != nil {
+		t.Fatalf("Len with the same settings: %v", err)
+	}
+	host, port := splitAddr(t, srv.Addr())
+	c, err := qdrant.NewClient(&qdrant.Config{Host: host, Port: port, SkipCompatibilityCheck: true, PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.GetCollectionInfo(t.Context(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := info.GetConfig().GetMetadata()
+	if md["breakwater_partition_secret_fingerprint"].GetStringValue() != fp {
+		t.Errorf("recorded fingerprint = %v, want %s", md["breakwater_partition_secret_fingerprint"], fp)
+	}
+	for k, v := range md {
+		if strings.Contains(v.String(), string(secret)) {
+			t.Errorf("metadata %q holds the partition secret", k)
+		}
+	}
+}

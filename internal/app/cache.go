@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -28,6 +29,7 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	if err != nil {
 		return nil, nil, err
 	}
+	a.secretFP = cache.SecretFingerprint(secret)
 	part, err := cache.NewPartitioner(secret, cfg.Cache.PartitionBy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: cache.partition_by: %w", err)
@@ -61,6 +63,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 			}
 			index, err := a.newIndex(ctx, emb, opts)
 			if err != nil {
+				if cfg.Vector.Backend == config.BackendQdrant && refusal(err) {
+					a.refuse(err)
+				}
 				return nil, err
 			}
 			return timedIndex{Index: index, m: m}, nil
@@ -172,14 +177,19 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 	case config.BackendQdrant:
 		q := cfg.Vector.Qdrant
 		ix, err := qdrant.Open(ctx, qdrant.Options{
-			Addr:         q.URL,
-			Collection:   q.Collection,
-			APIKey:       envOr(opts.Env, q.APIKeyEnv),
-			TLS:          q.TLS,
-			Dimension:    emb.Dimension(),
-			EmbedderName: emb.Name(),
-			Timeout:      q.Timeout.D(),
-			Logger:       a.log,
+			Addr:              q.URL,
+			Collection:        q.Collection,
+			APIKey:            envOr(opts.Env, q.APIKeyEnv),
+			TLS:               q.TLS,
+			Dimension:         emb.Dimension(),
+			EmbedderName:      emb.Name(),
+			SecretFingerprint: a.secretFP,
+			PortableVectors:   cfg.Embed.PortableVectors,
+			OnRefused: func(err error) {
+				a.refuse(fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err))
+			},
+			Timeout: q.Timeout.D(),
+			Logger:  a.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err)
@@ -188,6 +198,12 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 	default:
 		return nil, fmt.Errorf("config: vector.backend = %q: must be %q or %q", cfg.Vector.Backend, config.BackendEmbedded, config.BackendQdrant)
 	}
+}
+
+// refusal reports whether err says the shared collection was set up by
+// replicas this one cannot share a cache with.
+func refusal(err error) bool {
+	return errors.Is(err, cache.ErrDimension) || errors.Is(err, cache.ErrEmbedderMismatch) || errors.Is(err, qdrant.ErrSettingMismatch)
 }
 
 func envOr(env func(string) string, name string) string {
