@@ -39,6 +39,7 @@ package qdrant
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -152,6 +153,10 @@ type Index struct {
 	// mismatch found by the background loop, which is final.
 	setupErr error
 	fatal    bool
+	// id tells this index's flush records from other replicas'.
+	id string
+	// applyFlush receives other replicas' flushes (WatchFlushes).
+	applyFlush func(partition string)
 }
 
 var _ cache.Index = (*Index)(nil)
@@ -194,6 +199,7 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		colls:  client.GetCollectionsClient(),
 		kick:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		id:     rand.Text(),
 	}
 	if err := ix.setup(ctx); err != nil {
 		if permanent(err) || ctx.Err() != nil {

@@ -378,3 +378,31 @@ func TestSettingsMismatch(t *testing.T) {
 		}
 	}
 }
+
+// TestFlushReachesOtherReplicas: a DeletePartition through one index is
+// handed to every other index's WatchFlushes function (not to its own),
+// partition by partition, and does not count as an entry.
+func TestFlushReachesOtherReplicas(t *testing.T) {
+	srv := qdranttest.Start(t)
+	a := open(t, srv.Addr(), bwqdrant.Options{})
+	b := open(t, srv.Addr(), bwqdrant.Options{})
+	got := make(chan string, 8)
+	a.WatchFlushes(func(p string) { t.Errorf("index A was handed its own flush of %q", p) })
+	b.WatchFlushes(func(p string) { got <- p })
+	for _, p := range []string{"tenant-a", ""} {
+		if err := a.DeletePartition(t.Context(), p); err != nil {
+			t.Fatalf("DeletePartition(%q): %v", p, err)
+		}
+		select {
+		case f := <-got:
+			if f != p {
+				t.Errorf("B was handed a flush of %q, want %q", f, p)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("B did not learn of the flush of %q within 2s", p)
+		}
+	}
+	if n, err := b.Len(t.Context()); err != nil || n != 0 {
+		t.Errorf("Len = %d, %v; want 0 (flush records are not entries)", n, err)
+	}
+}
