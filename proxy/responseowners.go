@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,9 +44,60 @@ type PassthroughTarget struct {
 	Key, Auth string
 }
 
+// OwnerStore keeps Responses ids' owners for every replica of a fleet
+// (cache/qdrant's Index implements it). Both calls are bounded by the
+// proxy (ownerStoreTimeout); a failure leaves the id unknown, which keeps the
+// routing it has without the registry.
+type OwnerStore interface {
+	PutOwner(ctx context.Context, id, upstream string) error
+	Owner(ctx context.Context, id string) (upstream string, ok bool, err error)
+}
+
+// ownerStoreTimeout bounds each OwnerStore call. A write is made before the
+// answer reaches its client (who may send the id to another replica at
+// once), so this is at most what an unreachable store adds to a Responses
+// miss, whose upstream call takes seconds.
+const ownerStoreTimeout = 250 * time.Millisecond
+
+// addOwner remembers that upstream up created id, here and, with
+// Options.SharedOwners, for the other replicas.
+func (s *Server) addOwner(id, up string) {
+	if id == "" || len(id) > maxResponseIDBytes || up == "" {
+		return
+	}
+	s.owners.add(id, up)
+	if s.opts.SharedOwners == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ownerStoreTimeout)
+	defer cancel()
+	if err := s.opts.SharedOwners.PutOwner(ctx, id, up); err != nil {
+		s.log.Debug("responses id not shared with the other replicas", "upstream", up, "err", err)
+	}
+}
+
+// lookupOwner is the upstream that created id: from this process's
+// registry, else (remembered here from then on) from Options.SharedOwners.
+func (s *Server) lookupOwner(id string) (string, bool) {
+	if up, ok := s.owners.lookup(id); ok {
+		return up, true
+	}
+	if s.opts.SharedOwners == nil || id == "" || len(id) > maxResponseIDBytes {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ownerStoreTimeout)
+	defer cancel()
+	up, ok, err := s.opts.SharedOwners.Owner(ctx, id)
+	if err != nil || !ok || up == "" {
+		return "", false
+	}
+	s.owners.add(id, up)
+	return up, true
+}
+
 // responseOwners maps a Responses id to the upstream that created it. It is
-// per process: replicas do not share it, and an id another replica created
-// is unknown here. Safe for concurrent use; add and lookup are O(1).
+// per process; Options.SharedOwners shares the ids between replicas, with
+// this map as the first, cheap look-up. Safe for concurrent use; add and lookup are O(1).
 type responseOwners struct {
 	mu    sync.Mutex
 	limit int
@@ -176,13 +229,13 @@ func (s *Server) learnOwner(f Format, status int, body []byte, upstreamName stri
 	if !ok || status < 200 || status > 299 {
 		return
 	}
-	s.owners.add(r.responseID(body), upstreamName)
+	s.addOwner(r.responseID(body), upstreamName)
 }
 
 // ownerOf is the upstream that created the response id, when this process
 // saw it created and has a pass-through target for that upstream.
 func (s *Server) ownerOf(id string) (string, bool) {
-	up, ok := s.owners.lookup(id)
+	up, ok := s.lookupOwner(id)
 	if !ok {
 		return "", false
 	}
@@ -297,7 +350,7 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	default:
 		return
 	}
-	s.owners.add(responsesAPI{}.responseID(body), up)
+	s.addOwner(responsesAPI{}.responseID(body), up)
 }
 
 // readCloser reads from one reader and closes another.

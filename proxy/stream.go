@@ -287,7 +287,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 		}
 		if idr != nil {
 			if id := idr.responseID(); id != "" {
-				s.owners.add(id, sr.Upstream)
+				s.addOwner(id, sr.Upstream)
 				idr = nil
 			}
 		}

@@ -214,7 +214,8 @@ func (ix *Index) deleteByFilter(ctx context.Context, f *qdrant.Filter) error {
 	return err
 }
 
-// Len counts the entries of the collection exactly (not the flush records).
+// Len counts the entries of the collection exactly (not the flush and owner
+// records).
 func (ix *Index) Len(ctx context.Context) (int, error) {
 	if err := ix.usable(); err != nil {
 		return 0, err
@@ -223,7 +224,7 @@ func (ix *Index) Len(ctx context.Context) (int, error) {
 	defer cancel()
 	res, err := ix.points.Count(cctx, &qdrant.CountPoints{
 		CollectionName: ix.opts.Collection,
-		Filter:         &qdrant.Filter{MustNot: []*qdrant.Condition{qdrant.NewMatchKeyword("kind", "flush")}},
+		Filter:         &qdrant.Filter{MustNot: []*qdrant.Condition{qdrant.NewMatchKeywords("kind", "flush", "owner")}},
 		Exact:          qdrant.PtrOf(true),
 	})
 	if err != nil {

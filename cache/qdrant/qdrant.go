@@ -171,9 +171,11 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 	}
 	dial := []grpc.DialOption{
 		// gRPC's default reconnect backoff grows to 120s; a cache should notice
-		// a restarted Qdrant within seconds.
+		// a restarted Qdrant within seconds (a fleet's replicas are ready again
+		// within 5 s of its return: at most 1.2 s of backoff, then the
+		// collection check).
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: opts.Timeout,
 		}),
 	}

@@ -53,6 +53,9 @@ type App struct {
 	// Serve stops and returns it, so the replica refuses to run instead of
 	// sharing a collection it cannot share a cache through.
 	refused chan error
+	// owners is the fleet's Responses-id registry in Qdrant (nil for the
+	// embedded index: one pod needs none beyond the proxy's own).
+	owners *sharedOwners
 }
 
 // Options are what main hands over besides the config.
@@ -96,6 +99,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	}
 	if c != nil {
 		popts.Cache = c
+	}
+	if a.owners != nil {
+		popts.SharedOwners = a.owners
 	}
 	popts.Metrics = proxy.NewMetrics(a.registry)
 	popts.Verify = a.verify.proxyVerify()

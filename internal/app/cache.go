@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -54,6 +55,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 		QueueBytes: noLimit(int64(cfg.Cache.WriteQueueBytes)),
 		Logger:     a.log,
 		Guard:      guard.New(guard.Options{}).Check,
+	}
+	if emb != nil && cfg.Vector.Backend == config.BackendQdrant {
+		a.owners = &sharedOwners{}
 	}
 	if emb != nil {
 		m := newCacheMetrics(a.registry)
@@ -194,10 +198,35 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 		if err != nil {
 			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err)
 		}
+		if a.owners != nil {
+			a.owners.ix.Store(ix)
+		}
 		return ix, nil
 	default:
 		return nil, fmt.Errorf("config: vector.backend = %q: must be %q or %q", cfg.Vector.Backend, config.BackendEmbedded, config.BackendQdrant)
 	}
+}
+
+// sharedOwners is proxy.OwnerStore over the Qdrant index, which opens in
+// the background: until it has, ids are this process's alone.
+type sharedOwners struct{ ix atomic.Pointer[qdrant.Index] }
+
+var errOwnersNotOpen = errors.New("the qdrant index is not open yet")
+
+func (s *sharedOwners) PutOwner(ctx context.Context, id, upstream string) error {
+	ix := s.ix.Load()
+	if ix == nil {
+		return errOwnersNotOpen
+	}
+	return ix.PutOwner(ctx, id, upstream)
+}
+
+func (s *sharedOwners) Owner(ctx context.Context, id string) (string, bool, error) {
+	ix := s.ix.Load()
+	if ix == nil {
+		return "", false, errOwnersNotOpen
+	}
+	return ix.Owner(ctx, id)
 }
 
 // refusal reports whether err says the shared collection was set up by
