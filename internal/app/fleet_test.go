@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,6 +26,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/qdrant/go-client/qdrant"
+
+	"github.com/breakwater-dev/breakwater/internal/loadgen"
 )
 
 // fleetConfig is one replica of a fleet sharing the Qdrant at {{QDRANT}},
@@ -555,4 +559,63 @@ func TestFleetSharesOneCache(t *testing.T) {
 			t.Errorf("%d of %d requests failed or lost their answer with Qdrant down, want 0: %v", res.bad.Load(), res.sent.Load(), res.samples)
 		}
 	})
+}
+
+// TestFleetHitRate runs the demo's workload (loadgen.Builtin, 50% repeats,
+// 20% paraphrases, Zipf 1.1, seed 1: `breakwater demo -workload builtin`)
+// at 40 requests/s through one replica, then through three fresh replicas
+// behind a round-robin balancer, each on its own collection of one test
+// Qdrant, and compares the share of answers served from the cache: a fleet
+// sharing Qdrant must be within 5 points of a single replica.
+func TestFleetHitRate(t *testing.T) {
+	q := startTestQdrant(t)
+	n := 400
+	if testing.Short() {
+		n = 200
+	}
+	run := func(replicas int) *loadgen.Summary {
+		f := &fleet{t: t, q: q, coll: "hitrate_" + strings.ToLower(rand.Text()[:10])}
+		up := &fleetUpstream{}
+		f.ups[0] = httptest.NewServer(up)
+		f.ups[1] = f.ups[0]
+		t.Cleanup(f.ups[0].Close)
+		var urls []*url.URL
+		for range replicas {
+			r := f.startReplica()
+			u, _ := url.Parse(r.url)
+			urls = append(urls, u)
+		}
+		var next atomic.Uint64
+		lb := httptest.NewServer(&httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(urls[int(next.Add(1))%len(urls)])
+		}})
+		t.Cleanup(lb.Close)
+		sum, err := loadgen.Bench(t.Context(), loadgen.Config{
+			URL:      lb.URL,
+			Rate:     40,
+			Requests: n,
+			Items:    loadgen.Builtin(1),
+			Mix:      loadgen.Mix{Repeat: 0.5, Paraphrase: 0.2, Zipf: 1.1, Seed: 1},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.OK != sum.Sent || sum.Sent != n {
+			t.Fatalf("%d replicas: %d of %d requests sent, %d OK; want all", replicas, sum.Sent, n, sum.OK)
+		}
+		return sum
+	}
+	one, three := run(1), run(3)
+	rate := func(s *loadgen.Summary) float64 { return 100 * float64(s.UpstreamSaved) / float64(s.Sent) }
+	t.Logf("| replicas | requests | hit-exact | hit-semantic | served from cache |")
+	t.Logf("|---|---|---|---|---|")
+	for _, r := range []struct {
+		n int
+		s *loadgen.Summary
+	}{{1, one}, {3, three}} {
+		t.Logf("| %d | %d | %d | %d | %.1f %% |", r.n, r.s.Sent, r.s.ByOutcome["hit-exact"].Count, r.s.ByOutcome["hit-semantic"].Count, rate(r.s))
+	}
+	if d := rate(one) - rate(three); d > 5 || d < -5 {
+		t.Errorf("three replicas served %.1f %% from the cache, one %.1f %%: want within 5 points", rate(three), rate(one))
+	}
 }
