@@ -549,6 +549,12 @@ func (c *Cache) Flush(ctx context.Context, partition string) error {
 func (c *Cache) flushLocal(partition string) {
 	c.flushMu.Lock()
 	defer c.flushMu.Unlock()
+	if len(c.marks.parts) >= maxPendingFlushes {
+		// The marks are bounded: past that many flushed partitions, this
+		// one becomes a flush of everything here (forgetting more of a
+		// cache is always safe), which clears them.
+		partition = ""
+	}
 	mark := c.gen.Add(1)
 	if partition == "" {
 		c.marks = flushMarks{all: mark, parts: map[string]uint64{}}

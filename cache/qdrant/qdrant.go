@@ -5,8 +5,11 @@
 // One collection (Options.Collection), one unnamed dense vector per point,
 // cosine distance, size Options.Dimension. The embedder name and dimension
 // are recorded in the collection's metadata (keys "breakwater_embedder",
-// "breakwater_dimension"; Qdrant 1.16+). Payload indexes: keyword on
-// "partition" and "fingerprint", integer on "expires".
+// "breakwater_dimension"; Qdrant 1.16+), with the partition secret's
+// fingerprint and portable_vectors (see Options.SecretFingerprint). Payload
+// indexes: keyword on "partition", "fingerprint" and "kind", integer on
+// "expires". Besides entries the collection holds flush records
+// (flushes.go) and Responses owners (owners.go), told apart by "kind".
 //
 // A point's ID is a UUID derived from the entry's exact key (see PointID), so
 // every replica finds every other replica's entry by key, and upserting the

@@ -163,6 +163,7 @@ func TestOpenCreatesCollection(t *testing.T) {
 		"partition":   qdrant.FieldType_FieldTypeKeyword,
 		"fingerprint": qdrant.FieldType_FieldTypeKeyword,
 		"expires":     qdrant.FieldType_FieldTypeInteger,
+		"kind":        qdrant.FieldType_FieldTypeKeyword,
 	} {
 		if got, ok := idx[field]; !ok || got != want {
 			t.Errorf("payload index on %q = %v (present %v), want %v", field, got, ok, want)
@@ -404,5 +405,32 @@ func TestFlushReachesOtherReplicas(t *testing.T) {
 	}
 	if n, err := b.Len(t.Context()); err != nil || n != 0 {
 		t.Errorf("Len = %d, %v; want 0 (flush records are not entries)", n, err)
+	}
+}
+
+// TestOwners: an owner put through one index is read through another, an
+// unknown or over-long id is unknown, and owner records are not entries:
+// Len leaves them out and a search never returns them.
+func TestOwners(t *testing.T) {
+	srv := qdranttest.Start(t)
+	a := open(t, srv.Addr(), bwqdrant.Options{})
+	b := open(t, srv.Addr(), bwqdrant.Options{})
+	if err := a.PutOwner(t.Context(), "resp_abc", "fallback"); err != nil {
+		t.Fatalf("PutOwner: %v", err)
+	}
+	if up, ok, err := b.Owner(t.Context(), "resp_abc"); err != nil || !ok || up != "fallback" {
+		t.Errorf("Owner(resp_abc) at B = %q, %v, %v; want fallback", up, ok, err)
+	}
+	for _, id := range []string{"resp_other", strings.Repeat("x", 300)} {
+		if up, ok, err := b.Owner(t.Context(), id); err != nil || ok {
+			t.Errorf("Owner(%.20q) = %q, %v, %v; want unknown", id, up, ok, err)
+		}
+	}
+	if n, err := b.Len(t.Context()); err != nil || n != 0 {
+		t.Errorf("Len = %d, %v; want 0 (owner records are not entries)", n, err)
+	}
+	m, err := b.Search(t.Context(), cache.SearchQuery{Partition: "", Fingerprint: "", Vector: []float32{1, 0, 0, 0}, Limit: 10})
+	if err != nil || len(m) != 0 {
+		t.Errorf("Search over the owner record's vector = %v, %v; want nothing", m, err)
 	}
 }

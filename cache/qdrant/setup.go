@@ -23,6 +23,11 @@ var payloadIndexes = []struct {
 	{"partition", qdrant.FieldType_FieldTypeKeyword, qdrant.PayloadSchemaType_Keyword},
 	{"fingerprint", qdrant.FieldType_FieldTypeKeyword, qdrant.PayloadSchemaType_Keyword},
 	{"expires", qdrant.FieldType_FieldTypeInteger, qdrant.PayloadSchemaType_Integer},
+	// The flush and owner records (flushes.go, owners.go): with a keyword
+	// index Qdrant plans the flush poll's filter by the index (a few
+	// hundred points at most) and scores every match, instead of walking
+	// the HNSW graph under a filter, where it could miss a record.
+	{"kind", qdrant.FieldType_FieldTypeKeyword, qdrant.PayloadSchemaType_Keyword},
 }
 
 // setup creates the collection if it is missing, checks that an existing one
