@@ -174,9 +174,21 @@ func (q *testQdrant) restart(t *testing.T) {
 	q.start(t, q.addr)
 }
 
+// writesLost is what a replica's counters say it did not write to the
+// index: dropped from the queue, failed, or skipped while it was opening.
+func writesLost(r *running) uint64 {
+	s := r.app.cache.Stats(context.Background())
+	return s.QueueDrops + s.WriteFailures + s.OpeningSkips
+}
+
 // countQuery counts the points of coll whose payload query is q, asking
 // Qdrant directly; -1 when it cannot.
 func (q *testQdrant) countQuery(t *testing.T, coll, query string) int {
+	return q.countQueries(t, coll, query)
+}
+
+// countQueries counts the points of coll whose payload query is one of qs.
+func (q *testQdrant) countQueries(t *testing.T, coll string, qs ...string) int {
 	t.Helper()
 	host, p, err := net.SplitHostPort(strings.TrimPrefix(strings.TrimPrefix(q.addr, "http://"), "https://"))
 	if err != nil {
@@ -192,7 +204,7 @@ func (q *testQdrant) countQuery(t *testing.T, coll, query string) int {
 	defer cancel()
 	n, err := c.Count(ctx, &qdrant.CountPoints{
 		CollectionName: coll,
-		Filter:         &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewMatchKeyword("query", query)}},
+		Filter:         &qdrant.Filter{Must: []*qdrant.Condition{qdrant.NewMatchKeywords("query", qs...)}},
 		Exact:          qdrant.PtrOf(true),
 	})
 	if err != nil {
@@ -298,10 +310,11 @@ type loadResult struct {
 	sent, bad atomic.Int64
 	mu        sync.Mutex
 	samples   []string
+	answered  map[string]bool // questions answered with their answer
 }
 
 func (f *fleet) load(rate int, tag string, stop <-chan struct{}) (*loadResult, *sync.WaitGroup) {
-	res := &loadResult{}
+	res := &loadResult{answered: map[string]bool{}}
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -320,7 +333,11 @@ func (f *fleet) load(rate int, tag string, stop <-chan struct{}) (*loadResult, *
 				defer wg.Done()
 				status, body, err := f.ask(q, "tenant-load")
 				res.sent.Add(1)
-				if err != nil || status != http.StatusOK || !strings.Contains(body, "answer to: "+q) {
+				if err == nil && status == http.StatusOK && strings.Contains(body, "answer to: "+q) {
+					res.mu.Lock()
+					res.answered[q] = true
+					res.mu.Unlock()
+				} else {
 					res.bad.Add(1)
 					res.mu.Lock()
 					if len(res.samples) < 5 {
@@ -479,6 +496,7 @@ func TestFleetSharesOneCache(t *testing.T) {
 		stop := make(chan struct{})
 		res, wg := f.load(20, "rolling", stop)
 		start := time.Now()
+		var lost uint64 // write-backs the stopped replicas counted as dropped or failed
 		for i := range 3 {
 			// Out of rotation, drained and stopped, then a new process in
 			// its place: what a Deployment's rolling update does.
@@ -487,6 +505,7 @@ func TestFleetSharesOneCache(t *testing.T) {
 			f.reps = append(f.reps[:i:i], f.reps[i+1:]...)
 			f.mu.Unlock()
 			old.stop()
+			lost += writesLost(old)
 			fresh := f.startReplica()
 			f.mu.Lock()
 			f.reps = append(f.reps[:i:i], append([]*running{fresh}, f.reps[i:]...)...)
@@ -509,6 +528,22 @@ func TestFleetSharesOneCache(t *testing.T) {
 			t.Errorf("%d of %d requests failed or lost their answer during the rolling restart, want 0: %v", res.bad.Load(), res.sent.Load(), res.samples)
 		}
 		t.Logf("rolling restart: %d requests, %d failed", res.sent.Load(), res.bad.Load())
+		// Every question answered is in Qdrant, but for the write-backs the
+		// replicas counted as dropped or failed.
+		var qs []string
+		for q := range res.answered {
+			qs = append(qs, q)
+		}
+		var stored int
+		waitFor(t, "the answered questions' write-backs to land", func() bool {
+			var now uint64
+			for i := range 3 {
+				now += writesLost(f.replica(i))
+			}
+			stored = q.countQueries(t, f.coll, qs...)
+			return uint64(stored)+lost+now >= uint64(len(qs))
+		})
+		t.Logf("rolling restart: %d questions answered, %d stored in Qdrant, %d write-backs counted lost by stopped replicas", len(qs), stored, lost)
 	})
 	t.Run("Qdrant killed for 10s under load", func(t *testing.T) {
 		if q.live {
