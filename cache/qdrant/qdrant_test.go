@@ -434,3 +434,32 @@ func TestOwners(t *testing.T) {
 		t.Errorf("Search over the owner record's vector = %v, %v; want nothing", m, err)
 	}
 }
+
+// TestRefusedLater: a replica that opened while Qdrant was down learns of a
+// mismatch once Qdrant answers, and says so through OnRefused, once.
+func TestRefusedLater(t *testing.T) {
+	srv := qdranttest.Start(t)
+	_ = open(t, srv.Addr(), bwqdrant.Options{SecretFingerprint: cache.SecretFingerprint([]byte("the-fleet-partition-secret-0123"))}).Close()
+	srv.Stop()
+	refused := make(chan error, 2)
+	ix := open(t, srv.Addr(), bwqdrant.Options{
+		SecretFingerprint: cache.SecretFingerprint([]byte("another-partition-secret-4567")),
+		Timeout:           200 * time.Millisecond,
+		OnRefused:         func(err error) { refused <- err },
+	})
+	if _, err := ix.Len(t.Context()); !errors.Is(err, bwqdrant.ErrNotReady) {
+		t.Fatalf("Len with Qdrant down: %v, want ErrNotReady", err)
+	}
+	srv.Restart(t)
+	select {
+	case err := <-refused:
+		if !errors.Is(err, bwqdrant.ErrSettingMismatch) {
+			t.Errorf("OnRefused(%v), want ErrSettingMismatch", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("OnRefused not called within 15s of Qdrant's return")
+	}
+	if _, err := ix.Len(t.Context()); !errors.Is(err, bwqdrant.ErrSettingMismatch) {
+		t.Errorf("Len after the refusal: %v, want ErrSettingMismatch", err)
+	}
+}
