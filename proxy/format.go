@@ -150,7 +150,7 @@ func (s *Server) shapeRequest(f Format, r *upstream.Request) {
 			// The upstream that created the previous response, when this
 			// process or (Options.SharedOwners) another replica saw it:
 			// only that account knows the id.
-			r.BindUpstream, _ = s.lookupOwner(prev)
+			r.BindUpstream, _ = s.lookupOwner(r.Header, prev)
 		}
 	}
 }

@@ -194,7 +194,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		return
 	}
 	asm := job.format.NewAssembler()
-	cut := s.copyStream(sr, b, asm, false)
+	cut := s.copyStream(job.req.Header, sr, b, asm, false)
 	model := sr.Model
 	// A stream that was cut is never cached, even when resumed: the
 	// continuation came from another request and may not read as one answer.
@@ -221,7 +221,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 			break
 		}
 		sr = next
-		cut = s.copyStream(sr, b, asm, true)
+		cut = s.copyStream(job.req.Header, sr, b, asm, true)
 	}
 	if cut != nil {
 		// Never end a cut stream as if it had finished, never cache it.
@@ -253,7 +253,7 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 // copyStream copies one upstream stream's events into b and the assembler,
 // which says what to relay. It returns nil when the stream finished cleanly,
 // else why it was cut.
-func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool) (cut error) {
+func (s *Server) copyStream(h http.Header, sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
 		body.Close()
@@ -287,7 +287,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 		}
 		if idr != nil {
 			if id := idr.responseID(); id != "" {
-				s.addOwner(id, sr.Upstream)
+				s.addOwner(h, id, sr.Upstream)
 				idr = nil
 			}
 		}

@@ -18,19 +18,20 @@ const OwnerTTL = 30 * 24 * time.Hour
 // are about 55 bytes.
 const maxOwnerIDBytes = 256
 
-// ownerPointID is the point of a Responses id's owner record; the prefix
-// keeps it apart from every entry's PointID(exact key).
-func ownerPointID(id string) string { return PointID("owner\x00" + id) }
+// ownerPointID is the point of a Responses id's owner record for one
+// tenant scope; the prefix keeps it apart from every entry's PointID(exact
+// key).
+func ownerPointID(scope, id string) string { return PointID("owner\x00" + scope + "\x00" + id) }
 
-// PutOwner records that upstream created the Responses id, for every
-// replica: a follow-up naming the id (previous_response_id) may reach any
+// PutOwner records that upstream created the Responses id in answer to
+// the tenant scope (its cache partition), for every replica: a follow-up naming the id (previous_response_id) may reach any
 // of them, and only the creating upstream's account knows it. The record is
-// a point with payload kind = "owner", "owner_id", "upstream" and
+// a point with payload kind = "owner", "scope", "owner_id", "upstream" and
 // "expires" (now + OwnerTTL, removed by the expiry sweep); like the flush
 // records it has no partition, so no search or Get by key returns it, and
 // a flush of all partitions deletes it (follow-ups then take the route's
 // first upstream, as for an unknown id).
-func (ix *Index) PutOwner(ctx context.Context, id, upstream string) error {
+func (ix *Index) PutOwner(ctx context.Context, scope, id, upstream string) error {
 	if err := ix.usable(); err != nil {
 		return err
 	}
@@ -45,10 +46,11 @@ func (ix *Index) PutOwner(ctx context.Context, id, upstream string) error {
 		CollectionName: ix.opts.Collection,
 		Wait:           qdrant.PtrOf(true),
 		Points: []*qdrant.PointStruct{{
-			Id:      qdrant.NewIDUUID(ownerPointID(id)),
+			Id:      qdrant.NewIDUUID(ownerPointID(scope, id)),
 			Vectors: qdrant.NewVectorsDense(v),
 			Payload: map[string]*qdrant.Value{
 				"kind":     qdrant.NewValueString("owner"),
+				"scope":    qdrant.NewValueString(scope),
 				"owner_id": qdrant.NewValueString(id),
 				"upstream": qdrant.NewValueString(upstream),
 				"expires":  qdrant.NewValueInt(time.Now().Add(OwnerTTL).UnixMilli()),
@@ -62,8 +64,9 @@ func (ix *Index) PutOwner(ctx context.Context, id, upstream string) error {
 	return nil
 }
 
-// Owner returns the upstream recorded by PutOwner for id, if any.
-func (ix *Index) Owner(ctx context.Context, id string) (string, bool, error) {
+// Owner returns the upstream recorded by PutOwner for id in scope, if any:
+// an id recorded for another scope (tenant) is unknown.
+func (ix *Index) Owner(ctx context.Context, scope, id string) (string, bool, error) {
 	if err := ix.usable(); err != nil {
 		return "", false, err
 	}
@@ -74,7 +77,7 @@ func (ix *Index) Owner(ctx context.Context, id string) (string, bool, error) {
 	defer cancel()
 	res, err := ix.points.Get(cctx, &qdrant.GetPoints{
 		CollectionName: ix.opts.Collection,
-		Ids:            []*qdrant.PointId{qdrant.NewIDUUID(ownerPointID(id))},
+		Ids:            []*qdrant.PointId{qdrant.NewIDUUID(ownerPointID(scope, id))},
 		WithPayload:    qdrant.NewWithPayload(true),
 		WithVectors:    qdrant.NewWithVectors(false),
 	})
@@ -85,7 +88,8 @@ func (ix *Index) Owner(ctx context.Context, id string) (string, bool, error) {
 	now := time.Now().UnixMilli()
 	for _, p := range res.GetResult() {
 		pl := p.GetPayload()
-		if pl["kind"].GetStringValue() == "owner" && pl["owner_id"].GetStringValue() == id && pl["expires"].GetIntegerValue() > now {
+		if pl["kind"].GetStringValue() == "owner" && pl["scope"].GetStringValue() == scope &&
+			pl["owner_id"].GetStringValue() == id && pl["expires"].GetIntegerValue() > now {
 			return pl["upstream"].GetStringValue(), true, nil
 		}
 	}

@@ -408,22 +408,27 @@ func TestFlushReachesOtherReplicas(t *testing.T) {
 	}
 }
 
-// TestOwners: an owner put through one index is read through another, an
-// unknown or over-long id is unknown, and owner records are not entries:
+// TestOwners: an owner put through one index is read through another for
+// the same tenant scope only; an unknown or over-long id, or another
+// tenant's, is unknown; and owner records are not entries:
 // Len leaves them out and a search never returns them.
 func TestOwners(t *testing.T) {
 	srv := qdranttest.Start(t)
 	a := open(t, srv.Addr(), bwqdrant.Options{})
 	b := open(t, srv.Addr(), bwqdrant.Options{})
-	if err := a.PutOwner(t.Context(), "resp_abc", "fallback"); err != nil {
+	if err := a.PutOwner(t.Context(), "tenant-a", "resp_abc", "fallback"); err != nil {
 		t.Fatalf("PutOwner: %v", err)
 	}
-	if up, ok, err := b.Owner(t.Context(), "resp_abc"); err != nil || !ok || up != "fallback" {
+	if up, ok, err := b.Owner(t.Context(), "tenant-a", "resp_abc"); err != nil || !ok || up != "fallback" {
 		t.Errorf("Owner(resp_abc) at B = %q, %v, %v; want fallback", up, ok, err)
 	}
-	for _, id := range []string{"resp_other", strings.Repeat("x", 300)} {
-		if up, ok, err := b.Owner(t.Context(), id); err != nil || ok {
-			t.Errorf("Owner(%.20q) = %q, %v, %v; want unknown", id, up, ok, err)
+	for _, c := range []struct{ scope, id string }{
+		{"tenant-a", "resp_other"},
+		{"tenant-a", strings.Repeat("x", 300)},
+		{"tenant-b", "resp_abc"}, // another tenant's id
+	} {
+		if up, ok, err := b.Owner(t.Context(), c.scope, c.id); err != nil || ok {
+			t.Errorf("Owner(%s, %.20q) = %q, %v, %v; want unknown", c.scope, c.id, up, ok, err)
 		}
 	}
 	if n, err := b.Len(t.Context()); err != nil || n != 0 {

@@ -213,20 +213,20 @@ type sharedOwners struct{ ix atomic.Pointer[qdrant.Index] }
 
 var errOwnersNotOpen = errors.New("the qdrant index is not open yet")
 
-func (s *sharedOwners) PutOwner(ctx context.Context, id, upstream string) error {
+func (s *sharedOwners) PutOwner(ctx context.Context, scope, id, upstream string) error {
 	ix := s.ix.Load()
 	if ix == nil {
 		return errOwnersNotOpen
 	}
-	return ix.PutOwner(ctx, id, upstream)
+	return ix.PutOwner(ctx, scope, id, upstream)
 }
 
-func (s *sharedOwners) Owner(ctx context.Context, id string) (string, bool, error) {
+func (s *sharedOwners) Owner(ctx context.Context, scope, id string) (string, bool, error) {
 	ix := s.ix.Load()
 	if ix == nil {
 		return "", false, errOwnersNotOpen
 	}
-	return ix.Owner(ctx, id)
+	return ix.Owner(ctx, scope, id)
 }
 
 // refusal reports whether err says the shared collection was set up by

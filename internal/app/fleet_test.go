@@ -440,10 +440,11 @@ func TestFleetSharesOneCache(t *testing.T) {
 		t.Logf("B and C missed %s after the flush", time.Since(flushed).Round(time.Millisecond))
 	})
 	t.Run("Responses follow-up at B reaches the upstream that answered at A", func(t *testing.T) {
-		client := func(r *running) *openai.Client {
-			c := openai.NewClient(option.WithBaseURL(r.url+"/v1/"), option.WithAPIKey("sk-tenant-a"), option.WithMaxRetries(0))
+		clientAs := func(r *running, key string) *openai.Client {
+			c := openai.NewClient(option.WithBaseURL(r.url+"/v1/"), option.WithAPIKey(key), option.WithMaxRetries(0))
 			return &c
 		}
+		client := func(r *running) *openai.Client { return clientAs(r, "sk-tenant-a") }
 		primary.setOverloaded(true)
 		first, err := client(a).Responses.New(t.Context(), responses.ResponseNewParams{
 			Model: "gpt-test",
@@ -463,6 +464,18 @@ func TestFleetSharesOneCache(t *testing.T) {
 		}
 		if p, fb := primary.followUps.Load(), fallback.followUps.Load(); p != 0 || fb != 1 {
 			t.Errorf("follow-ups seen: primary %d, fallback %d; want 0 and 1", p, fb)
+		}
+		// Another tenant naming the id at C is not told where it lives: its
+		// follow-up takes the route's first upstream, as for an unknown id.
+		if _, err := clientAs(c, "sk-tenant-b").Responses.New(t.Context(), responses.ResponseNewParams{
+			Model:              "gpt-test",
+			Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("And about bears?")},
+			PreviousResponseID: openai.String(first.ID),
+		}); err != nil {
+			t.Fatalf("another tenant's follow-up at C: %v", err)
+		}
+		if p, fb := primary.followUps.Load(), fallback.followUps.Load(); p != 1 || fb != 1 {
+			t.Errorf("after another tenant's follow-up: primary %d, fallback %d; want 1 and 1 (the id's owner is tenant A's to know)", p, fb)
 		}
 	})
 	t.Run("a replica configured differently refuses to run", func(t *testing.T) {
