@@ -100,8 +100,11 @@ func (s *Server) shareOwner(scope, id, up string) {
 }
 
 // lookupOwner is the upstream that created id: from this process's
-// registry, else (remembered here from then on) from Options.SharedOwners,
-// for the tenant of the request with headers h.
+// registry, else from Options.SharedOwners for the tenant of the request
+// with headers h. What the store answers is not copied into the registry,
+// which is not scoped by tenant: another tenant naming the id here must not
+// be routed by it. A follow-up reaching a replica that did not create its
+// id costs one store read (one Qdrant point read) each time.
 func (s *Server) lookupOwner(h http.Header, id string) (string, bool) {
 	if up, ok := s.owners.lookup(id); ok {
 		return up, true
@@ -115,7 +118,6 @@ func (s *Server) lookupOwner(h http.Header, id string) (string, bool) {
 	if err != nil || !ok || up == "" {
 		return "", false
 	}
-	s.owners.add(id, up)
 	return up, true
 }
 

@@ -465,14 +465,15 @@ func TestFleetSharesOneCache(t *testing.T) {
 		if p, fb := primary.followUps.Load(), fallback.followUps.Load(); p != 0 || fb != 1 {
 			t.Errorf("follow-ups seen: primary %d, fallback %d; want 0 and 1", p, fb)
 		}
-		// Another tenant naming the id at C is not told where it lives: its
-		// follow-up takes the route's first upstream, as for an unknown id.
-		if _, err := clientAs(c, "sk-tenant-b").Responses.New(t.Context(), responses.ResponseNewParams{
+		// Another tenant naming the id at B (which has just looked it up
+		// for tenant A) is not told where it lives: its follow-up takes the
+		// route's first upstream, as for an unknown id.
+		if _, err := clientAs(b, "sk-tenant-b").Responses.New(t.Context(), responses.ResponseNewParams{
 			Model:              "gpt-test",
 			Input:              responses.ResponseNewParamsInputUnion{OfString: openai.String("And about bears?")},
 			PreviousResponseID: openai.String(first.ID),
 		}); err != nil {
-			t.Fatalf("another tenant's follow-up at C: %v", err)
+			t.Fatalf("another tenant's follow-up at B: %v", err)
 		}
 		if p, fb := primary.followUps.Load(), fallback.followUps.Load(); p != 1 || fb != 1 {
 			t.Errorf("after another tenant's follow-up: primary %d, fallback %d; want 1 and 1 (the id's owner is tenant A's to know)", p, fb)
