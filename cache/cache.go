@@ -265,6 +265,7 @@ func New(opts Options) *Cache {
 	case c.embedder == nil:
 	case opts.Index != nil:
 		c.ixp.Store(&indexRef{opts.Index})
+		c.watchFlushes(opts.Index)
 	case opts.OpenIndex != nil:
 		defer c.startOpen(opts.OpenIndex) // once c is complete
 	default:
@@ -524,15 +525,7 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 // Flush deletes the entries of partition from both tiers; "" deletes all.
 // Index writes still queued for the partition are dropped.
 func (c *Cache) Flush(ctx context.Context, partition string) error {
-	c.flushMu.Lock()
-	mark := c.gen.Add(1)
-	if partition == "" {
-		c.marks = flushMarks{all: mark, parts: map[string]uint64{}}
-	} else {
-		c.marks.parts[partition] = mark
-	}
-	c.exact.DeletePartition(partition)
-	c.flushMu.Unlock()
+	c.flushLocal(partition)
 	if c.deferFlush(partition) {
 		return nil
 	}
@@ -549,6 +542,35 @@ func (c *Cache) Flush(ctx context.Context, partition string) error {
 	}
 	c.ok(ComponentIndex)
 	return nil
+}
+
+// flushLocal drops partition ("" for all) from the exact tier and the index
+// writes still queued for it, leaving the index alone.
+func (c *Cache) flushLocal(partition string) {
+	c.flushMu.Lock()
+	defer c.flushMu.Unlock()
+	if len(c.marks.parts) >= maxPendingFlushes {
+		// The marks are bounded: past that many flushed partitions, this
+		// one becomes a flush of everything here (forgetting more of a
+		// cache is always safe), which clears them.
+		partition = ""
+	}
+	mark := c.gen.Add(1)
+	if partition == "" {
+		c.marks = flushMarks{all: mark, parts: map[string]uint64{}}
+	} else {
+		c.marks.parts[partition] = mark
+	}
+	c.exact.DeletePartition(partition)
+}
+
+// watchFlushes has a shared index apply other processes' flushes here. The
+// partitions the marks remember are bounded like the exact tier's: a flush
+// of all clears them.
+func (c *Cache) watchFlushes(ix Index) {
+	if s, ok := ix.(SharedIndex); ok {
+		s.WatchFlushes(c.flushLocal)
+	}
 }
 
 // stale reports whether a write begun at gen was overtaken by a flush of

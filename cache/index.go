@@ -102,3 +102,13 @@ var ErrDimension = errors.New("vector dimension mismatch")
 // ErrEmbedderMismatch is returned (wrapped) when an existing store was built
 // by a different embedder than the one the index was opened with.
 var ErrEmbedderMismatch = errors.New("store built by a different embedder")
+
+// SharedIndex is an Index other processes write to and flush too (Qdrant).
+// The cache calls WatchFlushes once the index is open, with a function that
+// drops a partition ("" for all) from this process's exact tier and write
+// queue: another replica's flush deletes the entries from the shared index,
+// and without it this process's exact tier would keep serving them.
+type SharedIndex interface {
+	Index
+	WatchFlushes(apply func(partition string))
+}

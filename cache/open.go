@@ -90,6 +90,7 @@ func (c *Cache) opened(ctx context.Context, ix Index, err error) {
 		return
 	}
 	o.owned, o.state = ix, IndexReady
+	c.watchFlushes(ix)
 	c.ixp.Store(&indexRef{ix})
 	c.log.Info("semantic tier ready", "took", o.took.Round(time.Millisecond).String())
 }

@@ -210,6 +210,18 @@ func credential(h http.Header) []string {
 	return vals
 }
 
+// SecretFingerprint identifies a partition secret without revealing it:
+// the first 16 bytes of HMAC-SHA256(secret, a fixed label), in hex. Replicas
+// that share a store record and compare it, since replicas with different
+// secrets compute different partitions for the same tenant and would each
+// see only their own entries (the secret cannot be derived from it: HMAC is
+// a PRF keyed by the secret).
+func SecretFingerprint(secret []byte) string {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("breakwater partition-secret fingerprint v1"))
+	return hex.EncodeToString(m.Sum(nil)[:16])
+}
+
 // LoadOrCreateSecret returns the partition secret kept in dir/partition.key,
 // creating it (32 random bytes, mode 0600) on first use. Creation is atomic:
 // a crash leaves either no file or a complete one, and of two processes

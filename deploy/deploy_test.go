@@ -473,6 +473,9 @@ func TestQdrantAddress(t *testing.T) {
 // compose models the parts of docker-compose.yml the checks read.
 type compose struct {
 	Services map[string]struct {
+		Profiles    []string          `yaml:"profiles"`
+		Image       string            `yaml:"image"`
+		DependsOn   map[string]any    `yaml:"depends_on"`
 		Command     []string          `yaml:"command"`
 		Ports       []string          `yaml:"ports"`
 		Environment map[string]string `yaml:"environment"`
@@ -550,6 +553,88 @@ func TestCompose(t *testing.T) {
 	}
 	if !qdrantVolume {
 		t.Errorf("qdrant service does not keep /qdrant/storage on a named volume")
+	}
+}
+
+// TestComposeFleet checks the "fleet" profile: with the breakwater service,
+// three sidecars of the same image, command and config on the one Qdrant,
+// each passed the same partition secret (replicas with different secrets
+// refuse to share a collection), each on its own loopback host port and its
+// own data volume.
+func TestComposeFleet(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "docker-compose.yml"))
+	if err != nil {
+		t.Fatalf("read docker-compose.yml: %v", err)
+	}
+	var c compose
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		t.Fatalf("parse docker-compose.yml: %v", err)
+	}
+	first := c.Services["breakwater"]
+	if len(first.Profiles) != 0 {
+		t.Fatalf("the breakwater service has profiles %v; it must start with and without the fleet profile", first.Profiles)
+	}
+	var fleet []string
+	for name, s := range c.Services {
+		if slices.Contains(s.Profiles, "fleet") {
+			fleet = append(fleet, name)
+		}
+	}
+	slices.Sort(fleet)
+	if len(fleet) != 2 {
+		t.Fatalf("fleet profile services = %v, want two more sidecars (three with breakwater)", fleet)
+	}
+	cfg := parseConfig(t, c.Configs[first.Configs[0].Source].Content)
+	if cfg.Vector.Backend != "qdrant" || cfg.Cache.PartitionSecretEnv == "" {
+		t.Fatalf("a fleet needs vector.backend = \"qdrant\" and cache.partition_secret_env; the config has %q and %q", cfg.Vector.Backend, cfg.Cache.PartitionSecretEnv)
+	}
+	hostPorts := map[string]string{first.Ports[0]: "breakwater"}
+	volumes := map[string]string{}
+	for _, v := range first.Volumes {
+		name, _, _ := strings.Cut(v, ":")
+		volumes[name] = "breakwater"
+	}
+	_, port := hostPort(t, "[server] listen", cfg.Server.Listen)
+	for _, name := range fleet {
+		s := c.Services[name]
+		if s.Image != first.Image || !slices.Equal(s.Command, first.Command) {
+			t.Errorf("%s runs %s %v, want breakwater's %s %v", name, s.Image, s.Command, first.Image, first.Command)
+		}
+		if len(s.Configs) != 1 || s.Configs[0] != first.Configs[0] {
+			t.Errorf("%s configs = %v, want breakwater's %v", name, s.Configs, first.Configs)
+		}
+		if _, ok := s.DependsOn["qdrant"]; !ok {
+			t.Errorf("%s does not depend on qdrant", name)
+		}
+		for env, v := range first.Environment {
+			if got, ok := s.Environment[env]; !ok || (env == cfg.Cache.PartitionSecretEnv && got != v) {
+				t.Errorf("%s passes $%s as %q, want it as breakwater does (%q)", name, env, got, v)
+			}
+		}
+		if len(s.Ports) != 1 {
+			t.Fatalf("%s ports = %v, want one mapping", name, s.Ports)
+		}
+		parts := strings.Split(s.Ports[0], ":")
+		if len(parts) != 3 || parts[0] != "127.0.0.1" || parts[2] != strconv.Itoa(port) {
+			t.Errorf("%s port mapping %q: want 127.0.0.1:<host port>:%d", name, s.Ports[0], port)
+		}
+		if other, dup := hostPorts[parts[0]+":"+parts[1]+":"+parts[2]]; dup {
+			t.Errorf("%s and %s publish the same host port", name, other)
+		}
+		hostPorts[s.Ports[0]] = name
+		var data bool
+		for _, v := range s.Volumes {
+			vol, path, _ := strings.Cut(v, ":")
+			_, declared := c.Volumes[vol]
+			if other, dup := volumes[vol]; dup {
+				t.Errorf("%s and %s share volume %s: each replica keeps its own data_dir", name, other, vol)
+			}
+			volumes[vol] = name
+			data = data || (declared && path == cfg.Cache.DataDir)
+		}
+		if !data {
+			t.Errorf("%s does not keep %s on a named volume of its own", name, cfg.Cache.DataDir)
+		}
 	}
 }
 

@@ -238,7 +238,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		s.stats.calls.Add(1)
 		resp, err := s.opts.Caller.Do(ctx, ureq)
 		if err == nil && resp.Rest == nil {
-			s.learnOwner(f, resp.Status, resp.Body, resp.Upstream)
+			s.learnOwner(ureq.Header, f, resp.Status, resp.Body, resp.Upstream)
 			if mayStore && resp.Status == http.StatusOK {
 				s.storeBody(context.WithoutCancel(ctx), key, f, resp.Model, resp.Body)
 			}

@@ -153,8 +153,9 @@ func (s *Server) shapeRequest(f Format, r *upstream.Request) {
 		if bound, prev := b.boundToUpstream(r.Body); bound {
 			r.SameUpstream = true
 			// The upstream that created the previous response, when this
-			// process saw it: only that account knows the id.
-			r.BindUpstream, _ = s.owners.lookup(prev)
+			// process or (Options.SharedOwners) another replica saw it:
+			// only that account knows the id.
+			r.BindUpstream, _ = s.lookupOwner(r.Header, prev)
 		}
 	}
 }

@@ -154,7 +154,7 @@ func (s *Server) handleResponses(c echo.Context) error {
 		s.logger(c).Debug("responses request passed through", "reason", why)
 		// Continuing a response another upstream created: to that one.
 		if _, prev := (responsesAPI{}).boundToUpstream(body); prev != "" {
-			if up, ok := s.ownerOf(prev); ok {
+			if up, ok := s.ownerOf(req.Header, prev); ok {
 				return s.forwardToOwner(c, up)
 			}
 		}

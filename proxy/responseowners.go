@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,9 +44,86 @@ type PassthroughTarget struct {
 	Key, Auth string
 }
 
+// OwnerStore keeps Responses ids' owners for every replica of a fleet
+// (cache/qdrant's Index implements it). Both calls are bounded by the
+// proxy (ownerStoreTimeout); a failure leaves the id unknown, which keeps the
+// routing it has without the registry.
+//
+// Records are scoped by the client's cache partition (the HMAC of its
+// credential, cache.Partitioner; "" with the cache off): a replica answers
+// an id only to the tenant whose request created it, so no tenant learns,
+// or is routed by, another tenant's ids.
+type OwnerStore interface {
+	PutOwner(ctx context.Context, scope, id, upstream string) error
+	Owner(ctx context.Context, scope, id string) (upstream string, ok bool, err error)
+}
+
+// ownerStoreTimeout bounds each OwnerStore call. A write is made before the
+// answer reaches its client (who may send the id to another replica at
+// once), so this is at most what an unreachable store adds to a Responses
+// miss, whose upstream call takes seconds.
+const ownerStoreTimeout = 250 * time.Millisecond
+
+// ownerScopeKey carries a passed-through request's ownerScope in its
+// context.
+type ownerScopeKey struct{}
+
+// ownerScope is the partition of the client whose request carries h, the
+// scope of its shared owner records.
+func (s *Server) ownerScope(h http.Header) string {
+	if s.opts.Partitioner == nil {
+		return ""
+	}
+	return s.opts.Partitioner.Partition(h)
+}
+
+// addOwner remembers that upstream up created id, in answer to a request
+// with headers h, here and, with Options.SharedOwners, for the other
+// replicas.
+func (s *Server) addOwner(h http.Header, id, up string) {
+	if id == "" || len(id) > maxResponseIDBytes || up == "" {
+		return
+	}
+	s.owners.add(id, up)
+	if s.opts.SharedOwners != nil {
+		s.shareOwner(s.ownerScope(h), id, up)
+	}
+}
+
+// shareOwner writes id's owner to Options.SharedOwners for the tenant scope.
+func (s *Server) shareOwner(scope, id, up string) {
+	ctx, cancel := context.WithTimeout(context.Background(), ownerStoreTimeout)
+	defer cancel()
+	if err := s.opts.SharedOwners.PutOwner(ctx, scope, id, up); err != nil {
+		s.log.Debug("responses id not shared with the other replicas", "upstream", up, "err", err)
+	}
+}
+
+// lookupOwner is the upstream that created id: from this process's
+// registry, else from Options.SharedOwners for the tenant of the request
+// with headers h. What the store answers is not copied into the registry,
+// which is not scoped by tenant: another tenant naming the id here must not
+// be routed by it. A follow-up reaching a replica that did not create its
+// id costs one store read (one Qdrant point read) each time.
+func (s *Server) lookupOwner(h http.Header, id string) (string, bool) {
+	if up, ok := s.owners.lookup(id); ok {
+		return up, true
+	}
+	if s.opts.SharedOwners == nil || id == "" || len(id) > maxResponseIDBytes {
+		return "", false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ownerStoreTimeout)
+	defer cancel()
+	up, ok, err := s.opts.SharedOwners.Owner(ctx, s.ownerScope(h), id)
+	if err != nil || !ok || up == "" {
+		return "", false
+	}
+	return up, true
+}
+
 // responseOwners maps a Responses id to the upstream that created it. It is
-// per process: replicas do not share it, and an id another replica created
-// is unknown here. Safe for concurrent use; add and lookup are O(1).
+// per process; Options.SharedOwners shares the ids between replicas, with
+// this map as the first, cheap look-up. Safe for concurrent use; add and lookup are O(1).
 type responseOwners struct {
 	mu    sync.Mutex
 	limit int
@@ -173,18 +252,18 @@ func (responsesAPI) responseID(body []byte) string {
 // whose answers have one. Called once per upstream call (inside the call a
 // coalesced flight shares), before the answer reaches any client, so a client
 // that sends the id back at once finds it known.
-func (s *Server) learnOwner(f Format, status int, body []byte, upstreamName string) {
+func (s *Server) learnOwner(h http.Header, f Format, status int, body []byte, upstreamName string) {
 	r, ok := f.(responseIDer)
 	if !ok || status < 200 || status > 299 {
 		return
 	}
-	s.owners.add(r.responseID(body), upstreamName)
+	s.addOwner(h, r.responseID(body), upstreamName)
 }
 
 // ownerOf is the upstream that created the response id, when this process
 // saw it created and has a pass-through target for that upstream.
-func (s *Server) ownerOf(id string) (string, bool) {
-	up, ok := s.owners.lookup(id)
+func (s *Server) ownerOf(h http.Header, id string) (string, bool) {
+	up, ok := s.lookupOwner(h, id)
 	if !ok {
 		return "", false
 	}
@@ -216,7 +295,7 @@ func (s *Server) newOwnerForwarders(targets map[string]PassthroughTarget) map[st
 // upstream that created the id when it is known, else as every other /v1/*
 // path (the default upstream).
 func (s *Server) handleResponseByID(c echo.Context) error {
-	up, ok := s.ownerOf(c.Param("id"))
+	up, ok := s.ownerOf(c.Request().Header, c.Param("id"))
 	if !ok {
 		return s.handleForward(c)
 	}
@@ -232,6 +311,12 @@ func (s *Server) forwardToOwner(c echo.Context, up string) error {
 	}
 	if s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
 		s.logger(c).Debug("responses id routed to its upstream", "upstream", up)
+	}
+	if s.opts.SharedOwners != nil {
+		// learnPassedThrough shares an id created here for this client's
+		// tenant.
+		r := c.Request()
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), ownerScopeKey{}, s.ownerScope(r.Header))))
 	}
 	h := c.Response().Header()
 	h.Set(HeaderCache, OutcomeBypass)
@@ -299,7 +384,17 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	default:
 		return
 	}
-	s.owners.add(responsesAPI{}.responseID(body), up)
+	id := responsesAPI{}.responseID(body)
+	if id == "" || len(id) > maxResponseIDBytes {
+		return
+	}
+	s.owners.add(id, up)
+	// The outgoing request may carry the upstream's key instead of the
+	// client's: the scope was taken from the client's request
+	// (forwardToOwner).
+	if scope, ok := req.Context().Value(ownerScopeKey{}).(string); ok && s.opts.SharedOwners != nil {
+		s.shareOwner(scope, id, up)
+	}
 }
 
 // readCloser reads from one reader and closes another.

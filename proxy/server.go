@@ -115,6 +115,11 @@ type Options struct {
 	// ResponseOwners bounds how many Responses ids the proxy remembers the
 	// upstream of. Zero: DefaultResponseOwners.
 	ResponseOwners int
+	// SharedOwners, when set, is where replicas share the Responses ids'
+	// owners (the Qdrant collection of a fleet): an id learnt here is
+	// written there before the answer reaches the client, and an id not
+	// known here is looked up there. Nil: this process's registry only.
+	SharedOwners OwnerStore
 	// AnthropicUpstream and GeminiUpstream name the upstream (Caller's
 	// Request.Upstream) that Messages and Gemini requests go to when no route
 	// lists their model: a Claude model an operator has not listed belongs

@@ -318,7 +318,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 		}
 		if idr != nil {
 			if id := idr.responseID(); id != "" {
-				s.owners.add(id, sr.Upstream)
+				s.addOwner(job.req.Header, id, sr.Upstream)
 				idr = nil
 			}
 		}

@@ -192,7 +192,7 @@ func TestCollectionRecreated(t *testing.T) {
 	eventually(t, 10*time.Second, "Upsert after the collection is recreated", func() error {
 		return ix.Upsert(t.Context(), []cache.IndexItem{entryItem("a")})
 	})
-	if got, want := len(srv.FieldIndexes("test")), 3; got != want {
+	if got, want := len(srv.FieldIndexes("test")), 4; got != want {
 		t.Errorf("payload indexes on the recreated collection = %d, want %d", got, want)
 	}
 }

@@ -166,13 +166,19 @@ func (ix *Index) Get(ctx context.Context, key string) (cache.Entry, bool, error)
 // DeletePartition deletes the points of partition by filter. "" deletes every
 // point of the collection with an empty filter (which matches all points)
 // rather than dropping the collection: other replicas keep using it, and
-// its payload indexes and metadata stay.
+// its payload indexes and metadata stay. It then writes a flush record that
+// the other replicas read (flushes.go).
 func (ix *Index) DeletePartition(ctx context.Context, partition string) error {
 	f := &qdrant.Filter{}
 	if partition != "" {
 		f.Must = []*qdrant.Condition{qdrant.NewMatchKeyword("partition", partition)}
 	}
 	if err := ix.deleteByFilter(ctx, f); err != nil {
+		return fmt.Errorf("delete partition: %w", err)
+	}
+	// After the delete: a replica that drops its exact copies on reading the
+	// record must not refill them from points still there.
+	if err := ix.recordFlush(ctx, partition); err != nil {
 		return fmt.Errorf("delete partition: %w", err)
 	}
 	return nil
@@ -208,7 +214,8 @@ func (ix *Index) deleteByFilter(ctx context.Context, f *qdrant.Filter) error {
 	return err
 }
 
-// Len counts the points of the collection exactly.
+// Len counts the entries of the collection exactly (not the flush and owner
+// records).
 func (ix *Index) Len(ctx context.Context) (int, error) {
 	if err := ix.usable(); err != nil {
 		return 0, err
@@ -217,6 +224,7 @@ func (ix *Index) Len(ctx context.Context) (int, error) {
 	defer cancel()
 	res, err := ix.points.Count(cctx, &qdrant.CountPoints{
 		CollectionName: ix.opts.Collection,
+		Filter:         &qdrant.Filter{MustNot: []*qdrant.Condition{qdrant.NewMatchKeywords("kind", "flush", "owner")}},
 		Exact:          qdrant.PtrOf(true),
 	})
 	if err != nil {

@@ -5,8 +5,11 @@
 // One collection (Options.Collection), one unnamed dense vector per point,
 // cosine distance, size Options.Dimension. The embedder name and dimension
 // are recorded in the collection's metadata (keys "breakwater_embedder",
-// "breakwater_dimension"; Qdrant 1.16+). Payload indexes: keyword on
-// "partition" and "fingerprint", integer on "expires".
+// "breakwater_dimension"; Qdrant 1.16+), with the partition secret's
+// fingerprint and portable_vectors (see Options.SecretFingerprint). Payload
+// indexes: keyword on "partition", "fingerprint" and "kind", integer on
+// "expires". Besides entries the collection holds flush records
+// (flushes.go) and Responses owners (owners.go), told apart by "kind".
 //
 // A point's ID is a UUID derived from the entry's exact key (see PointID), so
 // every replica finds every other replica's entry by key, and upserting the
@@ -39,6 +42,7 @@ package qdrant
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -69,7 +73,17 @@ const (
 const (
 	metaEmbedder  = "breakwater_embedder"
 	metaDimension = "breakwater_dimension"
+	// metaSecret is cache.SecretFingerprint of the partition secret (never
+	// the secret), metaPortable the embed.portable_vectors setting: replicas
+	// that disagree on either would share a collection without sharing a
+	// cache (partitions differ; vectors differ in their last bits).
+	metaSecret   = "breakwater_partition_secret_fingerprint"
+	metaPortable = "breakwater_portable_vectors"
 )
+
+// ErrSettingMismatch is returned (wrapped) when the collection was set up by
+// replicas with another partition secret or portable_vectors setting.
+var ErrSettingMismatch = errors.New("qdrant collection shared with replicas configured differently")
 
 // ErrNotReady is returned (wrapped) while the collection has not been checked
 // yet, typically because Qdrant was unreachable when the index was opened.
@@ -97,6 +111,19 @@ type Options struct {
 	// EmbedderName identifies the embedder (provider and model) that made the
 	// vectors. Required: a collection built by another embedder is refused.
 	EmbedderName string
+	// SecretFingerprint is cache.SecretFingerprint of the partition secret.
+	// When set it is recorded in the collection, and a collection recording
+	// another one is refused (ErrSettingMismatch). Empty: not checked.
+	SecretFingerprint string
+	// PortableVectors is the embedder's embed.portable_vectors setting,
+	// recorded and compared like SecretFingerprint when that is set.
+	PortableVectors bool
+	// OnRefused, when set, is called once (from the background loop) when
+	// a collection check that could not run at Open, because Qdrant was
+	// unreachable, finds later that the collection cannot be used (a
+	// mismatch): the tier is then off until restart, and a fleet's
+	// process supervisor should see the replica stop.
+	OnRefused func(error)
 	// Timeout bounds every call to Qdrant. Zero means DefaultTimeout.
 	Timeout time.Duration
 	// SweepEvery is how often expired points are deleted. Zero means
@@ -129,6 +156,10 @@ type Index struct {
 	// mismatch found by the background loop, which is final.
 	setupErr error
 	fatal    bool
+	// id tells this index's flush records from other replicas'.
+	id string
+	// applyFlush receives other replicas' flushes (WatchFlushes).
+	applyFlush func(partition string)
 }
 
 var _ cache.Index = (*Index)(nil)
@@ -143,9 +174,11 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 	}
 	dial := []grpc.DialOption{
 		// gRPC's default reconnect backoff grows to 120s; a cache should notice
-		// a restarted Qdrant within seconds.
+		// a restarted Qdrant within seconds (a fleet's replicas are ready again
+		// within 5 s of its return: at most 1.2 s of backoff, then the
+		// collection check).
 		grpc.WithConnectParams(grpc.ConnectParams{
-			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 3 * time.Second},
+			Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
 			MinConnectTimeout: opts.Timeout,
 		}),
 	}
@@ -171,6 +204,7 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 		colls:  client.GetCollectionsClient(),
 		kick:   make(chan struct{}, 1),
 		done:   make(chan struct{}),
+		id:     rand.Text(),
 	}
 	if err := ix.setup(ctx); err != nil {
 		if permanent(err) || ctx.Err() != nil {
@@ -231,7 +265,7 @@ func normalize(o Options) (Options, string, int, error) {
 
 // permanent reports whether a setup error will not go away by retrying.
 func permanent(err error) bool {
-	if errors.Is(err, cache.ErrDimension) || errors.Is(err, cache.ErrEmbedderMismatch) || errors.Is(err, errIncompatible) {
+	if errors.Is(err, cache.ErrDimension) || errors.Is(err, cache.ErrEmbedderMismatch) || errors.Is(err, errIncompatible) || errors.Is(err, ErrSettingMismatch) {
 		return true
 	}
 	switch status.Code(err) {
@@ -277,6 +311,9 @@ func (ix *Index) loop() {
 			case permanent(err):
 				ix.setupErr, ix.fatal = err, true
 				ix.log.Error("qdrant collection refused; semantic tier disabled until restart", "err", err)
+				if ix.opts.OnRefused != nil {
+					go ix.opts.OnRefused(err)
+				}
 			default:
 				ix.setupErr = err
 				ix.log.Debug("qdrant still unreachable", "err", err, "retry_in", wait)

@@ -163,6 +163,7 @@ func TestOpenCreatesCollection(t *testing.T) {
 		"partition":   qdrant.FieldType_FieldTypeKeyword,
 		"fingerprint": qdrant.FieldType_FieldTypeKeyword,
 		"expires":     qdrant.FieldType_FieldTypeInteger,
+		"kind":        qdrant.FieldType_FieldTypeKeyword,
 	} {
 		if got, ok := idx[field]; !ok || got != want {
 			t.Errorf("payload index on %q = %v (present %v), want %v", field, got, ok, want)
@@ -318,5 +319,152 @@ func TestSweepDeletesExpired(t *testing.T) {
 		if _, ok, err := ix.Get(t.Context(), it.Entry.Key); err != nil || !ok {
 			t.Errorf("Get(%s) = (%v, %v) after sweep, want kept", it.Entry.Key[:8], ok, err)
 		}
+	}
+}
+
+// TestSettingsMismatch: a collection records the partition secret's
+// fingerprint and portable_vectors; a replica with another of either is
+// refused with one line naming the setting and the fix, and the secret
+// itself is never stored.
+func TestSettingsMismatch(t *testing.T) {
+	srv := qdranttest.Start(t)
+	secret := []byte("the-fleet-partition-secret-0123")
+	fp := cache.SecretFingerprint(secret)
+	ix := open(t, srv.Addr(), bwqdrant.Options{SecretFingerprint: fp})
+	_ = ix.Close()
+	tests := []struct {
+		name string
+		o    bwqdrant.Options
+		want string
+	}{
+		{"other secret", bwqdrant.Options{SecretFingerprint: cache.SecretFingerprint([]byte("another-partition-secret-4567"))}, "cache.partition_secret_env"},
+		{"other portable_vectors", bwqdrant.Options{SecretFingerprint: fp, PortableVectors: true}, "embed.portable_vectors"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := tt.o
+			o.Addr, o.Collection, o.EmbedderName, o.Dimension, o.Logger = srv.Addr(), "test", "test-embedder", 4, quietLogger()
+			ix, err := bwqdrant.Open(t.Context(), o)
+			if err == nil {
+				_ = ix.Close()
+				t.Fatal("Open succeeded, want a refusal")
+			}
+			if !errors.Is(err, bwqdrant.ErrSettingMismatch) || !strings.Contains(err.Error(), tt.want) || strings.Contains(err.Error(), "\n") {
+				t.Errorf("Open: %v; want one line wrapping ErrSettingMismatch that names %s", err, tt.want)
+			}
+		})
+	}
+	// The same settings open, and the secret is not in the collection.
+	same := open(t, srv.Addr(), bwqdrant.Options{SecretFingerprint: fp})
+	if _, err := same.Len(t.Context()); err != nil {
+		t.Fatalf("Len with the same settings: %v", err)
+	}
+	host, port := splitAddr(t, srv.Addr())
+	c, err := qdrant.NewClient(&qdrant.Config{Host: host, Port: port, SkipCompatibilityCheck: true, PoolSize: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	info, err := c.GetCollectionInfo(t.Context(), "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := info.GetConfig().GetMetadata()
+	if md["breakwater_partition_secret_fingerprint"].GetStringValue() != fp {
+		t.Errorf("recorded fingerprint = %v, want %s", md["breakwater_partition_secret_fingerprint"], fp)
+	}
+	for k, v := range md {
+		if strings.Contains(v.String(), string(secret)) {
+			t.Errorf("metadata %q holds the partition secret", k)
+		}
+	}
+}
+
+// TestFlushReachesOtherReplicas: a DeletePartition through one index is
+// handed to every other index's WatchFlushes function (not to its own),
+// partition by partition, and does not count as an entry.
+func TestFlushReachesOtherReplicas(t *testing.T) {
+	srv := qdranttest.Start(t)
+	a := open(t, srv.Addr(), bwqdrant.Options{})
+	b := open(t, srv.Addr(), bwqdrant.Options{})
+	got := make(chan string, 8)
+	a.WatchFlushes(func(p string) { t.Errorf("index A was handed its own flush of %q", p) })
+	b.WatchFlushes(func(p string) { got <- p })
+	for _, p := range []string{"tenant-a", ""} {
+		if err := a.DeletePartition(t.Context(), p); err != nil {
+			t.Fatalf("DeletePartition(%q): %v", p, err)
+		}
+		select {
+		case f := <-got:
+			if f != p {
+				t.Errorf("B was handed a flush of %q, want %q", f, p)
+			}
+		case <-time.After(2 * time.Second):
+			t.Fatalf("B did not learn of the flush of %q within 2s", p)
+		}
+	}
+	if n, err := b.Len(t.Context()); err != nil || n != 0 {
+		t.Errorf("Len = %d, %v; want 0 (flush records are not entries)", n, err)
+	}
+}
+
+// TestOwners: an owner put through one index is read through another for
+// the same tenant scope only; an unknown or over-long id, or another
+// tenant's, is unknown; and owner records are not entries:
+// Len leaves them out and a search never returns them.
+func TestOwners(t *testing.T) {
+	srv := qdranttest.Start(t)
+	a := open(t, srv.Addr(), bwqdrant.Options{})
+	b := open(t, srv.Addr(), bwqdrant.Options{})
+	if err := a.PutOwner(t.Context(), "tenant-a", "resp_abc", "fallback"); err != nil {
+		t.Fatalf("PutOwner: %v", err)
+	}
+	if up, ok, err := b.Owner(t.Context(), "tenant-a", "resp_abc"); err != nil || !ok || up != "fallback" {
+		t.Errorf("Owner(resp_abc) at B = %q, %v, %v; want fallback", up, ok, err)
+	}
+	for _, c := range []struct{ scope, id string }{
+		{"tenant-a", "resp_other"},
+		{"tenant-a", strings.Repeat("x", 300)},
+		{"tenant-b", "resp_abc"}, // another tenant's id
+	} {
+		if up, ok, err := b.Owner(t.Context(), c.scope, c.id); err != nil || ok {
+			t.Errorf("Owner(%s, %.20q) = %q, %v, %v; want unknown", c.scope, c.id, up, ok, err)
+		}
+	}
+	if n, err := b.Len(t.Context()); err != nil || n != 0 {
+		t.Errorf("Len = %d, %v; want 0 (owner records are not entries)", n, err)
+	}
+	m, err := b.Search(t.Context(), cache.SearchQuery{Partition: "", Fingerprint: "", Vector: []float32{1, 0, 0, 0}, Limit: 10})
+	if err != nil || len(m) != 0 {
+		t.Errorf("Search over the owner record's vector = %v, %v; want nothing", m, err)
+	}
+}
+
+// TestRefusedLater: a replica that opened while Qdrant was down learns of a
+// mismatch once Qdrant answers, and says so through OnRefused, once.
+func TestRefusedLater(t *testing.T) {
+	srv := qdranttest.Start(t)
+	_ = open(t, srv.Addr(), bwqdrant.Options{SecretFingerprint: cache.SecretFingerprint([]byte("the-fleet-partition-secret-0123"))}).Close()
+	srv.Stop()
+	refused := make(chan error, 2)
+	ix := open(t, srv.Addr(), bwqdrant.Options{
+		SecretFingerprint: cache.SecretFingerprint([]byte("another-partition-secret-4567")),
+		Timeout:           200 * time.Millisecond,
+		OnRefused:         func(err error) { refused <- err },
+	})
+	if _, err := ix.Len(t.Context()); !errors.Is(err, bwqdrant.ErrNotReady) {
+		t.Fatalf("Len with Qdrant down: %v, want ErrNotReady", err)
+	}
+	srv.Restart(t)
+	select {
+	case err := <-refused:
+		if !errors.Is(err, bwqdrant.ErrSettingMismatch) {
+			t.Errorf("OnRefused(%v), want ErrSettingMismatch", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("OnRefused not called within 15s of Qdrant's return")
+	}
+	if _, err := ix.Len(t.Context()); !errors.Is(err, bwqdrant.ErrSettingMismatch) {
+		t.Errorf("Len after the refusal: %v, want ErrSettingMismatch", err)
 	}
 }

@@ -23,6 +23,11 @@ var payloadIndexes = []struct {
 	{"partition", qdrant.FieldType_FieldTypeKeyword, qdrant.PayloadSchemaType_Keyword},
 	{"fingerprint", qdrant.FieldType_FieldTypeKeyword, qdrant.PayloadSchemaType_Keyword},
 	{"expires", qdrant.FieldType_FieldTypeInteger, qdrant.PayloadSchemaType_Integer},
+	// The flush and owner records (flushes.go, owners.go): with a keyword
+	// index Qdrant plans the flush poll's filter by the index (a few
+	// hundred points at most) and scores every match, instead of walking
+	// the HNSW graph under a filter, where it could miss a record.
+	{"kind", qdrant.FieldType_FieldTypeKeyword, qdrant.PayloadSchemaType_Keyword},
 }
 
 // setup creates the collection if it is missing, checks that an existing one
@@ -98,10 +103,66 @@ func (ix *Index) createCollection(ctx context.Context) error {
 }
 
 func (ix *Index) metadata() map[string]*qdrant.Value {
-	return map[string]*qdrant.Value{
+	md := map[string]*qdrant.Value{
 		metaEmbedder:  qdrant.NewValueString(ix.opts.EmbedderName),
 		metaDimension: qdrant.NewValueInt(int64(ix.opts.Dimension)),
 	}
+	for k, v := range ix.settings() {
+		md[k] = v
+	}
+	return md
+}
+
+// settings are the metadata every replica sharing the collection must
+// agree on besides the embedder and dimension; none without
+// Options.SecretFingerprint.
+func (ix *Index) settings() map[string]*qdrant.Value {
+	if ix.opts.SecretFingerprint == "" {
+		return nil
+	}
+	return map[string]*qdrant.Value{
+		metaSecret:   qdrant.NewValueString(ix.opts.SecretFingerprint),
+		metaPortable: qdrant.NewValueBool(ix.opts.PortableVectors),
+	}
+}
+
+// checkSettings refuses a collection whose recorded partition secret or
+// portable_vectors differ from this process's, in one line naming the
+// mismatch and the fix, and records the ones missing (a collection from
+// before they were recorded).
+func (ix *Index) checkSettings(ctx context.Context, md map[string]*qdrant.Value) error {
+	name := ix.opts.Collection
+	missing := map[string]*qdrant.Value{}
+	for k, want := range ix.settings() {
+		got, ok := md[k]
+		if !ok {
+			missing[k] = want
+			continue
+		}
+		switch k {
+		case metaSecret:
+			if got.GetStringValue() != want.GetStringValue() {
+				return fmt.Errorf("check qdrant collection %q: its replicas use another partition secret (fingerprint %s, this process %s), so tenants would not share entries; "+
+					"give every replica the same secret through cache.partition_secret_env, or use another vector.qdrant.collection: %w",
+					name, got.GetStringValue(), want.GetStringValue(), ErrSettingMismatch)
+			}
+		case metaPortable:
+			if got.GetBoolValue() != want.GetBoolValue() {
+				return fmt.Errorf("check qdrant collection %q: its replicas run with embed.portable_vectors = %v, this process with %v; "+
+					"set the same embed.portable_vectors on every replica, or use another vector.qdrant.collection: %w",
+					name, got.GetBoolValue(), want.GetBoolValue(), ErrSettingMismatch)
+			}
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	cctx, cancel := ix.call(ctx)
+	defer cancel()
+	if _, err := ix.colls.Update(cctx, &qdrant.UpdateCollection{CollectionName: name, Metadata: missing}); err != nil {
+		return fmt.Errorf("record the partition secret's fingerprint on qdrant collection %q: %w", name, err)
+	}
+	return nil
 }
 
 // checkCollection refuses a collection built for another dimension, distance
@@ -129,7 +190,7 @@ func (ix *Index) checkCollection(ctx context.Context, info *qdrant.CollectionInf
 				"use another vector.qdrant.collection for this embedder, or delete the collection to rebuild the cache: %w",
 				name, got, ix.opts.EmbedderName, cache.ErrEmbedderMismatch)
 		}
-		return nil
+		return ix.checkSettings(ctx, md)
 	}
 	// No record: a collection made by hand, or by an older Breakwater, or a
 	// Qdrant older than 1.16 that drops collection metadata. Adopt it.

@@ -49,6 +49,17 @@ type App struct {
 	once      sync.Once
 	// tracer exports OpenTelemetry traces; nil when tracing is off.
 	tracer *sdktrace.TracerProvider
+	// secretFP is cache.SecretFingerprint of the partition secret, recorded
+	// in a shared (Qdrant) collection.
+	secretFP string
+	// refused receives why a shared index cannot be used by this replica
+	// (another partition secret, embedder, dimension or portable_vectors):
+	// Serve stops and returns it, so the replica refuses to run instead of
+	// sharing a collection it cannot share a cache through.
+	refused chan error
+	// owners is the fleet's Responses-id registry in Qdrant (nil for the
+	// embedded index: one pod needs none beyond the proxy's own).
+	owners *sharedOwners
 }
 
 // cacheTracer is the tracer of the lookup's spans; nil when tracing is off.
@@ -76,7 +87,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	if opts.Env == nil {
 		opts.Env = os.Getenv
 	}
-	a := &App{cfg: cfg, log: opts.Logger, registry: prometheus.NewRegistry()}
+	a := &App{cfg: cfg, log: opts.Logger, registry: prometheus.NewRegistry(), refused: make(chan error, 1)}
 	a.registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 
 	var err error
@@ -116,6 +127,9 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	if c != nil {
 		popts.Cache = c
 	}
+	if a.owners != nil {
+		popts.SharedOwners = a.owners
+	}
 	popts.Metrics = proxy.NewMetrics(a.registry)
 	popts.TracerProvider = tp
 	popts.Verify = a.verify.proxyVerify()
@@ -150,6 +164,18 @@ func (a *App) IndexOpened() <-chan struct{} {
 
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
+// Refused receives (once) why this replica cannot share the configured
+// Qdrant collection; Serve returns it. For tests that do not call Serve.
+func (a *App) Refused() <-chan error { return a.refused }
+
+// refuse hands err to Serve; only the first reason is kept.
+func (a *App) refuse(err error) {
+	select {
+	case a.refused <- err:
+	default:
+	}
+}
+
 // Server is the proxy (for tests).
 func (a *App) Server() *proxy.Server { return a.server }
 
@@ -169,6 +195,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 			return nil
 		}
 		return fmt.Errorf("serve: %w", err)
+	case err := <-a.refused:
+		a.Shutdown(context.Background())
+		return fmt.Errorf("refusing to run: %w", err)
 	case <-ctx.Done():
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.Server.ShutdownTimeout.D())

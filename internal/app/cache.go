@@ -2,8 +2,10 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -28,6 +30,7 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	if err != nil {
 		return nil, nil, err
 	}
+	a.secretFP = cache.SecretFingerprint(secret)
 	part, err := cache.NewPartitioner(secret, cfg.Cache.PartitionBy)
 	if err != nil {
 		return nil, nil, fmt.Errorf("config: cache.partition_by: %w", err)
@@ -53,6 +56,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 		Logger:     a.log,
 		Guard:      guard.New(guard.Options{}).Check,
 	}
+	if emb != nil && cfg.Vector.Backend == config.BackendQdrant {
+		a.owners = &sharedOwners{}
+	}
 	if emb != nil {
 		m := newCacheMetrics(a.registry)
 		co.OpenIndex = func(ctx context.Context) (cache.Index, error) {
@@ -61,6 +67,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 			}
 			index, err := a.newIndex(ctx, emb, opts)
 			if err != nil {
+				if cfg.Vector.Backend == config.BackendQdrant && refusal(err) {
+					a.refuse(err)
+				}
 				return nil, err
 			}
 			return timedIndex{Index: index, m: m, tr: a.cacheTracer()}, nil
@@ -175,22 +184,58 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 	case config.BackendQdrant:
 		q := cfg.Vector.Qdrant
 		ix, err := qdrant.Open(ctx, qdrant.Options{
-			Addr:         q.URL,
-			Collection:   q.Collection,
-			APIKey:       envOr(opts.Env, q.APIKeyEnv),
-			TLS:          q.TLS,
-			Dimension:    emb.Dimension(),
-			EmbedderName: emb.Name(),
-			Timeout:      q.Timeout.D(),
-			Logger:       a.log,
+			Addr:              q.URL,
+			Collection:        q.Collection,
+			APIKey:            envOr(opts.Env, q.APIKeyEnv),
+			TLS:               q.TLS,
+			Dimension:         emb.Dimension(),
+			EmbedderName:      emb.Name(),
+			SecretFingerprint: a.secretFP,
+			PortableVectors:   cfg.Embed.PortableVectors,
+			OnRefused: func(err error) {
+				a.refuse(fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err))
+			},
+			Timeout: q.Timeout.D(),
+			Logger:  a.log,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err)
+		}
+		if a.owners != nil {
+			a.owners.ix.Store(ix)
 		}
 		return ix, nil
 	default:
 		return nil, fmt.Errorf("config: vector.backend = %q: must be %q or %q", cfg.Vector.Backend, config.BackendEmbedded, config.BackendQdrant)
 	}
+}
+
+// sharedOwners is proxy.OwnerStore over the Qdrant index, which opens in
+// the background: until it has, ids are this process's alone.
+type sharedOwners struct{ ix atomic.Pointer[qdrant.Index] }
+
+var errOwnersNotOpen = errors.New("the qdrant index is not open yet")
+
+func (s *sharedOwners) PutOwner(ctx context.Context, scope, id, upstream string) error {
+	ix := s.ix.Load()
+	if ix == nil {
+		return errOwnersNotOpen
+	}
+	return ix.PutOwner(ctx, scope, id, upstream)
+}
+
+func (s *sharedOwners) Owner(ctx context.Context, scope, id string) (string, bool, error) {
+	ix := s.ix.Load()
+	if ix == nil {
+		return "", false, errOwnersNotOpen
+	}
+	return ix.Owner(ctx, scope, id)
+}
+
+// refusal reports whether err says the shared collection was set up by
+// replicas this one cannot share a cache with.
+func refusal(err error) bool {
+	return errors.Is(err, cache.ErrDimension) || errors.Is(err, cache.ErrEmbedderMismatch) || errors.Is(err, qdrant.ErrSettingMismatch)
 }
 
 func envOr(env func(string) string, name string) string {

@@ -134,6 +134,14 @@ type timedIndex struct {
 	tr trace.Tracer // nil: tracing off
 }
 
+// WatchFlushes passes the cache's flush function on to a shared index
+// (cache.SharedIndex); other indexes have no other processes' flushes.
+func (t timedIndex) WatchFlushes(apply func(partition string)) {
+	if s, ok := t.Index.(cache.SharedIndex); ok {
+		s.WatchFlushes(apply)
+	}
+}
+
 func (t timedIndex) Search(ctx context.Context, q cache.SearchQuery) ([]cache.Match, error) {
 	start := time.Now()
 	var span trace.Span

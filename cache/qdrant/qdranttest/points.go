@@ -64,6 +64,17 @@ func (ps *pointsService) Upsert(_ context.Context, req *qdrant.UpsertPoints) (*q
 		}
 		staged[k] = &point{id: id, vector: vec, payload: cloneMap(p.GetPayload())}
 	}
+	if s.maxPoints > 0 {
+		added := 0
+		for k := range staged {
+			if _, ok := c.points[k]; !ok {
+				added++
+			}
+		}
+		if s.pointsLocked()+added > s.maxPoints {
+			return nil, status.Errorf(codes.ResourceExhausted, "qdranttest: the server holds at most %d points (-max-points); the upsert would add %d to %d", s.maxPoints, added, s.pointsLocked())
+		}
+	}
 	for k, p := range staged {
 		c.points[k] = p
 	}

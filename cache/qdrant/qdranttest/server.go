@@ -46,10 +46,20 @@ func WithAPIKey(key string) Option {
 	return func(s *Server) { s.apiKey = key }
 }
 
+// WithMaxPoints bounds the points the server holds over all collections
+// (the fake keeps them in memory): an upsert that would add points beyond n
+// fails with codes.ResourceExhausted, as a Qdrant out of disk fails its
+// writes. Zero or negative means no bound (tests that start a fake for
+// themselves); cmd/testqdrant always sets one.
+func WithMaxPoints(n int) Option {
+	return func(s *Server) { s.maxPoints = n }
+}
+
 // Server is a running fake. Its data survives Stop and Restart, like a
 // Qdrant with a persistent volume.
 type Server struct {
-	apiKey string
+	apiKey    string
+	maxPoints int
 
 	mu          sync.Mutex
 	addr        string
@@ -63,15 +73,42 @@ type Server struct {
 // Start listens on a loopback TCP port and serves until the test ends.
 func Start(t testing.TB, opts ...Option) *Server {
 	t.Helper()
-	s := &Server{collections: map[string]*collection{}, calls: map[string]int{}}
-	for _, o := range opts {
-		o(s)
-	}
-	if err := s.listen("127.0.0.1:0"); err != nil {
+	s, err := Serve("127.0.0.1:0", opts...)
+	if err != nil {
 		t.Fatalf("start fake qdrant: %v", err)
 	}
 	t.Cleanup(s.Stop)
 	return s
+}
+
+// Serve listens on addr ("host:port"; port 0 picks one) and serves until
+// Stop. It is what cmd/testqdrant runs: a stand-in for Qdrant in tests that
+// start several processes, never a store (everything is in memory and lost
+// on exit).
+func Serve(addr string, opts ...Option) (*Server, error) {
+	s := &Server{collections: map[string]*collection{}, calls: map[string]int{}}
+	for _, o := range opts {
+		o(s)
+	}
+	if err := s.listen(addr); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Points is how many points the server holds over all collections.
+func (s *Server) Points() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pointsLocked()
+}
+
+func (s *Server) pointsLocked() int {
+	n := 0
+	for _, c := range s.collections {
+		n += len(c.points)
+	}
+	return n
 }
 
 // Addr is the "host:port" the server listens on; it stays the same across

@@ -248,3 +248,37 @@ func TestUUIDCanonical(t *testing.T) {
 		t.Errorf("Count after restart = (%d, %v), want 5 (data kept)", n, err)
 	}
 }
+
+// TestMaxPoints: past WithMaxPoints an upsert that adds points fails as a
+// full Qdrant's would, and leaves the stored points as they were; replacing
+// an existing point still works.
+func TestMaxPoints(t *testing.T) {
+	srv := qdranttest.Start(t, qdranttest.WithMaxPoints(2))
+	c := client(t, srv)
+	if err := c.CreateCollection(t.Context(), &qdrant.CreateCollection{
+		CollectionName: "c",
+		VectorsConfig:  qdrant.NewVectorsConfig(&qdrant.VectorParams{Size: 2, Distance: qdrant.Distance_Cosine}),
+	}); err != nil {
+		t.Fatalf("CreateCollection: %v", err)
+	}
+	upsert := func(ids ...uint64) error {
+		var pts []*qdrant.PointStruct
+		for _, id := range ids {
+			pts = append(pts, &qdrant.PointStruct{Id: qdrant.NewIDNum(id), Vectors: qdrant.NewVectors(1, 0)})
+		}
+		_, err := c.Upsert(t.Context(), &qdrant.UpsertPoints{CollectionName: "c", Wait: qdrant.PtrOf(true), Points: pts})
+		return err
+	}
+	if err := upsert(1, 2); err != nil {
+		t.Fatalf("upsert within the bound: %v", err)
+	}
+	if err := upsert(2, 3); status.Code(err) != codes.ResourceExhausted {
+		t.Fatalf("upsert past the bound: %v, want ResourceExhausted", err)
+	}
+	if got := srv.Points(); got != 2 {
+		t.Errorf("points after the refused upsert = %d, want 2", got)
+	}
+	if err := upsert(1); err != nil {
+		t.Errorf("replacing a stored point at the bound: %v", err)
+	}
+}
