@@ -36,7 +36,11 @@ var layers = []struct {
 	// The composition root: wires config into the parts and serves.
 	{5, []string{"internal/app"}},
 	// Sub-commands, and the deployment manifests' tests.
-	{6, []string{"internal/cmd/", "deploy"}},
+	{6, []string{"internal/cmd/", "deploy", "cache/qdrant/qdranttest/cmd/"}},
+	// The simulated model and the load generator are commands that are also
+	// test peers: they import only leaf libraries, and the composition
+	// root's end-to-end tests drive the sidecar with them.
+	{1, []string{"internal/cmd/sim", "internal/cmd/loadgen"}},
 	// The binary.
 	{7, []string{""}},
 }

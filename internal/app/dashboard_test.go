@@ -298,6 +298,20 @@ func TestDashboardTargetsTable(t *testing.T) {
 		"Queued":        func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(float64(tg.Queued), 0) },
 		"Queue wait ms": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(tg.QueueWaitMS, 1) },
 		"Sent":          func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(float64(tg.Sent), 0) },
+		"Pace/s": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
+			if tg.PacePerS > 0 {
+				return jsNum(tg.PacePerS, 2)
+			}
+			return "–"
+		},
+		"Retries": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
+			s := jsNum(float64(tg.RetryBudget.Sent), 0)
+			if tg.RetryBudget.Waited > 0 {
+				s += " (" + jsNum(float64(tg.RetryBudget.Waited), 0) + " over budget)"
+			}
+			return s
+		},
+		"For nobody": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(float64(tg.Abandoned), 0) },
 		"Sheds": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
 			why := make([]string, 0, len(tg.Sheds))
 			for k, v := range tg.Sheds {

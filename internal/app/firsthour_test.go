@@ -95,8 +95,11 @@ func TestStatsIsCompactAndRounded(t *testing.T) {
 	if long := regexp.MustCompile(`"[a-z_]*(rate|ratio)[a-z_]*":(\{[^}]*)?[0-9]\.[0-9]{5,}`).FindString(raw); long != "" {
 		t.Errorf("a rate with more than four decimals: %s", long)
 	}
-	if len(raw) > 3000 {
-		t.Errorf("/stats is %d bytes after 11 requests, want under 3000:\n%s", len(raw), raw)
+	// 5,979 bytes with sixty timeline points, most of them empty; the
+	// bound leaves room for the tokens, goodput and lane fields, not for
+	// the empty minutes.
+	if len(raw) > 4000 {
+		t.Errorf("/stats is %d bytes after 11 requests, want under 4000:\n%s", len(raw), raw)
 	}
 }
 

@@ -106,7 +106,11 @@ type lane struct {
 type waiter struct {
 	rank  int
 	retry bool // a retry of a refusal: needs a retry budget token
-	ready chan struct{}
+	// noWait: a retry that must not wait for the budget (it can fall
+	// back); budgetShed is set, before ready is closed, when it is turned
+	// away for that instead of granted a slot.
+	noWait, budgetShed bool
+	ready              chan struct{}
 }
 
 // Retry budget: retries of congestion refusals (429, 529, an overload 503)
@@ -219,7 +223,7 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		l.mu.Unlock()
 		return shed
 	}
-	w := &waiter{rank: rank, retry: retry, ready: make(chan struct{})}
+	w := &waiter{rank: rank, retry: retry, noWait: !mayWait, ready: make(chan struct{})}
 	e := l.insert(w, now)
 	if retry && l.budget < retryCost {
 		l.t.stats.budgetWaits.Add(1)
@@ -236,6 +240,10 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 	defer timer.Stop()
 	select {
 	case <-w.ready:
+		if w.budgetShed {
+			shed.reason, shed.retryAfter = ShedRetryBudget, shedRetryAfter
+			return shed
+		}
 		if time.Until(deadline) > service {
 			l.waited(time.Since(now))
 			return nil
@@ -304,7 +312,9 @@ func (l *lane) leave(e *list.Element, w *waiter) {
 	select {
 	case <-w.ready:
 		l.mu.Unlock()
-		l.release()
+		if !w.budgetShed {
+			l.release()
+		}
 	default:
 		l.waiters.Remove(e)
 		if l.waiters.Len() == 0 {
@@ -342,9 +352,17 @@ func (l *lane) waited(d time.Duration) {
 func (l *lane) next(now time.Time) *list.Element {
 	lifo := l.lifo(now)
 	var pick *list.Element
-	for e := l.waiters.Front(); e != nil; e = e.Next() {
+	for e := l.waiters.Front(); e != nil; {
 		w := e.Value.(*waiter)
 		if w.retry && l.budget < retryCost {
+			next := e.Next()
+			if w.noWait {
+				// Spent since it queued: it falls back instead of waiting.
+				l.waiters.Remove(e)
+				w.budgetShed = true
+				close(w.ready)
+			}
+			e = next
 			continue
 		}
 		if pick != nil && w.rank != pick.Value.(*waiter).rank {
@@ -354,6 +372,10 @@ func (l *lane) next(now time.Time) *list.Element {
 		if !lifo {
 			break
 		}
+		e = e.Next()
+	}
+	if l.waiters.Len() == 0 {
+		l.busySince = time.Time{}
 	}
 	return pick
 }
