@@ -167,3 +167,33 @@ func TestDemoAnthropic(t *testing.T) {
 	}
 	t.Log(out.String())
 }
+
+// TestPeakFleet runs a shortened peak through three sidecars that share
+// nothing but the model, on default settings, beside straight and one
+// sidecar, and checks the fleet's targets: at least what straight and 90 %
+// of what one sidecar answers, at most a quarter of straight's upstream
+// 429s, upstream calls at most 1.15 × the requests that reached the model,
+// replicas within 80 % of each other, no 5xx, Retry-After on every 429.
+func TestPeakFleet(t *testing.T) {
+	if testing.Short() {
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); it runs three load phases")
+	}
+	sc := Scenario{
+		Name: "short fleet", Capacity: 4, Latency: 100 * time.Millisecond,
+		Rate: 80, Duration: 3 * time.Second, Phases: []time.Duration{3 * time.Second},
+		Replicas: 3,
+	}
+	res, err := Peak(t.Context(), sc, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	res.WriteTable(&out)
+	if p := res.Problems(); len(p) > 0 {
+		t.Errorf("problems: %q\n%s", p, out.String())
+	}
+	if len(res.More) != 1 || res.More[0].Replicas != 3 || len(res.More[0].PerReplica) != 3 {
+		t.Fatalf("runs %+v, want one through 3 replicas with answers per replica", res.More)
+	}
+	t.Log(out.String())
+}
