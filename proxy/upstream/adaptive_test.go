@@ -8,8 +8,8 @@ import (
 func TestAIMDSlowStartThenCut(t *testing.T) {
 	a := newAIMD(0)
 	now := time.Now()
-	if got, want := a.slots(), DefaultInitialLimit; got != want {
-		t.Fatalf("initial slots = %d, want %d", got, want)
+	if got, want := a.slots(), ColdSlots; got != want {
+		t.Fatalf("slots before any answer = %d, want %d", got, want)
 	}
 	// Slow start: one more per answer while the limit is used.
 	for range 4 {

@@ -211,6 +211,8 @@ type call struct {
 	// has: a retry beyond the budget then waits for it instead of falling
 	// back.
 	last bool
+	// cur is the target being tried, nil before the first.
+	cur *target
 }
 
 func (c *Caller) routeFor(model string) *route {
@@ -375,6 +377,17 @@ func avoidLast(groups [][]*member, avoid string) [][]*member {
 
 func (k *call) remaining() time.Duration { return time.Until(k.deadline) }
 
+// deadlineErr is the error of a request whose deadline ran out. The target
+// being tried may have answered others while this request waited (in its
+// queue, a backoff or a Retry-After hold): the deadline is then congestion
+// (429), not a dead upstream (504).
+func (k *call) deadlineErr() *Error {
+	if k.cur != nil && k.cur.answeredWithin(k.c.now(), aliveWindow) {
+		k.rep.alive = true
+	}
+	return k.rep.deadline(k.budget)
+}
+
 // stopped returns the error that ends the call when the client went away or the
 // deadline passed, nil otherwise.
 func (k *call) stopped() error {
@@ -382,10 +395,10 @@ func (k *call) stopped() error {
 		if errors.Is(err, context.Canceled) {
 			return err
 		}
-		return k.rep.deadline(k.budget)
+		return k.deadlineErr()
 	}
 	if k.dctx.Err() != nil || k.remaining() <= 0 {
-		return k.rep.deadline(k.budget)
+		return k.deadlineErr()
 	}
 	return nil
 }
@@ -416,6 +429,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			body = rewriteModel(body, t.model)
 		}
 	}
+	k.cur = t
 	l := t.laneFor(laneKey(k.req.Header, t.up.cfg))
 	if t.answeredWithin(c.now(), aliveWindow) {
 		k.rep.alive = true
@@ -460,16 +474,12 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		if err != nil {
 			k.traceQueue(t, qstart, err)
 			t.breaker.report(c.now(), probe, neutral)
-			// The target may have answered others while this one queued: a
-			// deadline reached in its queue is then congestion (429), not a
-			// dead upstream (504).
-			k.rep.alive = k.rep.alive || t.answeredWithin(c.now(), aliveWindow)
 			var shed *laneShed
 			if !errors.As(err, &shed) {
 				if err := k.stopped(); err != nil {
 					return nil, err
 				}
-				return nil, k.rep.deadline(k.budget)
+				return nil, k.deadlineErr()
 			}
 			k.shed(t, shed.reason, shed.retryAfter, shed.Error())
 			x.log().Info("upstream shed", "reason", shed.reason, "waiting", shed.waiting, "slots", shed.slots, "retry_after", shed.retryAfter)
@@ -485,7 +495,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 				if err := k.stopped(); err != nil {
 					return nil, err
 				}
-				return nil, k.rep.deadline(k.budget)
+				return nil, k.deadlineErr()
 			}
 			k.shed(t, ShedQueueFull, shedRetryAfter, shed.Error())
 			x.log().Info("upstream shed", "pool", shed.pool, "waiting", shed.waiting, "inflight", shed.inflight)
@@ -497,7 +507,7 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		case r.out == outCanceled:
 			return nil, k.ctx.Err()
 		case r.deadline:
-			return nil, k.rep.deadline(k.budget)
+			return nil, k.deadlineErr()
 		case !r.retry && r.err == nil && !r.refusal:
 			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts}, nil
 		}

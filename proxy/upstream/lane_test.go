@@ -16,6 +16,7 @@ func testLane(t *testing.T, limit float64) *lane {
 	tg := c.routes["gpt-4o"].flat[0].t
 	l := tg.laneFor("")
 	l.lim.limit = limit
+	l.lim.cut, l.lim.refusedAt = true, limit // past its cold start: limit is what it learnt
 	return l
 }
 

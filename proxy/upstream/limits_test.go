@@ -197,9 +197,9 @@ func TestOverloadNeverExceedsTheLimit(t *testing.T) {
 	if got, want := okCount.Load()+shed.Load(), int64(n); got != want {
 		t.Errorf("answered %d, want %d", got, want)
 	}
-	// At least the lane's first slot plus the queue are served (the limit
-	// starts at DefaultInitialLimit and grows as answers come).
-	if okCount.Load() < DefaultInitialLimit+16 || shed.Load() == 0 {
+	// At least the lane's cold slots plus the queue are served (the limit
+	// starts there and grows as answers come).
+	if okCount.Load() < ColdSlots+16 || shed.Load() == 0 {
 		t.Errorf("%d ok, %d shed; want at least the slots plus the queue served and some shed", okCount.Load(), shed.Load())
 	}
 	t.Logf("200 concurrent: %d answered, %d shed with 429, peak in flight %d", okCount.Load(), shed.Load(), peak.Load())
