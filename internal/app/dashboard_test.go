@@ -381,7 +381,7 @@ func TestDashboardTargetsTable(t *testing.T) {
 
 	if dir := os.Getenv("BREAKWATER_SCREENSHOT_DIR"); dir != "" {
 		shot := filepath.Join(dir, "dashboard.png")
-		runChromium(t, bin, "--window-size=1400,1000", "--screenshot="+shot, "--hide-scrollbars", fs.URL+"/dashboard")
+		runChromium(t, bin, "--window-size=1400,2100", "--screenshot="+shot, "--hide-scrollbars", fs.URL+"/dashboard")
 		f, err := os.Open(shot)
 		if err != nil {
 			t.Fatalf("no screenshot: %v", err)
