@@ -17,6 +17,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"log"
 	"net"
 	"os"
 	"os/signal"
@@ -26,9 +27,9 @@ import (
 )
 
 func main() {
+	log.SetFlags(0)
 	if err := run(os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "testqdrant:", err)
-		os.Exit(1)
+		log.Fatal("testqdrant: ", err) // exits 1
 	}
 }
 
