@@ -53,6 +53,23 @@ func (ix *Index) WatchFlushes(apply func(partition string)) {
 // recordFlush writes the flush record of partition after its points are
 // deleted.
 func (ix *Index) recordFlush(ctx context.Context, partition string) error {
+	err := ix.putMarker(ctx, PointID("flush\x00"+rand.Text()), map[string]*qdrant.Value{
+		"kind":    qdrant.NewValueString("flush"),
+		"flushed": qdrant.NewValueString(partition),
+		"by":      qdrant.NewValueString(ix.id),
+		"expires": qdrant.NewValueInt(time.Now().Add(flushRecordTTL).UnixMilli()),
+	})
+	if err != nil {
+		return fmt.Errorf("record the flush for the other replicas: %w", err)
+	}
+	return nil
+}
+
+// putMarker upserts one point that is not a cache entry (a flush record, a
+// Responses owner): its payload has no partition, so no search or Get by
+// key returns it, and its vector is a fixed unit vector the collection's
+// dimension requires.
+func (ix *Index) putMarker(ctx context.Context, id string, payload map[string]*qdrant.Value) error {
 	v := make([]float32, ix.opts.Dimension)
 	v[0] = 1
 	cctx, cancel := ix.call(ctx)
@@ -60,22 +77,10 @@ func (ix *Index) recordFlush(ctx context.Context, partition string) error {
 	_, err := ix.points.Upsert(cctx, &qdrant.UpsertPoints{
 		CollectionName: ix.opts.Collection,
 		Wait:           qdrant.PtrOf(true),
-		Points: []*qdrant.PointStruct{{
-			Id:      qdrant.NewIDUUID(PointID("flush\x00" + rand.Text())),
-			Vectors: qdrant.NewVectorsDense(v),
-			Payload: map[string]*qdrant.Value{
-				"kind":    qdrant.NewValueString("flush"),
-				"flushed": qdrant.NewValueString(partition),
-				"by":      qdrant.NewValueString(ix.id),
-				"expires": qdrant.NewValueInt(time.Now().Add(flushRecordTTL).UnixMilli()),
-			},
-		}},
+		Points:         []*qdrant.PointStruct{{Id: qdrant.NewIDUUID(id), Vectors: qdrant.NewVectorsDense(v), Payload: payload}},
 	})
 	ix.observe(err)
-	if err != nil {
-		return fmt.Errorf("record the flush for the other replicas: %w", err)
-	}
-	return nil
+	return err
 }
 
 // pollFlushes reads the flush records every flushPollEvery until Close.

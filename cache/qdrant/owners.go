@@ -38,26 +38,13 @@ func (ix *Index) PutOwner(ctx context.Context, scope, id, upstream string) error
 	if id == "" || upstream == "" || len(id) > maxOwnerIDBytes || len(upstream) > maxOwnerIDBytes {
 		return fmt.Errorf("put response owner: id and upstream must be 1 to %d bytes", maxOwnerIDBytes)
 	}
-	v := make([]float32, ix.opts.Dimension)
-	v[0] = 1
-	cctx, cancel := ix.call(ctx)
-	defer cancel()
-	_, err := ix.points.Upsert(cctx, &qdrant.UpsertPoints{
-		CollectionName: ix.opts.Collection,
-		Wait:           qdrant.PtrOf(true),
-		Points: []*qdrant.PointStruct{{
-			Id:      qdrant.NewIDUUID(ownerPointID(scope, id)),
-			Vectors: qdrant.NewVectorsDense(v),
-			Payload: map[string]*qdrant.Value{
-				"kind":     qdrant.NewValueString("owner"),
-				"scope":    qdrant.NewValueString(scope),
-				"owner_id": qdrant.NewValueString(id),
-				"upstream": qdrant.NewValueString(upstream),
-				"expires":  qdrant.NewValueInt(time.Now().Add(OwnerTTL).UnixMilli()),
-			},
-		}},
+	err := ix.putMarker(ctx, ownerPointID(scope, id), map[string]*qdrant.Value{
+		"kind":     qdrant.NewValueString("owner"),
+		"scope":    qdrant.NewValueString(scope),
+		"owner_id": qdrant.NewValueString(id),
+		"upstream": qdrant.NewValueString(upstream),
+		"expires":  qdrant.NewValueInt(time.Now().Add(OwnerTTL).UnixMilli()),
 	})
-	ix.observe(err)
 	if err != nil {
 		return fmt.Errorf("put response owner: %w", err)
 	}
