@@ -49,23 +49,24 @@ const (
 //     doubles every round trip;
 //   - a refusal multiplies the limit by backoffRatio, at most once per round
 //     trip (only refusals of attempts sent after the last cut count, as TCP's
-//     fast recovery does), and remembers where it was refused (as TCP CUBIC's
-//     W_max);
-//   - below nearRefused of that point the limit grows back quickly
-//     (growFast per answer, about 10 % per round trip at a limit of one);
-//   - between there and the refusal point it grows gently, growSlow per
-//     answer (multiplicative per unit of time, so a fleet of N sidecars
-//     probes the model about as often as one does), divided by the limit
-//     below one slot (additive per unit of time there, so small shares
-//     catch up);
-//   - beyond the refusal point, once probeEvery has passed since the last
-//     cut, the growth doubles every probeEvery without a refusal, so a model
-//     whose capacity came back is found again within seconds.
+//     fast recovery does), and remembers a level (as TCP CUBIC's W_max): the
+//     limit, or the count of attempts the model took when the lane alone held
+//     three slots or more (see refused);
+//   - below nearRefused of that level, or below a counted level, the limit
+//     grows back quickly (growFast per answer);
+//   - between there and the level it grows gently, growSlow per answer
+//     (multiplicative per unit of time, so a fleet of N sidecars probes the
+//     model about as often as one does); when the level is below one slot
+//     (the model is shared) growSlow ÷ limit per answer, which is additive
+//     per unit of time: AIMD, whose shares converge (Chiu and Jain 1989);
+//   - at the level it stays for probeWait after reaching it (probeEvery, or
+//     countedProbeWait for a counted level), then grows beyond it, the growth
+//     doubling every probeEvery without a refusal, so a model whose capacity
+//     came back is found again within seconds.
 //
 // Refusals at a given level come at random to whichever sidecar sends when
 // the model is full, so a sidecar holding more of the model is refused more
-// often: the limits of sidecars that see the same load converge (fairness,
-// as in AIMD; Chiu and Jain 1989).
+// often: the limits of sidecars that see the same load converge.
 const (
 	backoffRatio = 0.5
 	nearRefused  = 0.85
@@ -73,6 +74,10 @@ const (
 	growSlow     = 0.003
 	minLimit     = 1.0 / 16
 	probeEvery   = 2 * time.Second
+	// A level the lane counted is probed first after countedProbeWait, then
+	// after twice as long each time a probe is refused, up to maxProbeWait.
+	countedProbeWait = 8 * time.Second
+	maxProbeWait     = 32 * time.Second
 )
 
 // aimd is one lane's adaptive concurrency limit. It is not safe for concurrent
@@ -82,8 +87,12 @@ type aimd struct {
 	ceiling   float64
 	cut       bool                // a refusal has been seen: slow start is over
 	lastCut   time.Time           // when the limit was last cut
-	refusedAt float64             // the limit at the last cut
+	refusedAt float64             // the level the last cut remembers (CUBIC's W_max)
+	counted   bool                // refusedAt is a count of slots the model took from this lane alone
+	beyond    time.Time           // when the limit reached refusedAt; zero below it
+	probeWait time.Duration       // how long the limit stays at refusedAt before probing beyond it
 	serviceE  float64             // EWMA of answered attempts' durations, seconds; 0 = none yet
+	serviceHi float64             // their upper envelope: up at once, down slowly; seconds
 	recent    [rateRing]time.Time // when the last answers came, a ring
 	next, n   int
 }
@@ -95,7 +104,7 @@ func newAIMD(ceiling int) aimd {
 	if ceiling <= 0 {
 		ceiling = DefaultMaxConcurrency
 	}
-	return aimd{limit: min(DefaultInitialLimit, float64(ceiling)), ceiling: float64(ceiling)}
+	return aimd{limit: min(DefaultInitialLimit, float64(ceiling)), ceiling: float64(ceiling), probeWait: probeEvery}
 }
 
 // slots is how many attempts may be in flight: the limit rounded up, so a
@@ -123,6 +132,11 @@ func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
 	} else {
 		a.serviceE += alpha * (s - a.serviceE)
 	}
+	if s >= a.serviceHi {
+		a.serviceHi = s
+	} else {
+		a.serviceHi += alpha / 4 * (s - a.serviceHi)
+	}
 	if float64(inflight)*2 < a.limit {
 		return
 	}
@@ -130,39 +144,83 @@ func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
 	switch {
 	case !a.cut:
 		inc = 1
-	case a.limit < nearRefused*a.refusedAt:
-		inc = growFast
 	case a.limit < a.refusedAt:
-		// Below one slot, additive per unit of time (as AIMD): a lane
-		// with a small share grows as fast as a larger one, so shares
-		// converge instead of keeping their ratio.
-		inc = growSlow / min(a.limit, 1)
+		a.beyond = time.Time{}
+		switch {
+		case a.counted, a.limit < nearRefused*a.refusedAt:
+			// Back quickly to a level the model took (counted), or to near
+			// where it refused.
+			inc = min(growFast, a.refusedAt-a.limit)
+		case a.refusedAt <= 1:
+			// Refused below one slot: the model is shared. Additive per
+			// unit of time (plain AIMD), so a lane with a small share
+			// grows as fast as a larger one and shares converge.
+			inc = growSlow / a.limit
+		default:
+			inc = growSlow
+		}
 	default:
-		since := now.Sub(a.lastCut)
-		if since < probeEvery {
-			inc = 0 // the refused level is probed at most once per probeEvery
+		// At the refused level it stays for probeWait (CUBIC's plateau),
+		// then probes beyond it, faster and faster without a refusal: the
+		// model's capacity may have come back.
+		if a.beyond.IsZero() {
+			a.beyond = now
+		}
+		since := now.Sub(a.beyond)
+		if since < a.probeWait {
 			break
 		}
-		doublings := min(float64((since-probeEvery)/probeEvery), 16)
-		inc = min(growSlow*math.Pow(2, doublings), 1) // never faster than slow start
+		if a.limit >= a.refusedAt+1 {
+			a.probeWait = probeEvery // a whole slot more was taken: probe as usual
+		}
+		doublings := min(float64((since-a.probeWait)/probeEvery), 16)
+		inc = min(growSlow*math.Pow(2, doublings)/min(a.limit, 1), 1) // never faster than slow start
 	}
 	a.limit = min(a.limit+inc, a.ceiling)
 }
 
-// refused records a congestion signal for an attempt sent at sent; it
-// reports whether the limit was cut.
-func (a *aimd) refused(sent, now time.Time) bool {
+// refused records a congestion signal for an attempt sent at sent, with
+// inflight attempts of the lane in flight (this one included); it reports
+// whether the limit was cut.
+//
+// The level it remembers is the limit, or, when the lane alone held at least
+// three slots, one fewer than it had in flight: the model took that many of
+// this lane's attempts and refused the next, a count rather than an estimate,
+// so the limit grows straight back to it. A refused probe beyond such a level
+// goes back to it instead of halving, and waits twice as long before the next
+// probe (up to maxProbeWait): a lone sidecar in front of a model that takes
+// four does not lose half its answers every few seconds to find that out
+// again.
+func (a *aimd) refused(sent, now time.Time, inflight int) bool {
 	if a.cut && sent.Before(a.lastCut) {
 		return false // sent before the last cut, which already accounted for it
 	}
-	a.refusedAt = a.limit
-	a.limit = max(a.limit*backoffRatio, minLimit)
-	a.cut, a.lastCut = true, now
+	switch {
+	case a.cut && a.counted && a.limit > a.refusedAt && !a.beyond.IsZero():
+		a.limit = a.refusedAt
+		a.probeWait = min(2*a.probeWait, maxProbeWait)
+	default:
+		a.refusedAt, a.counted = a.limit, false
+		if held := float64(inflight - 1); held >= 2 && held < a.limit+1 {
+			a.refusedAt, a.counted = min(a.limit, held), true
+		}
+		a.limit = max(a.limit*backoffRatio, minLimit)
+		a.probeWait = probeEvery
+		if a.counted {
+			a.probeWait = countedProbeWait
+		}
+	}
+	a.cut, a.lastCut, a.beyond = true, now, time.Time{}
 	return true
 }
 
 // service is the measured time per answer; 0 when nothing was answered yet.
 func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float64(time.Second)) }
+
+// serviceLong is how long an answer takes at most, nearly: the upper
+// envelope of the measured times, which rises to a slow answer at once and
+// falls back slowly.
+func (a *aimd) serviceLong() time.Duration { return time.Duration(a.serviceHi * float64(time.Second)) }
 
 // pace is the rate at which the lane sends, in attempts per second: its
 // limit over the time per answer (Little's law). 0 (no pacing) before the

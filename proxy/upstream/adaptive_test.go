@@ -24,23 +24,23 @@ func TestAIMDSlowStartThenCut(t *testing.T) {
 		t.Errorf("limit after an answer with 1 in flight = %v, want %v (unchanged)", got, want)
 	}
 	sent := now.Add(-50 * time.Millisecond)
-	if !a.refused(sent, now) {
+	if !a.refused(sent, now, 1) {
 		t.Fatal("first refusal did not cut")
 	}
 	if got, want := a.limit, float64(DefaultInitialLimit+4)*backoffRatio; !near(got, want) {
 		t.Fatalf("limit after a refusal = %v, want %v", got, want)
 	}
 	// Refusals of attempts sent before the cut were already accounted for.
-	if a.refused(sent, now.Add(time.Millisecond)) {
+	if a.refused(sent, now.Add(time.Millisecond), 1) {
 		t.Error("a refusal of an attempt sent before the cut cut again")
 	}
-	if !a.refused(now.Add(time.Millisecond), now.Add(2*time.Millisecond)) {
+	if !a.refused(now.Add(time.Millisecond), now.Add(2*time.Millisecond), 1) {
 		t.Error("a refusal of an attempt sent after the cut did not cut")
 	}
 	// Below one slot the limit keeps falling (the lane paces), to a floor.
 	for i := range 20 {
 		at := now.Add(time.Second + time.Duration(i)*time.Millisecond)
-		a.refused(at, at)
+		a.refused(at, at, 1)
 	}
 	if a.limit >= 0.1 || a.limit < minLimit || a.slots() != 1 {
 		t.Errorf("limit after many refusals = %v (%d slots), want below 0.1, at least %v, one slot", a.limit, a.slots(), minLimit)
@@ -55,7 +55,7 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	a := newAIMD(0)
 	now := time.Now()
 	a.limit = 10
-	a.refused(now, now) // limit 5, refused at 10
+	a.refused(now, now, 1) // limit 5, refused at 10
 	answers := func(n int, at time.Time) float64 {
 		before := a.limit
 		for range n {
@@ -74,14 +74,18 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	if got := answers(10, now); got <= 0 || got > 10*growSlow+1e-9 {
 		t.Errorf("growth over 10 answers near the refusal point = %.4f, want gentle (0, %v]", got, 10*growSlow)
 	}
-	// The refused level is probed at most once per probeEvery.
+	// At the refused level it stays for probeEvery, counted from reaching it.
 	a.limit = 10
-	if got := answers(20, now.Add(probeEvery/2)); got != 0 {
-		t.Errorf("grew %.3f at the refused level within %s of the cut, want 0", got, probeEvery)
+	reached := now.Add(time.Second)
+	if got := answers(20, reached); got != 0 {
+		t.Errorf("grew %.3f on reaching the refused level, want 0", got)
+	}
+	if got := answers(20, reached.Add(probeEvery/2)); got != 0 {
+		t.Errorf("grew %.3f at the refused level within %s of reaching it, want 0", got, probeEvery)
 	}
 	// Beyond it, faster and faster: the capacity may have come back.
-	first := answers(10, now.Add(probeEvery+time.Millisecond))
-	later := answers(10, now.Add(5*probeEvery))
+	first := answers(10, reached.Add(probeEvery+time.Millisecond))
+	later := answers(10, reached.Add(5*probeEvery))
 	if first <= 0 || later <= first {
 		t.Errorf("growth beyond the refusal point: %.4f later after %.4f, want faster", later, first)
 	}
@@ -102,6 +106,57 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	b.answered(100*time.Millisecond, 1, now)
 	if r, want := b.rate(now), b.limit/0.1; !near(r, want) {
 		t.Errorf("rate after one answer = %.1f, want limit ÷ 100ms = %.1f", r, want)
+	}
+}
+
+// A lane that alone had k in flight when the k-th was refused knows the
+// model takes k-1 of its attempts: it grows straight back to k-1, stays there
+// longer before probing, and a refused probe returns it there (not to half)
+// and doubles the wait before the next probe.
+func TestAIMDCountedLevel(t *testing.T) {
+	a := newAIMD(0)
+	now := time.Now()
+	a.answered(300*time.Millisecond, 1, now)
+	for a.limit < 5 {
+		a.answered(300*time.Millisecond, a.slots(), now)
+	}
+	if !a.refused(now, now, 5) {
+		t.Fatal("refusal with 5 in flight did not cut")
+	}
+	if !a.counted || a.refusedAt != 4 || !near(a.limit, 5*backoffRatio) {
+		t.Fatalf("after the refusal: limit %.2f, level %.2f counted %v; want %.2f, 4, true", a.limit, a.refusedAt, a.counted, 5*backoffRatio)
+	}
+	at := now.Add(time.Millisecond)
+	for range 100 {
+		a.answered(300*time.Millisecond, a.slots(), at)
+	}
+	if a.limit != 4 {
+		t.Fatalf("limit after 100 answers = %.3f, want exactly the counted level 4", a.limit)
+	}
+	reached := at
+	a.answered(300*time.Millisecond, a.slots(), reached.Add(countedProbeWait-time.Millisecond))
+	if a.limit != 4 {
+		t.Fatalf("limit %.3f before countedProbeWait at the counted level, want 4", a.limit)
+	}
+	probe := reached.Add(countedProbeWait + probeEvery)
+	a.answered(300*time.Millisecond, a.slots(), probe)
+	if a.limit <= 4 {
+		t.Fatalf("limit %.3f after countedProbeWait, want a probe beyond 4", a.limit)
+	}
+	if !a.refused(probe, probe.Add(time.Millisecond), 5) {
+		t.Fatal("a refused probe did not count")
+	}
+	if a.limit != 4 || a.probeWait != 2*countedProbeWait {
+		t.Errorf("after a refused probe: limit %.3f, probe wait %s; want 4 and %s", a.limit, a.probeWait, 2*countedProbeWait)
+	}
+	// A lane that never held three slots alone learns no count: a fleet's
+	// share is an estimate.
+	b := newAIMD(0)
+	b.answered(300*time.Millisecond, 1, now)
+	b.limit = 1.4
+	b.refused(now, now, 2)
+	if b.counted || b.refusedAt != 1.4 {
+		t.Errorf("level %.2f counted %v after a refusal with 2 in flight, want 1.4 not counted", b.refusedAt, b.counted)
 	}
 }
 

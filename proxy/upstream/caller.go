@@ -517,18 +517,8 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		if r.err == nil {
 			k.rep.lastStatus, k.rep.lastErr = r.resp.StatusCode, &StatusError{Status: r.resp.StatusCode}
 		}
-		ra, hinted := RetryAfter(r.resp, time.Now())
-		if r.retryAfter > 0 {
-			ra, hinted = max(ra, r.retryAfter), true
-		}
-		ra = min(ra, c.raCap)
-		if hinted {
-			// Every request of this lane respects the hint, not just this
-			// one (RFC 9110 §10.2.3): the server said when it can take more,
-			// and a fleet of sidecars that each let their other queued
-			// requests through would refuse that many more.
-			l.pace.hold(c.now().Add(ra))
-			k.rep.hint(t.name, ra)
+		if r.hold > 0 {
+			k.rep.hint(t.name, r.hold) // the lane is held already (holdLane)
 		}
 		if !r.retry || r.noRetry || n == c.retry.MaxAttempts {
 			return nil, nil
@@ -540,13 +530,13 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			return nil, nil
 		}
 		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), l.pace.wait(c.now()))
-		if hinted {
-			wait = max(min(wait, c.raCap), ra)
+		if r.hold > 0 {
+			wait = max(min(wait, c.raCap), r.hold)
 		}
 		if wait >= k.remaining() {
 			// a wait that does not fit the deadline skips the target at once.
 			what := "next backoff"
-			if hinted {
+			if r.hold > 0 {
 				what = "asked to wait"
 			}
 			k.rep.note(t.name, fmt.Sprintf("%s %s, beyond the deadline", what, wait.Round(time.Millisecond)))

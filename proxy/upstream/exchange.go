@@ -63,6 +63,9 @@ type result struct {
 	noRetry    bool
 	why        string
 	refusal    bool // a non-2xx that must not be passed through: fall back instead
+	// hold is the Retry-After (header or body) that now holds the lane; 0
+	// when the answer named none.
+	hold time.Duration
 }
 
 // errDeadline is the cause of an attempt cut by the request deadline.
@@ -223,6 +226,9 @@ func (k *call) send(x *exchange) result {
 		}
 		return r
 	}
+	if r.resp != nil && r.resp.StatusCode >= 400 {
+		r.holdLane(x.lane, c)
+	}
 	lv := v
 	var at *attemptTimeout
 	if errors.As(r.err, &at) {
@@ -235,6 +241,24 @@ func (k *call) send(x *exchange) result {
 	k.endAttempt(span, &r, nil)
 	c.settle(t, x.probe, r.out, v, dur, x.log)
 	return r
+}
+
+// holdLane holds every request of the lane for the answer's Retry-After,
+// not just this one (RFC 9110 §10.2.3): the server said when it can take
+// more, and a fleet of sidecars that each let their other queued requests
+// through would refuse that many more. It runs before the attempt's slot is
+// released, so the release does not hand the slot to a queued request that
+// the model would refuse at once.
+func (r *result) holdLane(l *lane, c *Caller) {
+	ra, hinted := RetryAfter(r.resp, time.Now())
+	if r.retryAfter > 0 {
+		ra, hinted = max(ra, r.retryAfter), true
+	}
+	if !hinted {
+		return
+	}
+	r.hold = min(ra, c.raCap)
+	l.pace.hold(c.now().Add(r.hold))
 }
 
 func streamOutcome(ctx context.Context, err error) outcome {

@@ -441,12 +441,13 @@ func (l *lane) release() {
 // its answer (a stream whose client went away, an attempt cut by the
 // deadline). The provider does not stop generating a request its client
 // dropped (and bills it), so the slot stays taken until the answer would
-// have come (the measured time per answer): freeing it at once sends the
+// have come (the longest time an answer took lately, since a slower answer
+// than the mean keeps the model busy just as well): freeing it at once sends the
 // next request into a model that is still busy.
 func (l *lane) abandon(sent time.Time) {
 	l.t.abandoned()
 	l.mu.Lock()
-	hold := time.Until(sent.Add(l.lim.service()))
+	hold := time.Until(sent.Add(l.lim.serviceLong()))
 	l.mu.Unlock()
 	if hold <= 0 {
 		l.release()
@@ -465,7 +466,7 @@ func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
 	case success:
 		l.lim.answered(d, l.inflight, now)
 	case congested:
-		l.lim.refused(sent, now)
+		l.lim.refused(sent, now, l.inflight)
 	}
 	after, paceAfter := l.lim.limit, l.lim.belowOne()
 	l.inflight--

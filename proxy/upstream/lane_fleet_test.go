@@ -211,3 +211,55 @@ func TestRetryAfterHoldsTheLane(t *testing.T) {
 		}
 	}
 }
+
+// A refused attempt's slot is not handed to a request queued behind it
+// before its Retry-After holds the lane: released first, the slot would send
+// that request into the model that has just refused.
+func TestRetryAfterHoldsBeforeTheSlotIsPassedOn(t *testing.T) {
+	var calls atomic.Int32
+	var mu sync.Mutex
+	var at []time.Time
+	var refused time.Time
+	answer := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Now())
+		mu.Unlock()
+		if calls.Add(1) == 1 {
+			<-answer
+			mu.Lock()
+			refused = time.Now()
+			mu.Unlock()
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		w.Write([]byte(`{}`))
+	}))
+	defer srv.Close()
+	opts := oneTarget(srv.URL + "/v1")
+	opts.Upstreams[0].MaxConcurrency = 1 // one slot: the second request queues
+	c := newCaller(t, opts)
+	errs := make(chan error, 2)
+	do := func() {
+		_, err := c.Do(context.Background(), chat("gpt-4o"))
+		errs <- err
+	}
+	go do()
+	waitUntil(t, func() bool { return calls.Load() == 1 })
+	go do()
+	waitUntil(t, func() bool { return statsOf(t, c, "gpt-4o", "a/*").Queued == 1 })
+	close(answer)
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatalf("request: %v", err)
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for i, a := range at[1:] {
+		if a.Before(refused.Add(time.Second)) {
+			t.Errorf("call %d sent %s after the 429 with Retry-After: 1, want at least 1s", i+2, a.Sub(refused).Round(time.Millisecond))
+		}
+	}
+}
