@@ -11,6 +11,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // The OpenAI formats: Chat Completions (exact and semantic tiers, streams,
@@ -91,7 +92,7 @@ func (f openAIFormat) StreamError(err error) []byte { return errorEvent(err) }
 
 // AnswerText reads the first choice's message content, or a completion's text.
 // Usage reads usage.prompt_tokens and usage.completion_tokens.
-func (f openAIFormat) Usage(body []byte) Usage { return chatUsage.read(body) }
+func (f openAIFormat) Usage(body []byte) Usage { return chatUsage.Read(body) }
 
 func (f openAIFormat) AnswerText(body []byte) string { return verify.AnswerText(body) }
 
@@ -101,9 +102,9 @@ type openAIStream struct{ a *assembler }
 func (s *openAIStream) Feed(ev sseEvent, raw []byte, resumed bool) ([]byte, bool, error) {
 	a := s.a
 	if ev.Event == "error" {
-		return nil, false, fmt.Errorf("the upstream sent an error event: %s", truncate(string(ev.Data), 200))
+		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
 	}
-	if ev.done() {
+	if ev.Done() {
 		a.sawDone = true
 		return raw, true, nil
 	}
@@ -114,7 +115,7 @@ func (s *openAIStream) Feed(ev sseEvent, raw []byte, resumed bool) ([]byte, bool
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(ev.Data, &probe) == nil && len(probe.Error) > 0 && string(probe.Error) != "null" {
-		return nil, false, fmt.Errorf("the upstream sent an error mid-stream: %s", truncate(string(probe.Error), 200))
+		return nil, false, fmt.Errorf("the upstream sent an error mid-stream: %s", wire.Truncate(string(probe.Error), 200))
 	}
 	before := len(a.text())
 	if err := a.add(ev.Data); err != nil {
@@ -155,7 +156,7 @@ func resumeChatBody(orig []byte, partial string) ([]byte, error) {
 		return nil, fmt.Errorf("build resume request: %w", err)
 	}
 	asst, _ := json.Marshal(map[string]string{"role": "assistant", "content": partial})
-	cont, _ := json.Marshal(map[string]string{"role": "user", "content": resumeInstruction})
+	cont, _ := json.Marshal(map[string]string{"role": "user", "content": wire.ResumeInstruction})
 	msgs = append(msgs, asst, cont)
 	body["messages"], _ = json.Marshal(msgs)
 	nb, err := json.Marshal(body)

@@ -199,7 +199,7 @@ func anthropicErrorType(status int) string {
 // AnswerText joins the message's text blocks (thinking and tool_use blocks
 // are not what the user reads).
 // Usage reads the Messages usage object (cache reads and writes count as input).
-func (anthropicMessages) Usage(body []byte) Usage { return messagesUsage.read(body) }
+func (anthropicMessages) Usage(body []byte) Usage { return messagesUsage.Read(body) }
 
 func (anthropicMessages) AnswerText(body []byte) string {
 	var m struct {

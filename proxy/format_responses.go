@@ -89,7 +89,7 @@ func (responsesAPI) Error(status int, code, message string) (int, []byte) {
 // AnswerText joins the output_text parts of the response's message items
 // (reasoning and function-call items are not what the user reads).
 // Usage reads usage.input_tokens and usage.output_tokens.
-func (responsesAPI) Usage(body []byte) Usage { return responsesUsage.read(body) }
+func (responsesAPI) Usage(body []byte) Usage { return responsesUsage.Read(body) }
 
 func (responsesAPI) AnswerText(body []byte) string {
 	var r struct {

@@ -78,7 +78,7 @@ func (f geminiFormat) Error(status int, code, message string) (int, []byte) {
 // (google.golang.org/genai iterateResponseStream; @google/genai likewise).
 // AnswerText joins the first candidate's text parts, without thought parts.
 // Usage reads usageMetadata (thinking tokens count as output).
-func (f geminiFormat) Usage(body []byte) Usage { return geminiUsage.read(body) }
+func (f geminiFormat) Usage(body []byte) Usage { return geminiUsage.Read(body) }
 
 func (f geminiFormat) AnswerText(body []byte) string {
 	var r struct {

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // geminiStream assembles a streamGenerateContent?alt=sse answer: each event
@@ -52,7 +54,7 @@ func newGeminiStream(storeMaxTokens bool) *geminiStream {
 // so one error event of ours after CRLF events would merge with them.
 func (g *geminiStream) Feed(ev sseEvent, _ []byte, _ bool) ([]byte, bool, error) {
 	if ev.Event == "error" {
-		return nil, false, fmt.Errorf("the upstream sent an error event: %s", truncate(string(ev.Data), 200))
+		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
 	}
 	if len(bytes.TrimSpace(ev.Data)) == 0 {
 		return nil, false, nil
@@ -77,7 +79,7 @@ func (g *geminiStream) add(data []byte) error {
 		return fmt.Errorf("parse stream chunk: %w", err)
 	}
 	if e, ok := top["error"]; ok && !isNull(e) {
-		return fmt.Errorf("the upstream sent an error mid-stream: %s", truncate(string(e), 200))
+		return fmt.Errorf("the upstream sent an error mid-stream: %s", wire.Truncate(string(e), 200))
 	}
 	g.events++
 	for k, v := range top {
@@ -356,7 +358,7 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 			maps.Copy(ev, final)
 		}
 		ev["candidates"] = []map[string]any{cand}
-		return writeDataEvent(w, flush, ev)
+		return wire.WriteDataEvent(w, flush, ev)
 	}
 	for ci, c := range cands {
 		var content struct {
@@ -386,7 +388,7 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 			if err := json.Unmarshal(p["text"], &text); err != nil {
 				return fmt.Errorf("replay cached answer: %w", err)
 			}
-			ws := words(text)
+			ws := wire.Words(text)
 			if len(ws) == 0 {
 				ws = []string{""}
 			}
@@ -544,7 +546,7 @@ func geminiResume(body []byte, asm StreamAssembler) ([]byte, error) {
 		return nil, fmt.Errorf("build resume request: %w", err)
 	}
 	model, _ := json.Marshal(map[string]any{"role": "model", "parts": []map[string]string{{"text": partial}}})
-	cont, _ := json.Marshal(map[string]any{"role": "user", "parts": []map[string]string{{"text": resumeInstruction}}})
+	cont, _ := json.Marshal(map[string]any{"role": "user", "parts": []map[string]string{{"text": wire.ResumeInstruction}}})
 	contents = append(contents, model, cont)
 	obj["contents"], _ = json.Marshal(contents)
 	out, err := json.Marshal(obj)

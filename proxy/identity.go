@@ -10,6 +10,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // appendRandomHex appends n random bytes as 2n hex digits.
@@ -53,7 +54,7 @@ type wireBody struct {
 func prepareWire(body []byte) *wireBody {
 	w := &wireBody{body: body, idStart: -1, idEnd: -1, crStart: -1, crEnd: -1, prefix: "chatcmpl-bw"}
 	idStart, idEnd, crStart, crEnd := -1, -1, -1, -1
-	ok := topFields(body, func(key []byte, vStart, vEnd int) bool {
+	ok := wire.TopFields(body, func(key []byte, vStart, vEnd int) bool {
 		switch string(key) {
 		case "id":
 			idStart, idEnd = vStart, vEnd
@@ -156,108 +157,4 @@ func wireOf(e *cache.Entry) *wireBody {
 		return w
 	}
 	return prepareWire(e.Body)
-}
-
-// topFields calls fn with the name and raw value offsets of each top-level
-// field of the JSON object body, without decoding any value. It reports
-// false when body is not one object it can scan, or when fn returned false.
-// Not cache.DecodeObject: the exact hit patches stored bytes at these offsets
-// and must not decode or re-encode the values.
-func topFields(body []byte, fn func(key []byte, vStart, vEnd int) bool) bool {
-	i := skipSpace(body, 0)
-	if i >= len(body) || body[i] != '{' {
-		return false
-	}
-	i++
-	for {
-		i = skipSpace(body, i)
-		if i >= len(body) {
-			return false
-		}
-		switch body[i] {
-		case '}':
-			return skipSpace(body, i+1) == len(body)
-		case ',':
-			i++
-			continue
-		case '"':
-		default:
-			return false
-		}
-		kEnd := skipString(body, i)
-		if kEnd < 0 {
-			return false
-		}
-		key := body[i+1 : kEnd-1]
-		i = skipSpace(body, kEnd)
-		if i >= len(body) || body[i] != ':' {
-			return false
-		}
-		i = skipSpace(body, i+1)
-		vEnd := skipValue(body, i)
-		if vEnd < 0 || !fn(key, i, vEnd) {
-			return false
-		}
-		i = vEnd
-	}
-}
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\n' || b[i] == '\t' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// skipString returns the index after the string starting at b[i] == '"'.
-func skipString(b []byte, i int) int {
-	for j := i + 1; j < len(b); j++ {
-		switch b[j] {
-		case '\\':
-			j++
-		case '"':
-			return j + 1
-		}
-	}
-	return -1
-}
-
-// skipValue returns the index after the JSON value starting at b[i].
-func skipValue(b []byte, i int) int {
-	if i >= len(b) {
-		return -1
-	}
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				e := skipString(b, j)
-				if e < 0 {
-					return -1
-				}
-				j = e - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
-		}
-		return -1
-	default:
-		j := i
-		for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\n' && b[j] != '\t' && b[j] != '\r' {
-			j++
-		}
-		if j == i {
-			return -1
-		}
-		return j
-	}
 }

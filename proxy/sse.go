@@ -9,16 +9,12 @@ import (
 	"io"
 	"sort"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
-// sseEvent is one Server-Sent Event as the OpenAI API sends them.
-type sseEvent struct {
-	Event string // "" for plain data events; "error" for error events
-	Data  []byte // the joined data lines
-}
-
-// done reports whether the event is the end-of-stream marker.
-func (e sseEvent) done() bool { return e.Event == "" && bytes.Equal(e.Data, []byte("[DONE]")) }
+// sseEvent is one Server-Sent Event (wire.Event).
+type sseEvent = wire.Event
 
 // sseReader reads events from an SSE body (text/event-stream, per the WHATWG
 // spec as far as the OpenAI API uses it: data, event, comments).

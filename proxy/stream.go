@@ -359,9 +359,6 @@ func anyFinished(a *assembler) bool {
 	return false
 }
 
-const resumeInstruction = "Your previous message was cut off. Continue it exactly where it stopped, " +
-	"without repeating anything and without any preamble; output only the rest of the answer."
-
 func errorEvent(err error) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{
 		"message": "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
@@ -372,13 +369,6 @@ func errorEvent(err error) []byte {
 	// go-openai accumulates a data: {"error": line and returns it at EOF; a
 	// named "event: error" line would be mis-parsed by go-openai).
 	return []byte("data: " + string(b) + "\n\n")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // idleBody closes the upstream body when no bytes arrive for d, turning a

@@ -8,6 +8,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // Attributes of the server span. The cache's own are namespaced; the rest
@@ -118,7 +119,7 @@ func (s *Server) genAIRequest(f Format, stream bool) upstream.GenAI {
 // OpenAI's and Anthropic's answers, "modelVersion" in Gemini's.
 func responseModel(body []byte) string {
 	var model string
-	topFields(body, func(key []byte, vStart, vEnd int) bool {
+	wire.TopFields(body, func(key []byte, vStart, vEnd int) bool {
 		switch string(key) {
 		case "model", "modelVersion":
 			v := body[vStart:vEnd]
