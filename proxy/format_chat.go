@@ -192,7 +192,7 @@ func finishedChoices(body []byte) bool {
 	return true
 }
 
-func (openAIFormat) bodyKeyed() {}
+func (openAIFormat) BodyKeyed() {}
 
 // writeFresh writes the stored completion around a fresh id and created,
 // from the bytes prepared when it was stored.
@@ -212,4 +212,15 @@ func (f openAIFormat) replayCached(s *Server, w io.Writer, flush func(), e *cach
 		prefix = "cmpl-bw"
 	}
 	return s.replayCached(w, flush, e, prefix, k.IncludeUsage)
+}
+
+// GenAI: OpenAI's operations as the GenAI conventions name them.
+func (f openAIFormat) GenAI() (string, string) {
+	switch {
+	case f.embeddings:
+		return "embeddings", "openai"
+	case !f.chat:
+		return "text_completion", "openai"
+	}
+	return "chat", "openai"
 }

@@ -237,3 +237,6 @@ func sseBytes(event string, data []byte) []byte {
 	out = append(out, data...)
 	return append(out, "\n\n"...)
 }
+
+// GenAI: a Messages call is a chat, by Anthropic.
+func (anthropicMessages) GenAI() (string, string) { return "chat", "anthropic" }

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // responsesFormat is OpenAI's Responses API, POST /v1/responses: exact and
@@ -141,35 +142,36 @@ func (responsesAPI) StreamError(err error) []byte {
 //     can be neither routed nor keyed.
 //
 // Everything else goes through the cached flow.
-func (s *Server) handleResponses(c echo.Context) error {
-	c.Set(formatCtxKey, responsesFormat)
-	req := c.Request()
-	body, answered, err := s.requestBody(c)
-	if answered {
-		return err
-	}
-	req.Body = io.NopCloser(bytes.NewReader(body))
-	req.ContentLength = int64(len(body))
-	if why := responsesStateful(body); why != "" {
-		s.logger(c).Debug("responses request passed through", "reason", why)
-		// Continuing a response another upstream created: to that one.
-		if _, prev := (responsesAPI{}).boundToUpstream(body); prev != "" {
-			if up, ok := s.ownerOf(req.Header, prev); ok {
-				return s.forwardToOwner(c, up)
-			}
+func handleResponses(h wire.Host) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		body, answered, err := h.Body(c)
+		if answered {
+			return err
 		}
-		return s.handleForward(c)
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		req.ContentLength = int64(len(body))
+		if why := responsesStateful(body); why != "" {
+			h.Logger(c).Debug("responses request passed through", "reason", why)
+			// Continuing a response another upstream created: to that one.
+			if _, prev := (responsesAPI{}).BoundToUpstream(body); prev != "" {
+				if up, ok := h.OwnerOf(req.Header, prev); ok {
+					return h.ForwardTo(c, up)
+				}
+			}
+			return h.Forward(c)
+		}
+		return h.Serve(c, responsesFormat)
 	}
-	return s.serveCached(c, responsesFormat)
 }
 
-// boundToUpstream: a request naming previous_response_id (or a
+// BoundToUpstream: a request naming previous_response_id (or a
 // conversation) continues a response stored by one provider account, and
 // only that account can serve it
 // (https://platform.openai.com/docs/guides/conversation-state). Another
 // model on the same upstream may (the API takes any model with
 // previous_response_id); another upstream may not.
-func (responsesAPI) boundToUpstream(body []byte) (bool, string) {
+func (responsesAPI) BoundToUpstream(body []byte) (bool, string) {
 	f, err := exactFields(body)
 	if err != nil {
 		return false, ""
@@ -225,3 +227,6 @@ func exactFields(body []byte) (map[string]json.RawMessage, error) {
 	}
 	return f, nil
 }
+
+// GenAI: a Responses call is a chat, by OpenAI.
+func (responsesAPI) GenAI() (string, string) { return "chat", "openai" }

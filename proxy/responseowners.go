@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -184,18 +185,6 @@ func (r *responseOwners) size() int {
 	return len(r.owner)
 }
 
-// responseIDer is a Format whose answers carry an id the provider keeps
-// (OpenAI's Responses API): the proxy remembers which upstream created it.
-type responseIDer interface {
-	responseID(body []byte) string
-}
-
-// streamIDer is a StreamAssembler that has read its response's id from the
-// stream ("" until then).
-type streamIDer interface {
-	responseID() string
-}
-
 // responseID is the top-level "id" of a Responses answer ("" for anything
 // else): only a response object is read (a compatible server may leave
 // "object" out); an error body has no id. Names are matched exactly. The
@@ -204,7 +193,7 @@ type streamIDer interface {
 // (BenchmarkResponseIDLearn), this is about 3 us.
 // Not cache.DecodeObject: it reads an upstream's answer, not a client's
 // request, and stops after two fields instead of decoding all of it.
-func (responsesAPI) responseID(body []byte) string {
+func (responsesAPI) ResponseID(body []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return ""
@@ -253,11 +242,11 @@ func (responsesAPI) responseID(body []byte) string {
 // coalesced flight shares), before the answer reaches any client, so a client
 // that sends the id back at once finds it known.
 func (s *Server) learnOwner(h http.Header, f Format, status int, body []byte, upstreamName string) {
-	r, ok := f.(responseIDer)
+	r, ok := f.(wire.ResponseIDer)
 	if !ok || status < 200 || status > 299 {
 		return
 	}
-	s.addOwner(h, r.responseID(body), upstreamName)
+	s.addOwner(h, r.ResponseID(body), upstreamName)
 }
 
 // ownerOf is the upstream that created the response id, when this process
@@ -294,23 +283,24 @@ func (s *Server) newOwnerForwarders(targets map[string]PassthroughTarget) map[st
 // (https://platform.openai.com/docs/api-reference/responses/get): to the
 // upstream that created the id when it is known, else as every other /v1/*
 // path (the default upstream).
-func (s *Server) handleResponseByID(c echo.Context) error {
-	up, ok := s.ownerOf(c.Request().Header, c.Param("id"))
-	if !ok {
-		return s.handleForward(c)
+func handleResponseByID(h wire.Host) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if up, ok := h.OwnerOf(c.Request().Header, c.Param("id")); ok {
+			return h.ForwardTo(c, up)
+		}
+		return h.Forward(c)
 	}
-	return s.forwardToOwner(c, up)
 }
 
 // forwardToOwner passes the request through to upstream up, one of
 // s.ownerFwd's.
 func (s *Server) forwardToOwner(c echo.Context, up string) error {
-	// As handleForward: a ?key= never travels in a URL that may be logged.
-	if err := moveGeminiKey(c.Request()); err != nil {
+	// As handleForward: a key never travels in a URL that may be logged.
+	if err := s.sanitize(c.Request()); err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	if s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
-		s.logger(c).Debug("responses id routed to its upstream", "upstream", up)
+		s.logger(c).Debug("answer id routed to its upstream", "upstream", up)
 	}
 	if s.opts.SharedOwners != nil {
 		// learnPassedThrough shares an id created here for this client's
@@ -326,22 +316,12 @@ func (s *Server) forwardToOwner(c echo.Context, up string) error {
 	return nil
 }
 
-// mountResponseIDs registers the routes of handleResponseByID; echo matches
-// them before the /v1/* catch-all, and any other method or sub-path (POST
-// /v1/responses/input_tokens, ...) still reaches the catch-all.
-func (s *Server) mountResponseIDs(e *echo.Echo) {
-	e.GET("/v1/responses/:id", s.handleResponseByID)
-	e.DELETE("/v1/responses/:id", s.handleResponseByID)
-	e.GET("/v1/responses/:id/input_items", s.handleResponseByID)
-	e.POST("/v1/responses/:id/cancel", s.handleResponseByID)
-}
-
 // passthroughFailed answers a pass-through that reached no upstream, in the
 // client's API shape, naming who did not answer.
 func (s *Server) passthroughFailed(who string) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
-		status, body := passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: "+who+" did not answer")
+		status, body := s.passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: "+who+" did not answer")
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
@@ -384,7 +364,7 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	default:
 		return
 	}
-	id := responsesAPI{}.responseID(body)
+	id := responsesAPI{}.ResponseID(body)
 	if id == "" || len(id) > maxResponseIDBytes {
 		return
 	}

@@ -119,8 +119,8 @@ func (s *responsesStream) keep(dst *json.RawMessage, v json.RawMessage) {
 	*dst = append(json.RawMessage(nil), v...)
 }
 
-// responseID is the response's id once an event carried it, else "".
-func (s *responsesStream) responseID() string { return s.id }
+// ResponseID is the response's id once an event carried it, else "".
+func (s *responsesStream) ResponseID() string { return s.id }
 
 func (s *responsesStream) FinishedAtEOF() bool { return s.terminal != "" }
 

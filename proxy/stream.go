@@ -13,6 +13,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // streamJob is what the pump of one upstream stream needs. It is copied out
@@ -47,7 +48,7 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
 		GenAI:     s.genAIRequest(x.format, true),
 	}
-	s.shapeRequest(x.format, ureq)
+	s.shapeRequest(x.format, x.home, ureq)
 	return &streamJob{
 		req:      ureq,
 		key:      x.key,
@@ -294,7 +295,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 	// A stream whose response has an id the provider keeps: its upstream is
 	// remembered as soon as the id is read, before the event that carries
 	// it is relayed.
-	idr, _ := asm.(streamIDer)
+	idr, _ := asm.(wire.StreamIDer)
 	for {
 		ev, raw, err := rd.next()
 		if errors.Is(err, io.EOF) {
@@ -317,7 +318,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			return err
 		}
 		if idr != nil {
-			if id := idr.responseID(); id != "" {
+			if id := idr.ResponseID(); id != "" {
 				s.addOwner(job.req.Header, id, sr.Upstream)
 				idr = nil
 			}

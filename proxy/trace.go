@@ -36,17 +36,10 @@ const (
 // one whose API the request speaks, which is what an OpenAI-compatible
 // server behind the sidecar also answers.
 func genAIOf(f Format) (op, provider string) {
-	switch f.Endpoint() {
-	case cache.MessagesEndpoint:
-		return "chat", "anthropic"
-	case cache.GeminiEndpoint:
-		return "generate_content", "gcp.gemini"
-	case "/v1/completions":
-		return "text_completion", "openai"
-	case "/v1/embeddings":
-		return "embeddings", "openai"
+	if n, ok := f.(wire.GenAINamer); ok {
+		return n.GenAI()
 	}
-	return "chat", "openai"
+	return "chat", ""
 }
 
 // startServerSpan opens x's server span, continuing the client's W3C

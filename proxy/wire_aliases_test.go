@@ -1,6 +1,13 @@
 package proxy
 
-import "github.com/breakwater-dev/breakwater/proxy/wire"
+import (
+	"io"
+	"net/url"
+	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
+	"github.com/breakwater-dev/breakwater/proxy/wire/gemini"
+)
 
 // The shared helpers moved to proxy/wire; the tests keep their names.
 var (
@@ -9,3 +16,43 @@ var (
 )
 
 const resumeInstruction = wire.ResumeInstruction
+
+// The Gemini API moved to proxy/wire/gemini; the tests here reach it through
+// its Format.
+var geminiErrors = gemini.Errors
+
+func newGeminiStream(bool) StreamAssembler { return geminiErrors.NewAssembler() }
+
+func geminiReplay(w io.Writer, flush func(), stored []byte) error {
+	return geminiErrors.Replay(w, flush, stored, nil, time.Time{})
+}
+
+// Real refusals of the Gemini API, as documented and observed (as in
+// proxy/wire/gemini's tests).
+const (
+	geminiPerMinute = `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: gemini-2.5-flash","status":"RESOURCE_EXHAUSTED","details":[
+	  {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash"},"quotaValue":"10"}]},
+	  {"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},
+	  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"21.5s"}]}}`
+	geminiPerDay = `{"error":{"code":429,"message":"You exceeded your current quota.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 250, model: gemini-2.5-flash","status":"RESOURCE_EXHAUSTED","details":[
+	  {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaValue":"250"}]},
+	  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"43s"}]}}`
+	geminiLimitZero  = `{"error":{"code":429,"message":"You exceeded your current quota.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_input_token_count, limit: 0, model: gemini-3-pro","status":"RESOURCE_EXHAUSTED"}}`
+	geminiOverloaded = `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`
+)
+
+// homeUpstream makes up the home upstream of the API named api, with root as
+// its pass-through target.
+func homeUpstream(o *Options, api, up string, root *url.URL) {
+	if o.APIUpstreams == nil {
+		o.APIUpstreams = map[string]string{}
+	}
+	o.APIUpstreams[api] = up
+	if root == nil {
+		return
+	}
+	if o.Upstreams == nil {
+		o.Upstreams = map[string]PassthroughTarget{}
+	}
+	o.Upstreams[up] = PassthroughTarget{Root: root}
+}

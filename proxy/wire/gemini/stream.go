@@ -1,4 +1,4 @@
-package proxy
+package gemini
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // is a whole GenerateContentResponse holding the next parts of each
 // candidate; the last one of a candidate carries its finishReason, and the
 // stream ends at EOF (there is no end marker). It also reads a non-stream
-// body as a stream of one event (Format.Finished).
+// body as a stream of one event (wire.Format.Finished).
 type geminiStream struct {
 	storeMaxTokens bool
 	cands          map[int]*geminiCand
@@ -52,7 +52,7 @@ func newGeminiStream(storeMaxTokens bool) *geminiStream {
 // "data: <json>\n\n": the upstream frames them with CRLF, and the Go SDK
 // splits on the first "\n\n" in its buffer before it looks for "\r\n\r\n",
 // so one error event of ours after CRLF events would merge with them.
-func (g *geminiStream) Feed(ev sseEvent, _ []byte, _ bool) ([]byte, bool, error) {
+func (g *geminiStream) Feed(ev wire.Event, _ []byte, _ bool) ([]byte, bool, error) {
 	if ev.Event == "error" {
 		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
 	}
@@ -521,15 +521,15 @@ func (p replayPiece) part() map[string]any {
 // answer goes in as a model turn, followed by a user turn asking to continue.
 // Only a single-candidate answer of text can be continued; with no text yet,
 // the request is sent again as it was.
-func geminiResume(body []byte, asm StreamAssembler) ([]byte, error) {
+func geminiResume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
 	g, ok := asm.(*geminiStream)
 	if !ok || len(g.cands) > 1 {
-		return nil, errNoResume
+		return nil, wire.ErrNoResume
 	}
 	if c := g.cands[0]; c != nil {
 		for _, p := range c.parts {
 			if p.text == nil {
-				return nil, errNoResume // a function call or other part: not text to continue
+				return nil, wire.ErrNoResume // a function call or other part: not text to continue
 			}
 		}
 	}
