@@ -17,9 +17,6 @@ func builtinAPIs() []wire.API {
 			{Method: http.MethodPost, Path: "/v1/completions", Format: completionsFormat},
 			{Method: http.MethodPost, Path: "/v1/embeddings", Format: embeddingsFormat},
 		}},
-		{Name: "anthropic", Errors: messagesFormat,
-			Claims: func(h http.Header) bool { return h.Get(headerAnthropicVersion) != "" },
-			Routes: []wire.Route{{Method: http.MethodPost, Path: cache.MessagesEndpoint, Format: messagesFormat}}},
 		{Name: "responses", Errors: responsesFormat, Routes: []wire.Route{
 			{Method: http.MethodPost, Path: cache.ResponsesEndpoint, Handler: handleResponses, Budget: true},
 			{Method: http.MethodGet, Path: "/v1/responses/:id", Handler: handleResponseByID},

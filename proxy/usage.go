@@ -11,12 +11,6 @@ var (
 	// usage.completion_tokens (reasoning tokens are already inside
 	// completion_tokens). Embeddings report prompt_tokens alone.
 	chatUsage = wire.UsageFields{Field: "usage", Input: []string{"prompt_tokens"}, Output: []string{"completion_tokens"}}
-	// Anthropic Messages: "the total input tokens in a request is the
-	// summation of input_tokens, cache_creation_input_tokens, and
-	// cache_read_input_tokens" (Messages API reference, usage).
-	messagesUsage = wire.UsageFields{Field: "usage",
-		Input:  []string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"},
-		Output: []string{"output_tokens"}}
 	// OpenAI Responses: usage.input_tokens (cached ones included, listed
 	// again in input_tokens_details) and usage.output_tokens (reasoning
 	// included).

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/proxy/wire"
+	"github.com/breakwater-dev/breakwater/proxy/wire/anthropic"
 	"github.com/breakwater-dev/breakwater/proxy/wire/gemini"
 )
 
@@ -55,4 +56,13 @@ func homeUpstream(o *Options, api, up string, root *url.URL) {
 		o.Upstreams = map[string]PassthroughTarget{}
 	}
 	o.Upstreams[up] = PassthroughTarget{Root: root}
+}
+
+// The Messages API moved to proxy/wire/anthropic.
+var messagesFormat = anthropic.Format
+
+func newMessageStream() StreamAssembler { return messagesFormat.NewAssembler() }
+
+func replayMessage(w io.Writer, flush func(), stored []byte) error {
+	return messagesFormat.Replay(w, flush, stored, nil, time.Time{})
 }

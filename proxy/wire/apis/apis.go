@@ -5,6 +5,7 @@ package apis
 
 import (
 	"github.com/breakwater-dev/breakwater/proxy/wire"
+	"github.com/breakwater-dev/breakwater/proxy/wire/anthropic"
 	"github.com/breakwater-dev/breakwater/proxy/wire/gemini"
 )
 
@@ -12,5 +13,6 @@ import (
 // first one without a Claims is the default API, whose error shape a
 // request no API claims gets).
 var All = []wire.API{
+	anthropic.API,
 	gemini.API,
 }

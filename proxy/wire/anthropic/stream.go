@@ -1,4 +1,4 @@
-package proxy
+package anthropic
 
 import (
 	"bytes"
@@ -54,7 +54,7 @@ type streamEvent struct {
 	Error        json.RawMessage            `json:"error"`
 }
 
-func (s *messageStream) Feed(ev sseEvent, raw []byte, _ bool) ([]byte, bool, error) {
+func (s *messageStream) Feed(ev wire.Event, raw []byte, _ bool) ([]byte, bool, error) {
 	if len(ev.Data) == 0 {
 		return nil, false, nil
 	}
