@@ -35,11 +35,13 @@ func (s *Server) mountAPIs(e *echo.Echo, apis []wire.API) error {
 			s.defaultErrors = api.Errors
 		}
 		h := &apiHost{s: s, a: a}
+		s.noteIDFormat(api.Errors)
 		for _, r := range api.Routes {
 			var handler echo.HandlerFunc
 			var mw []echo.MiddlewareFunc
 			switch {
 			case r.Format != nil:
+				s.noteIDFormat(r.Format)
 				handler = s.serveFormat(r.Format, a.home)
 				mw = append(mw, s.bodyBudget)
 			case r.Handler != nil:

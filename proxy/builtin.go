@@ -17,12 +17,5 @@ func builtinAPIs() []wire.API {
 			{Method: http.MethodPost, Path: "/v1/completions", Format: completionsFormat},
 			{Method: http.MethodPost, Path: "/v1/embeddings", Format: embeddingsFormat},
 		}},
-		{Name: "responses", Errors: responsesFormat, Routes: []wire.Route{
-			{Method: http.MethodPost, Path: cache.ResponsesEndpoint, Handler: handleResponses, Budget: true},
-			{Method: http.MethodGet, Path: "/v1/responses/:id", Handler: handleResponseByID},
-			{Method: http.MethodDelete, Path: "/v1/responses/:id", Handler: handleResponseByID},
-			{Method: http.MethodGet, Path: "/v1/responses/:id/input_items", Handler: handleResponseByID},
-			{Method: http.MethodPost, Path: "/v1/responses/:id/cancel", Handler: handleResponseByID},
-		}},
 	}
 }

@@ -12,32 +12,6 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-// apiError is the OpenAI error body: {"error":{"message","type","code"}}.
-type apiError struct {
-	Error apiErrorBody `json:"error"`
-}
-
-type apiErrorBody struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
-// errorType maps an HTTP status to the OpenAI error type clients branch on.
-func errorType(status int) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return "authentication_error"
-	case status >= 500:
-		return "server_error"
-	default:
-		return "invalid_request_error"
-	}
-}
-
 // writeError sends an error in the shape of the API the client speaks (the
 // route's Format; OpenAI's outside the cached routes). retryAfter > 0 adds Retry-After in
 // whole seconds (rounded up, at least 1) because clients and SDKs only parse

@@ -84,8 +84,7 @@ func (f openAIFormat) Resume(body []byte, asm StreamAssembler) ([]byte, error) {
 func (f openAIFormat) ForModel(string, []byte) func(string) (string, []byte) { return nil }
 
 func (f openAIFormat) Error(status int, code, message string) (int, []byte) {
-	body, _ := json.Marshal(apiError{Error: apiErrorBody{Message: message, Type: errorType(status), Code: code}})
-	return status, body
+	return status, wire.ErrorObjectJSON(status, code, message)
 }
 
 func (f openAIFormat) StreamError(err error) []byte { return errorEvent(err) }

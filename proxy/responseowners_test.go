@@ -317,7 +317,7 @@ func TestResponsesBackgroundFollowsItsUpstream(t *testing.T) {
 // learnPassedThrough reads the id of a gzip-encoded answer (the client's
 // Accept-Encoding is forwarded as sent) and hands the client the same bytes.
 func TestLearnPassedThroughGzip(t *testing.T) {
-	s := &Server{owners: newResponseOwners(0, nil)}
+	s := &Server{owners: newResponseOwners(0, nil), idFormats: []Format{responsesFormat}}
 	const body = `{"id":"resp_z1","object":"response","status":"queued"}`
 	var zb bytes.Buffer
 	zw := gzip.NewWriter(&zb)

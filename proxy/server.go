@@ -210,10 +210,13 @@ type Server struct {
 	// of a request none of them claims.
 	apis          []*mountedAPI
 	defaultErrors Format
-	ready         atomic.Bool
-	bodySem       *semaphore.Weighted // nil: no limit
-	keys          *keyMemo            // nil when the cache is off
-	renders       *ristretto.Cache[string, *sseRender]
+	// idFormats are the registered Formats whose answers carry ids
+	// (wire.ResponseIDer), for the creates passed through.
+	idFormats []Format
+	ready     atomic.Bool
+	bodySem   *semaphore.Weighted // nil: no limit
+	keys      *keyMemo            // nil when the cache is off
+	renders   *ristretto.Cache[string, *sseRender]
 
 	// owners remembers which upstream created each Responses id; ownerFwd
 	// is the pass-through of each upstream of Options.Upstreams.

@@ -11,10 +11,6 @@ var (
 	// usage.completion_tokens (reasoning tokens are already inside
 	// completion_tokens). Embeddings report prompt_tokens alone.
 	chatUsage = wire.UsageFields{Field: "usage", Input: []string{"prompt_tokens"}, Output: []string{"completion_tokens"}}
-	// OpenAI Responses: usage.input_tokens (cached ones included, listed
-	// again in input_tokens_details) and usage.output_tokens (reasoning
-	// included).
-	responsesUsage = wire.UsageFields{Field: "usage", Input: []string{"input_tokens"}, Output: []string{"output_tokens"}}
 	// Gemini: usageMetadata.promptTokenCount (+ toolUsePromptTokenCount) in,
 	// candidatesTokenCount + thoughtsTokenCount out: thinking tokens are
 	// billed as output and not counted in candidatesTokenCount.

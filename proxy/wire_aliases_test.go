@@ -8,6 +8,7 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/anthropic"
 	"github.com/breakwater-dev/breakwater/proxy/wire/gemini"
+	"github.com/breakwater-dev/breakwater/proxy/wire/responses"
 )
 
 // The shared helpers moved to proxy/wire; the tests keep their names.
@@ -66,3 +67,28 @@ func newMessageStream() StreamAssembler { return messagesFormat.NewAssembler() }
 func replayMessage(w io.Writer, flush func(), stored []byte) error {
 	return messagesFormat.Replay(w, flush, stored, nil, time.Time{})
 }
+
+// The Responses API moved to proxy/wire/responses; these tests reach it
+// through its Format and its hooks.
+var responsesFormat = responses.Format
+
+type responsesAPI struct{}
+
+func (responsesAPI) ResponseID(body []byte) string {
+	return responsesFormat.(wire.ResponseIDer).ResponseID(body)
+}
+
+func (responsesAPI) BoundToUpstream(body []byte) (bool, string) {
+	return responsesFormat.(wire.UpstreamBinder).BoundToUpstream(body)
+}
+
+func (responsesAPI) Finished(body []byte) bool { return responsesFormat.Finished(body) }
+
+func newResponsesStream() StreamAssembler { return responsesFormat.NewAssembler() }
+
+func replayResponse(w io.Writer, flush func(), stored []byte) error {
+	return responsesFormat.Replay(w, flush, stored, nil, time.Time{})
+}
+
+// apiError is the error body of the OpenAI APIs.
+type apiError = wire.ErrorObject

@@ -1,4 +1,4 @@
-package proxy
+package responses
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ type responsesEvent struct {
 	Error       json.RawMessage `json:"error"`
 }
 
-func (s *responsesStream) Feed(ev sseEvent, raw []byte, _ bool) ([]byte, bool, error) {
+func (s *responsesStream) Feed(ev wire.Event, raw []byte, _ bool) ([]byte, bool, error) {
 	if len(ev.Data) == 0 {
 		return nil, false, nil
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
@@ -185,58 +185,6 @@ func (r *responseOwners) size() int {
 	return len(r.owner)
 }
 
-// responseID is the top-level "id" of a Responses answer ("" for anything
-// else): only a response object is read (a compatible server may leave
-// "object" out); an error body has no id. Names are matched exactly. The
-// scan stops once "id" and "object" are read, which the API sends first:
-// decoding the whole answer was 50 us for a 1,000-word one
-// (BenchmarkResponseIDLearn), this is about 3 us.
-// Not cache.DecodeObject: it reads an upstream's answer, not a client's
-// request, and stops after two fields instead of decoding all of it.
-func (responsesAPI) ResponseID(body []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
-	}
-	var id string
-	seenObject := false
-	for dec.More() && (id == "" || !seenObject) {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		var dst any
-		var str string
-		switch tok {
-		case "id":
-			if id != "" {
-				return "" // a duplicate name: not a response the API sent
-			}
-			dst = &str
-		case "object":
-			if seenObject {
-				return ""
-			}
-			seenObject = true
-			dst = &str
-		default:
-			dst = &json.RawMessage{}
-		}
-		if err := dec.Decode(dst); err != nil {
-			return ""
-		}
-		switch tok {
-		case "id":
-			id = str
-		case "object":
-			if str != "response" {
-				return ""
-			}
-		}
-	}
-	return id
-}
-
 // learnOwner remembers the upstream of an answer's response id, for a Format
 // whose answers have one. Called once per upstream call (inside the call a
 // coalesced flight shares), before the answer reaches any client, so a client
@@ -276,20 +224,6 @@ func (s *Server) newOwnerForwarders(targets map[string]PassthroughTarget) map[st
 		out[name] = fwd
 	}
 	return out
-}
-
-// handleResponseByID serves GET and DELETE /v1/responses/{id}, GET
-// .../input_items and POST .../cancel
-// (https://platform.openai.com/docs/api-reference/responses/get): to the
-// upstream that created the id when it is known, else as every other /v1/*
-// path (the default upstream).
-func handleResponseByID(h wire.Host) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		if up, ok := h.OwnerOf(c.Request().Header, c.Param("id")); ok {
-			return h.ForwardTo(c, up)
-		}
-		return h.Forward(c)
-	}
 }
 
 // forwardToOwner passes the request through to upstream up, one of
@@ -340,7 +274,7 @@ const maxLearnBytes = 1 << 20
 // relayed untouched and its id stays unknown.
 func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	req := resp.Request
-	if req == nil || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/responses") ||
+	if req == nil || req.Method != http.MethodPost || !s.createsIDs(req.URL.Path) ||
 		resp.StatusCode < 200 || resp.StatusCode > 299 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		return
 	}
@@ -364,7 +298,7 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	default:
 		return
 	}
-	id := responsesAPI{}.ResponseID(body)
+	id := s.passedThroughID(req, body)
 	if id == "" || len(id) > maxResponseIDBytes {
 		return
 	}
@@ -381,4 +315,43 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// noteIDFormat keeps f when its answers carry ids a later request may name
+// (wire.ResponseIDer): a create passed through to an upstream teaches the
+// id's owner too.
+func (s *Server) noteIDFormat(f Format) {
+	if _, ok := f.(wire.ResponseIDer); !ok {
+		return
+	}
+	for _, g := range s.idFormats {
+		if g.Endpoint() == f.Endpoint() {
+			return
+		}
+	}
+	s.idFormats = append(s.idFormats, f)
+}
+
+// createsIDs reports whether a request passed through on path creates an
+// answer with an id: a POST to the endpoint of an ids' Format (the path
+// after the API version, as an upstream root may hold its own version).
+func (s *Server) createsIDs(path string) bool {
+	return s.idFormatOf(path) != nil
+}
+
+func (s *Server) idFormatOf(path string) wire.ResponseIDer {
+	for _, f := range s.idFormats {
+		if rest, _ := upstream.CutAPIVersion(f.Endpoint()); strings.HasSuffix(path, rest) {
+			return f.(wire.ResponseIDer)
+		}
+	}
+	return nil
+}
+
+// passedThroughID is the id of the answer body to a create passed through.
+func (s *Server) passedThroughID(req *http.Request, body []byte) string {
+	if f := s.idFormatOf(req.URL.Path); f != nil {
+		return f.ResponseID(body)
+	}
+	return ""
 }
