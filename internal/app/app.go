@@ -369,7 +369,7 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
 	}
 	po.APIs = apis.All
-	po.APIUpstreams = map[string]string{"anthropic": cfg.AnthropicUpstream, "gemini": cfg.GeminiUpstream}
+	po.APIUpstreams = cfg.APIUpstreams
 	// The default upstream's pass-through root, with its own key if it
 	// holds one.
 	if u, ok := cfg.Upstream(cfg.DefaultUpstream); ok {
