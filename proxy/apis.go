@@ -141,6 +141,15 @@ func (h *apiHost) ForwardTo(c echo.Context, up string) error {
 
 func (h *apiHost) OwnerOf(hd http.Header, id string) (string, bool) { return h.s.ownerOf(hd, id) }
 
+func (h *apiHost) Claimant(hd http.Header) string {
+	if a := h.s.claimant(hd); a != nil {
+		return a.Name
+	}
+	return ""
+}
+
+func (h *apiHost) Models() []string { return h.s.opts.Models }
+
 func (h *apiHost) Logger(c echo.Context) *slog.Logger { return h.s.logger(c) }
 
 func (h *apiHost) StoreMaxTokens() bool { return h.s.opts.StoreMaxTokens }

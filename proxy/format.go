@@ -9,6 +9,9 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
+// Usage is the token counts of one answer (wire.Usage).
+type Usage = wire.Usage
+
 // Format is one wire API's cached endpoint (wire.Format).
 type Format = wire.Format
 

@@ -223,3 +223,58 @@ func (f openAIFormat) GenAI() (string, string) {
 	}
 	return "chat", "openai"
 }
+
+// errorEvent is the event ending a cut Chat stream.
+func errorEvent(err error) []byte {
+	b, _ := json.Marshal(map[string]any{"error": map[string]any{
+		"message": "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
+		"type":    "server_error", "param": nil, "code": "stream_interrupted",
+	}})
+	// A data-only event whose object has "error": what the API itself sends,
+	// and what the SDKs raise as an error (openai-python checks data.error,
+	// go-openai accumulates a data: {"error": line and returns it at EOF; a
+	// named "event: error" line would be mis-parsed by go-openai).
+	return []byte("data: " + string(b) + "\n\n")
+}
+
+// OpenAI Chat and legacy Completions: usage.prompt_tokens and
+// usage.completion_tokens (reasoning tokens are already inside
+// completion_tokens). Embeddings report prompt_tokens alone.
+var chatUsage = wire.UsageFields{Field: "usage", Input: []string{"prompt_tokens"}, Output: []string{"completion_tokens"}}
+
+// handleModels answers GET /v1/models with the configured routes' names, in
+// the list shape of OpenAI's API; a request another API claims (an
+// Anthropic SDK's, by its headers) is passed through to list that API's.
+func handleModels(h wire.Host) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		if h.Claimant(c.Request().Header) != "" {
+			return h.Forward(c)
+		}
+		type model struct {
+			ID      string `json:"id"`
+			Object  string `json:"object"`
+			Created int64  `json:"created"`
+			OwnedBy string `json:"owned_by"`
+		}
+		names := h.Models()
+		data := make([]model, 0, len(names))
+		for _, m := range names {
+			data = append(data, model{ID: m, Object: "model", OwnedBy: "breakwater"})
+		}
+		return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
+	}
+}
+
+// builtinAPIs are the wire APIs still implemented in this package, mounted
+// ahead of Options.APIs (issue 27 moves each to its package under
+// proxy/wire and into proxy/wire/apis.All).
+func builtinAPIs() []wire.API {
+	return []wire.API{
+		{Name: "openai", Errors: chatFormat, Routes: []wire.Route{
+			{Method: http.MethodPost, Path: cache.ChatEndpoint, Format: chatFormat},
+			{Method: http.MethodPost, Path: "/v1/completions", Format: completionsFormat},
+			{Method: http.MethodPost, Path: "/v1/embeddings", Format: embeddingsFormat},
+			{Method: http.MethodGet, Path: "/v1/models", Handler: handleModels},
+		}},
+	}
+}

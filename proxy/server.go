@@ -1,7 +1,5 @@
-// Package proxy serves Breakwater's HTTP surface: the cached endpoints of each
-// wire API (OpenAI Chat Completions, completions, embeddings and Responses,
-// Anthropic Messages, Gemini generateContent), pass-through, health, stats
-// and admin.
+// Package proxy serves Breakwater's HTTP surface: the cached flow of every
+// registered wire API (proxy/wire), pass-through, health, stats and admin.
 package proxy
 
 import (
@@ -157,9 +155,9 @@ type Options struct {
 	// Resume continues a stream cut after its first byte on the next target
 	// (partial answer as an assistant prefix); false sends an SSE error event.
 	Resume bool
-	// StoreMaxTokens also stores Gemini answers cut by maxOutputTokens
-	// (finishReason MAX_TOKENS); false stores only those that stopped by
-	// themselves (STOP).
+	// StoreMaxTokens also stores answers cut by the output-token limit
+	// (wire.Host.StoreMaxTokens, for the APIs that tell such answers
+	// apart); false stores only those that stopped by themselves.
 	StoreMaxTokens bool
 	// MaxResumes bounds resumptions of one stream. Zero: 2.
 	MaxResumes int
@@ -306,7 +304,6 @@ func New(opts Options) (*Server, error) {
 	if err := s.mountAPIs(e, append(builtinAPIs(), opts.APIs...)); err != nil {
 		return nil, err
 	}
-	e.GET("/v1/models", s.handleModels)
 	e.Any("/v1/*", s.handleForward)
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
@@ -456,24 +453,6 @@ func (s *Server) handleReadyz(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "degraded": degraded})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready"})
-}
-
-func (s *Server) handleModels(c echo.Context) error {
-	if s.claimant(c.Request().Header) != nil {
-		// Another API's client (by its headers) lists that API's models.
-		return s.handleForward(c)
-	}
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	data := make([]model, 0, len(s.opts.Models))
-	for _, m := range s.opts.Models {
-		data = append(data, model{ID: m, Object: "model", OwnedBy: "breakwater"})
-	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *Server) handleFlush(c echo.Context) error {

@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -358,18 +357,6 @@ func anyFinished(a *assembler) bool {
 		}
 	}
 	return false
-}
-
-func errorEvent(err error) []byte {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
-		"type":    "server_error", "param": nil, "code": "stream_interrupted",
-	}})
-	// A data-only event whose object has "error": what the API itself sends,
-	// and what the SDKs raise as an error (openai-python checks data.error,
-	// go-openai accumulates a data: {"error": line and returns it at EOF; a
-	// named "event: error" line would be mis-parsed by go-openai).
-	return []byte("data: " + string(b) + "\n\n")
 }
 
 // idleBody closes the upstream body when no bytes arrive for d, turning a

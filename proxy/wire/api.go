@@ -94,6 +94,11 @@ type Host interface {
 	// this process or a replica sharing its owners saw it, for the tenant
 	// whose headers h are.
 	OwnerOf(h http.Header, id string) (string, bool)
+	// Claimant is the name of the registered API that claims a request
+	// outside the cached routes by its headers h (API.Claims), or "".
+	Claimant(h http.Header) string
+	// Models are the model names the configured routes list.
+	Models() []string
 	// Logger is the request's logger.
 	Logger(c echo.Context) *slog.Logger
 	// StoreMaxTokens reports whether answers cut by the output-token limit
