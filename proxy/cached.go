@@ -210,8 +210,9 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	h[HeaderUpstream] = cacheUpstreamValue
 	x.reuse(&res.Entry)
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
-	if w, ok := x.format.(freshWriter); ok {
-		return w.writeFresh(x.c, &res.Entry, s.opts.Now())
+	if _, ok := x.format.(wire.Identified); ok {
+		// Straight from the bytes prepared when it was stored.
+		return storedOf(&res.Entry, x.format).write(x.c, s.opts.Now())
 	}
 	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
@@ -359,7 +360,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		return
 	}
 	now := s.opts.Now()
-	w := prepareWire(body) // a hit writes it without a scan
+	w := prepareStored(body, f) // a hit writes it without a scan
 	w.usage, w.usageSet = f.Usage(body), true
 	if w.usage.Known {
 		w.savedHeader = []string{tokensSavedValue(w.usage)}

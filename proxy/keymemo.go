@@ -5,10 +5,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
-	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
@@ -103,10 +101,4 @@ func (s *Server) requestKey(f Format, partition string, h http.Header, body []by
 		s.keys.put(d, k)
 	}
 	return k, err
-}
-
-// freshWriter is a Format that writes a stored answer to a JSON request
-// straight from prepared bytes instead of Fresh's copy.
-type freshWriter interface {
-	writeFresh(c echo.Context, e *cache.Entry, now time.Time) error
 }

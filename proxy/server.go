@@ -301,7 +301,7 @@ func New(opts Options) (*Server, error) {
 	e.HTTPErrorHandler = httpErrorHandler
 	e.Use(s.deadlines, s.requestID)
 
-	if err := s.mountAPIs(e, append(builtinAPIs(), opts.APIs...)); err != nil {
+	if err := s.mountAPIs(e, opts.APIs); err != nil {
 		return nil, err
 	}
 	e.Any("/v1/*", s.handleForward)

@@ -166,8 +166,8 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	var err error
-	if r, ok := x.format.(cachedReplayer); ok {
-		err = r.replayCached(s, w, w.Flush, &res.Entry, x.key)
+	if r, ok := x.format.(wire.Identified); ok {
+		err = s.replayCached(w, w.Flush, &res.Entry, r, x.key.IncludeUsage)
 	} else {
 		err = x.format.Replay(w, w.Flush, res.Entry.Body, x.body, s.opts.Now())
 	}
@@ -336,27 +336,6 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			return nil
 		}
 	}
-}
-
-func allFinished(a *assembler) bool {
-	if len(a.choices) == 0 {
-		return false
-	}
-	for _, c := range a.choices {
-		if c.finish == nil {
-			return false
-		}
-	}
-	return true
-}
-
-func anyFinished(a *assembler) bool {
-	for _, c := range a.choices {
-		if c.finish != nil {
-			return true
-		}
-	}
-	return false
 }
 
 // idleBody closes the upstream body when no bytes arrive for d, turning a

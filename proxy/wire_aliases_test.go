@@ -5,9 +5,11 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/anthropic"
 	"github.com/breakwater-dev/breakwater/proxy/wire/gemini"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 	"github.com/breakwater-dev/breakwater/proxy/wire/responses"
 )
 
@@ -92,3 +94,43 @@ func replayResponse(w io.Writer, flush func(), stored []byte) error {
 
 // apiError is the error body of the OpenAI APIs.
 type apiError = wire.ErrorObject
+
+// OpenAI's API moved to proxy/wire/openai; these tests reach it through its
+// Formats and its exported parts.
+var (
+	chatFormat        = openai.Chat
+	completionsFormat = openai.Completions
+	embeddingsFormat  = openai.Embeddings
+	replay            = openai.Replay
+)
+
+// assembler is the Chat stream's assembler with the names these tests use.
+type assembler struct {
+	*openai.Assembler
+	sawDone bool
+}
+
+func newAssembler(chat bool) *assembler { return &assembler{Assembler: openai.NewAssembler(chat)} }
+
+func (a *assembler) add(data []byte) error { return a.Add(data) }
+
+func (a *assembler) text() string { return a.Text() }
+
+func (a *assembler) complete() bool {
+	if a.sawDone {
+		a.MarkDone()
+	}
+	return a.Complete()
+}
+
+func (a *assembler) completion() ([]byte, error) { return a.Completion() }
+
+func prepareWire(body []byte) *wireBody { return prepareStored(body, chatFormat) }
+
+func wireOf(e *cache.Entry) *wireBody { return storedOf(e, chatFormat) }
+
+func rewriteIdentity(body []byte, now time.Time) []byte { return chatFormat.Fresh(body, now) }
+
+func renderSSE(body []byte, prefix string, includeUsage bool) (*sseRender, error) {
+	return renderReplay(body, prefix, includeUsage, openai.Replay)
+}

@@ -152,3 +152,21 @@ type StreamIDer interface {
 type GenAINamer interface {
 	GenAI() (operation, provider string)
 }
+
+// Identified is a Format whose answers carry a top-level "id" and "created"
+// that every answer served from the cache gets fresh (a new id with the
+// API's prefix, the current time), so each looks like a new answer to the
+// client. The core prepares a stored answer once (Identity) and writes a
+// hit's stored bytes around fresh values, for a JSON answer in place of
+// Fresh; a replayed stream is rendered once with placeholders and patched
+// per hit, in place of Replay. Fresh and Replay must give the same bytes.
+type Identified interface {
+	// FreshIDPrefix is the prefix of a JSON answer's fresh id, from the
+	// stored answer's "id" value (raw JSON, quotes included).
+	FreshIDPrefix(storedID []byte) string
+	// ReplayIDPrefix is the prefix of a replayed stream's fresh id.
+	ReplayIDPrefix() string
+	// ReplayWith is Replay with the answer's id and created given, for a
+	// request that asks (includeUsage) for the usage chunk.
+	ReplayWith(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error
+}

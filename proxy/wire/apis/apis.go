@@ -7,6 +7,7 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/anthropic"
 	"github.com/breakwater-dev/breakwater/proxy/wire/gemini"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 	"github.com/breakwater-dev/breakwater/proxy/wire/responses"
 )
 
@@ -14,6 +15,7 @@ import (
 // first one without a Claims is the default API, whose error shape a
 // request no API claims gets).
 var All = []wire.API{
+	openai.API,
 	responses.API,
 	anthropic.API,
 	gemini.API,

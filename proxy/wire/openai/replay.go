@@ -1,4 +1,4 @@
-package proxy
+package openai
 
 import (
 	"bytes"
@@ -32,12 +32,12 @@ type cachedCompletion struct {
 	} `json:"choices"`
 }
 
-// replay writes a cached completion as a well-formed SSE stream: a role
+// Replay writes a cached completion as a well-formed SSE stream: a role
 // chunk, the content in word-sized pieces, tool calls, the finish chunk, a
 // usage chunk when includeUsage, then [DONE]. id and created are the ones
 // given (a hit is a fresh completion to the client). flush is called after
 // each event so a replay streams like the original did.
-func replay(w io.Writer, flush func(), body []byte, id string, created int64, includeUsage bool) error {
+func Replay(w io.Writer, flush func(), body []byte, id string, created int64, includeUsage bool) error {
 	var cc cachedCompletion
 	if err := json.Unmarshal(body, &cc); err != nil {
 		return fmt.Errorf("replay cached completion: %w", err)

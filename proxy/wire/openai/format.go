@@ -1,4 +1,4 @@
-package proxy
+package openai
 
 import (
 	"encoding/json"
@@ -17,9 +17,9 @@ import (
 // The OpenAI formats: Chat Completions (exact and semantic tiers, streams,
 // resumption) and the exact-only /v1/completions and /v1/embeddings.
 var (
-	chatFormat        Format = openAIFormat{endpoint: cache.ChatEndpoint, chat: true}
-	completionsFormat Format = openAIFormat{endpoint: "/v1/completions"}
-	embeddingsFormat  Format = openAIFormat{endpoint: "/v1/embeddings", embeddings: true}
+	chatFormat        wire.Format = openAIFormat{endpoint: cache.ChatEndpoint, chat: true}
+	completionsFormat wire.Format = openAIFormat{endpoint: "/v1/completions"}
+	embeddingsFormat  wire.Format = openAIFormat{endpoint: "/v1/embeddings", embeddings: true}
 )
 
 // openAIFormat is an OpenAI endpoint. Only chat is semantic and resumable.
@@ -54,7 +54,9 @@ func (f openAIFormat) Finished(body []byte) bool {
 
 // Fresh gives the body a new id and created, so every answer looks like a
 // new completion.
-func (f openAIFormat) Fresh(body []byte, now time.Time) []byte { return rewriteIdentity(body, now) }
+func (f openAIFormat) Fresh(body []byte, now time.Time) []byte {
+	return wire.PrepareIdentity(body, f.FreshIDPrefix).AppendTo(make([]byte, 0, len(body)+32), now)
+}
 
 func (f openAIFormat) Replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error {
 	// Exact field names, as the key read them (encoding/json would also
@@ -64,18 +66,16 @@ func (f openAIFormat) Replay(w io.Writer, flush func(), stored, req []byte, now 
 		so, _ := obj["stream_options"].(map[string]any)
 		includeUsage, _ = so["include_usage"].(bool)
 	}
-	prefix := "chatcmpl-bw"
-	if !f.chat {
-		prefix = "cmpl-bw"
-	}
-	return replay(w, flush, stored, prefix+newID()[:24], now.Unix(), includeUsage)
+	return Replay(w, flush, stored, f.ReplayIDPrefix()+string(wire.AppendRandomHex(nil, 12)), now.Unix(), includeUsage)
 }
 
-func (f openAIFormat) NewAssembler() StreamAssembler { return &openAIStream{a: newAssembler(f.chat)} }
+func (f openAIFormat) NewAssembler() wire.StreamAssembler {
+	return &openAIStream{a: NewAssembler(f.chat)}
+}
 
-func (f openAIFormat) Resume(body []byte, asm StreamAssembler) ([]byte, error) {
+func (f openAIFormat) Resume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
 	if !f.chat {
-		return nil, errNoResume
+		return nil, wire.ErrNoResume
 	}
 	return resumeChatBody(body, asm.Partial())
 }
@@ -91,14 +91,14 @@ func (f openAIFormat) StreamError(err error) []byte { return errorEvent(err) }
 
 // AnswerText reads the first choice's message content, or a completion's text.
 // Usage reads usage.prompt_tokens and usage.completion_tokens.
-func (f openAIFormat) Usage(body []byte) Usage { return chatUsage.Read(body) }
+func (f openAIFormat) Usage(body []byte) wire.Usage { return chatUsage.Read(body) }
 
 func (f openAIFormat) AnswerText(body []byte) string { return verify.AnswerText(body) }
 
-// openAIStream adapts the chunk assembler to StreamAssembler.
-type openAIStream struct{ a *assembler }
+// openAIStream adapts the chunk Assembler to wire.StreamAssembler.
+type openAIStream struct{ a *Assembler }
 
-func (s *openAIStream) Feed(ev sseEvent, raw []byte, resumed bool) ([]byte, bool, error) {
+func (s *openAIStream) Feed(ev wire.Event, raw []byte, resumed bool) ([]byte, bool, error) {
 	a := s.a
 	if ev.Event == "error" {
 		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
@@ -116,21 +116,21 @@ func (s *openAIStream) Feed(ev sseEvent, raw []byte, resumed bool) ([]byte, bool
 	if json.Unmarshal(ev.Data, &probe) == nil && len(probe.Error) > 0 && string(probe.Error) != "null" {
 		return nil, false, fmt.Errorf("the upstream sent an error mid-stream: %s", wire.Truncate(string(probe.Error), 200))
 	}
-	before := len(a.text())
-	if err := a.add(ev.Data); err != nil {
+	before := len(a.Text())
+	if err := a.Add(ev.Data); err != nil {
 		return nil, false, err
 	}
 	// A resumed stream's role-only first chunk is dropped: the client
 	// already has one.
-	if resumed && len(a.text()) == before && !anyFinished(a) {
+	if resumed && len(a.Text()) == before && !anyFinished(a) {
 		return nil, false, nil
 	}
 	return raw, false, nil
 }
 
-func (s *openAIStream) FinishedAtEOF() bool { return s.a.complete() || allFinished(s.a) }
+func (s *openAIStream) FinishedAtEOF() bool { return s.a.Complete() || allFinished(s.a) }
 
-func (s *openAIStream) Partial() string { return s.a.text() }
+func (s *openAIStream) Partial() string { return s.a.Text() }
 
 func (s *openAIStream) Trailer() []byte {
 	if s.a.sawDone {
@@ -139,9 +139,9 @@ func (s *openAIStream) Trailer() []byte {
 	return []byte("data: [DONE]\n\n")
 }
 
-func (s *openAIStream) Complete() bool { return s.a.complete() }
+func (s *openAIStream) Complete() bool { return s.a.Complete() }
 
-func (s *openAIStream) Body() ([]byte, error) { return s.a.completion() }
+func (s *openAIStream) Body() ([]byte, error) { return s.a.Completion() }
 
 // resumeChatBody asks the next target to continue a cut answer: the partial
 // answer goes in as an assistant turn, followed by a continuation instruction.
@@ -193,24 +193,26 @@ func finishedChoices(body []byte) bool {
 
 func (openAIFormat) BodyKeyed() {}
 
-// writeFresh writes the stored completion around a fresh id and created,
-// from the bytes prepared when it was stored.
-func (openAIFormat) writeFresh(c echo.Context, e *cache.Entry, now time.Time) error {
-	return wireOf(e).write(c, now)
-}
-
-// cachedReplayer is a Format whose stream replays are rendered once per
-// entry and kept (Server.renders), so a stream hit writes prepared bytes.
-type cachedReplayer interface {
-	replayCached(s *Server, w io.Writer, flush func(), e *cache.Entry, k cache.Key) error
-}
-
-func (f openAIFormat) replayCached(s *Server, w io.Writer, flush func(), e *cache.Entry, k cache.Key) error {
-	prefix := "chatcmpl-bw"
-	if !f.chat {
-		prefix = "cmpl-bw"
+// FreshIDPrefix: a legacy completion's id starts "cmpl-", a chat
+// completion's "chatcmpl-"; a fresh one keeps the kind.
+func (openAIFormat) FreshIDPrefix(storedID []byte) string {
+	if len(storedID) > 6 && string(storedID[:6]) == `"cmpl-` {
+		return "cmpl-bw"
 	}
-	return s.replayCached(w, flush, e, prefix, k.IncludeUsage)
+	return "chatcmpl-bw"
+}
+
+// ReplayIDPrefix is the prefix of the endpoint's stream chunks' ids.
+func (f openAIFormat) ReplayIDPrefix() string {
+	if !f.chat {
+		return "cmpl-bw"
+	}
+	return "chatcmpl-bw"
+}
+
+// ReplayWith is Replay with the id and created given.
+func (openAIFormat) ReplayWith(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error {
+	return Replay(w, flush, stored, id, created, includeUsage)
 }
 
 // GenAI: OpenAI's operations as the GenAI conventions name them.
@@ -265,16 +267,26 @@ func handleModels(h wire.Host) echo.HandlerFunc {
 	}
 }
 
-// builtinAPIs are the wire APIs still implemented in this package, mounted
-// ahead of Options.APIs (issue 27 moves each to its package under
-// proxy/wire and into proxy/wire/apis.All).
-func builtinAPIs() []wire.API {
-	return []wire.API{
-		{Name: "openai", Errors: chatFormat, Routes: []wire.Route{
-			{Method: http.MethodPost, Path: cache.ChatEndpoint, Format: chatFormat},
-			{Method: http.MethodPost, Path: "/v1/completions", Format: completionsFormat},
-			{Method: http.MethodPost, Path: "/v1/embeddings", Format: embeddingsFormat},
-			{Method: http.MethodGet, Path: "/v1/models", Handler: handleModels},
-		}},
-	}
+// API registers OpenAI's API: Chat Completions (exact and semantic tiers,
+// streams, resumption), the exact-only /v1/completions and /v1/embeddings,
+// and the model list. It claims no request by its headers: it is the default
+// API, whose error shape every request no other API claims gets (OpenAI's
+// shape is what OpenAI-compatible clients parse), so it comes first in
+// proxy/wire/apis.All.
+var API = wire.API{
+	Name:   "openai",
+	Errors: chatFormat,
+	Routes: []wire.Route{
+		{Method: http.MethodPost, Path: cache.ChatEndpoint, Format: chatFormat},
+		{Method: http.MethodPost, Path: "/v1/completions", Format: completionsFormat},
+		{Method: http.MethodPost, Path: "/v1/embeddings", Format: embeddingsFormat},
+		{Method: http.MethodGet, Path: "/v1/models", Handler: handleModels},
+	},
 }
+
+// The Formats of the three cached endpoints.
+var (
+	Chat        = chatFormat
+	Completions = completionsFormat
+	Embeddings  = embeddingsFormat
+)
