@@ -26,7 +26,7 @@ const (
 
 type anthropicMessages struct{}
 
-func (anthropicMessages) Endpoint() string { return cache.MessagesEndpoint }
+func (anthropicMessages) Endpoint() string { return MessagesEndpoint }
 
 func (anthropicMessages) Semantic() bool { return true }
 
@@ -37,7 +37,7 @@ func (anthropicMessages) Key(partition string, h http.Header, body []byte, group
 			shaping[name] = strings.Join(v, ",")
 		}
 	}
-	return cache.MessagesKey(partition, body, group, shaping)
+	return MessagesKey(partition, body, group, shaping)
 }
 
 // Finished: a message that ended on its own (end_turn, stop_sequence,
@@ -257,7 +257,7 @@ var API = wire.API{
 	Name:   "anthropic",
 	Errors: messagesFormat,
 	Claims: func(h http.Header) bool { return h.Get(headerAnthropicVersion) != "" },
-	Routes: []wire.Route{{Method: http.MethodPost, Path: cache.MessagesEndpoint, Format: messagesFormat}},
+	Routes: []wire.Route{{Method: http.MethodPost, Path: MessagesEndpoint, Format: messagesFormat}},
 }
 
 // Format is the Messages Format.

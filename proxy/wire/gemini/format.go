@@ -34,12 +34,12 @@ type geminiFormat struct {
 // only its error shape is used.
 var geminiErrors wire.Format = geminiFormat{}
 
-func (f geminiFormat) Endpoint() string { return cache.GeminiEndpoint }
+func (f geminiFormat) Endpoint() string { return GeminiEndpoint }
 
 func (f geminiFormat) Semantic() bool { return true }
 
 func (f geminiFormat) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
-	return cache.GeminiKey(partition, f.model, f.stream, body, group)
+	return GeminiKey(partition, f.model, f.stream, body, group)
 }
 
 func (f geminiFormat) Finished(body []byte) bool {

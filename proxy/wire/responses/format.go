@@ -23,7 +23,7 @@ var API = wire.API{
 	Name:   "responses",
 	Errors: responsesFormat,
 	Routes: []wire.Route{
-		{Method: http.MethodPost, Path: cache.ResponsesEndpoint, Handler: handleResponses, Budget: true},
+		{Method: http.MethodPost, Path: ResponsesEndpoint, Handler: handleResponses, Budget: true},
 		// Echo matches these before the /v1/* catch-all; any other method
 		// or sub-path (POST /v1/responses/input_tokens, ...) still reaches
 		// the catch-all.
@@ -44,13 +44,13 @@ var responsesFormat wire.Format = responsesAPI{}
 
 type responsesAPI struct{}
 
-func (responsesAPI) Endpoint() string { return cache.ResponsesEndpoint }
+func (responsesAPI) Endpoint() string { return ResponsesEndpoint }
 
 func (responsesAPI) Semantic() bool { return true }
 
 // Key ignores the cache group: see cache.ResponsesKey.
 func (responsesAPI) Key(partition string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
-	return cache.ResponsesKey(partition, body)
+	return ResponsesKey(partition, body)
 }
 
 // Finished: only a response whose status is "completed". "incomplete" (cut
