@@ -18,9 +18,6 @@ type Format = wire.Format
 // StreamAssembler follows one stream of a Format (wire.StreamAssembler).
 type StreamAssembler = wire.StreamAssembler
 
-// errNoResume is returned by Format.Resume when a stream cannot be continued.
-var errNoResume = wire.ErrNoResume
-
 const formatCtxKey = "breakwater.format"
 
 // serverCtxKey holds the *Server serving a request, for the error shape of a

@@ -19,8 +19,6 @@ var (
 	truncate = wire.Truncate
 )
 
-const resumeInstruction = wire.ResumeInstruction
-
 // The Gemini API moved to proxy/wire/gemini; the tests here reach it through
 // its Format.
 var geminiErrors = gemini.Errors

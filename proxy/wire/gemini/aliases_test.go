@@ -17,28 +17,11 @@ type (
 	StreamAssembler = wire.StreamAssembler
 )
 
-var words = wire.Words
-
 const resumeInstruction = wire.ResumeInstruction
 
 var errNoResume = wire.ErrNoResume
 
-// geminiFlash, geminiAnswer and jsonEqual are the helpers of package proxy's
-// tests that these tests use.
-const geminiFlash = "gemini-2.5-flash"
-
-func geminiAnswer(model, text, finish string) map[string]any {
-	return map[string]any{
-		"candidates": []any{map[string]any{
-			"content":      map[string]any{"parts": []any{map[string]any{"text": text}}, "role": "model"},
-			"finishReason": finish, "index": 0,
-		}},
-		"usageMetadata": map[string]any{"promptTokenCount": 4, "candidatesTokenCount": 5, "totalTokenCount": 9},
-		"modelVersion":  model,
-		"responseId":    "resp-" + model,
-	}
-}
-
+// jsonEqual is the helper of package proxy's tests that these tests use.
 func jsonEqual(t *testing.T, got, want []byte) bool {
 	t.Helper()
 	var g, w any
