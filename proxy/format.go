@@ -35,7 +35,7 @@ func (s *Server) serveFormat(f Format, home string) echo.HandlerFunc {
 
 // formatOf is the Format of the route serving c; for routes that have none
 // (errors of the router itself, pass-through), that of the API claiming the
-// request (passthroughFormat).
+// request (passthroughFormat); nil before the request met this server.
 func formatOf(c echo.Context) Format {
 	if f, ok := c.Get(formatCtxKey).(Format); ok {
 		return f
