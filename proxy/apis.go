@@ -112,8 +112,6 @@ func (h *apiHost) Error(c echo.Context, status int, code, message string) error 
 	return writeError(c, status, code, message, 0)
 }
 
-func (h *apiHost) UseFormat(c echo.Context, f wire.Format) { c.Set(formatCtxKey, f) }
-
 // Forward answers errors in the shape of the API claiming the request, as
 // the /v1/* catch-all does.
 func (h *apiHost) Forward(c echo.Context) error {

@@ -67,10 +67,8 @@ type Host interface {
 	// answered is true when an error was already sent; return err then.
 	Body(c echo.Context) (body []byte, answered bool, err error)
 	// Error answers an error in the shape of the route's Format (the API's
-	// Errors until Serve or UseFormat set another).
+	// Errors until Serve or Call set another).
 	Error(c echo.Context, status int, code, message string) error
-	// UseFormat makes f the shape of the errors c gets from here on.
-	UseFormat(c echo.Context, f Format)
 	// Forward passes c's request through uncached, as the /v1/* catch-all
 	// does: to the home upstream of the API that claims it, else to the
 	// default upstream.
