@@ -302,6 +302,7 @@ func New(opts Options) (*Server, error) {
 	e.Use(s.deadlines, s.requestID)
 
 	if err := s.mountAPIs(e, opts.APIs); err != nil {
+		s.Close()
 		return nil, err
 	}
 	e.Any("/v1/*", s.handleForward)
