@@ -29,20 +29,24 @@ var layers = []struct {
 	// Backends and services built on them: the semantic indexes, the judge,
 	// the upstream caller.
 	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream"}},
-	// The HTTP front: routes, wire formats, the cached flow.
-	{3, []string{"proxy"}},
+	// The wire-API seam: the Format, the hooks, the registration.
+	{3, []string{"proxy/wire"}},
+	// One package per wire API, and the one list of them.
+	{4, []string{"proxy/wire/"}},
+	// The HTTP front: routes, the cached flow, pass-through.
+	{5, []string{"proxy"}},
 	// Configuration: reads the file and builds the options of the layers below.
-	{4, []string{"config"}},
+	{6, []string{"config"}},
 	// The composition root: wires config into the parts and serves.
-	{5, []string{"internal/app"}},
+	{7, []string{"internal/app"}},
 	// Sub-commands, and the deployment manifests' tests.
-	{6, []string{"internal/cmd/", "deploy", "cache/qdrant/qdranttest/cmd/"}},
+	{8, []string{"internal/cmd/", "deploy", "cache/qdrant/qdranttest/cmd/"}},
 	// The simulated model and the load generator are commands that are also
 	// test peers: they import only leaf libraries, and the composition
 	// root's end-to-end tests drive the sidecar with them.
 	{1, []string{"internal/cmd/sim", "internal/cmd/loadgen"}},
 	// The binary.
-	{7, []string{""}},
+	{9, []string{""}},
 }
 
 // rankOf returns the rank of a package path relative to the module ("" is
@@ -136,6 +140,9 @@ func TestLayersRankTheRemovedImportsAsViolations(t *testing.T) {
 		{"config", "internal/cmd/demo"},
 		{"internal/lib/retry", "cache"},
 		{"proxy/upstream", "proxy"},
+		{"proxy/wire", "proxy"},
+		{"proxy/wire/gemini", "proxy"},
+		{"proxy/wire", "proxy/wire/apis"},
 	} {
 		f, okf := rankOf(c.from)
 		to, okt := rankOf(c.to)

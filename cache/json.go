@@ -33,7 +33,7 @@ const maxJSONDepth = 10000
 // still behind GOEXPERIMENT=jsonv2 in Go 1.26.
 func DecodeObject(body []byte) (map[string]any, error) {
 	if !utf8.Valid(body) {
-		return nil, badRequest("body is not valid UTF-8")
+		return nil, BadRequest("body is not valid UTF-8")
 	}
 	d := jsonDecoder{data: body}
 	d.space()
@@ -43,11 +43,11 @@ func DecodeObject(body []byte) (map[string]any, error) {
 	}
 	d.space()
 	if d.pos != len(d.data) {
-		return nil, badRequest("body is not valid JSON: data after the top-level value")
+		return nil, BadRequest("body is not valid JSON: data after the top-level value")
 	}
 	obj, ok := v.(map[string]any)
 	if !ok {
-		return nil, badRequest("body must be a JSON object")
+		return nil, BadRequest("body must be a JSON object")
 	}
 	return obj, nil
 }
@@ -60,7 +60,7 @@ type jsonDecoder struct {
 }
 
 func (d *jsonDecoder) fail(what string) error {
-	return badRequest(fmt.Sprintf("body is not valid JSON: %s at offset %d", what, d.pos))
+	return BadRequest(fmt.Sprintf("body is not valid JSON: %s at offset %d", what, d.pos))
 }
 
 func (d *jsonDecoder) space() {

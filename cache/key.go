@@ -90,7 +90,7 @@ func Canonical(body []byte) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	return canonicalBytes(withoutIgnored(obj))
+	return CanonicalValue(withoutIgnored(obj))
 }
 
 // ChatKey builds the key of a /v1/chat/completions request. group maps a
@@ -102,19 +102,19 @@ func ChatKey(partition string, body []byte, group func(model string) string) (Ke
 	if err != nil {
 		return Key{}, err
 	}
-	k, err := commonKey(partition, ChatEndpoint, obj)
+	k, err := CommonKey(partition, ChatEndpoint, obj)
 	if err != nil {
 		return Key{}, err
 	}
-	msgs, err := messagesOf(obj)
+	msgs, err := MessagesOf(obj)
 	if err != nil {
 		return Key{}, err
 	}
 
-	fp := groupFingerprint(obj, k.Model, group)
+	fp := GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
-		query, rest, err := splitUserContent(len(msgs)-1, last["content"])
+		query, rest, err := SplitUserContent(len(msgs)-1, last["content"])
 		if err != nil {
 			return Key{}, err
 		}
@@ -134,12 +134,12 @@ func ChatKey(partition string, body []byte, group func(model string) string) (Ke
 		fpMsgs[len(fpMsgs)-1] = lastFP
 		fp["messages"] = fpMsgs
 	}
-	canon, err := canonicalBytes(fp)
+	canon, err := CanonicalValue(fp)
 	if err != nil {
 		return Key{}, err
 	}
 	// No partition here: the index filters on partition separately.
-	k.Fingerprint = digest("breakwater-fingerprint-v1", []byte(ChatEndpoint), canon)
+	k.Fingerprint = Digest("breakwater-fingerprint-v1", []byte(ChatEndpoint), canon)
 	return k, nil
 }
 
@@ -150,14 +150,14 @@ func GenericKey(partition, endpoint string, body []byte) (Key, error) {
 	if err != nil {
 		return Key{}, err
 	}
-	return commonKey(partition, endpoint, obj)
+	return CommonKey(partition, endpoint, obj)
 }
 
-// commonKey validates the fields every endpoint shares and computes Exact.
-func commonKey(partition, endpoint string, obj map[string]any) (Key, error) {
+// CommonKey validates the fields every endpoint shares and computes Exact.
+func CommonKey(partition, endpoint string, obj map[string]any) (Key, error) {
 	model, ok := obj["model"].(string)
 	if !ok || model == "" {
-		return Key{}, badRequest(`field "model" must be a non-empty string`)
+		return Key{}, BadRequest(`field "model" must be a non-empty string`)
 	}
 	k := Key{Partition: partition, Endpoint: endpoint, Model: model}
 	switch t := obj["temperature"].(type) {
@@ -165,33 +165,33 @@ func commonKey(partition, endpoint string, obj map[string]any) (Key, error) {
 	case json.Number:
 		f, err := strconv.ParseFloat(string(t), 64)
 		if err != nil {
-			return Key{}, badRequest(`field "temperature" must be a number`)
+			return Key{}, BadRequest(`field "temperature" must be a number`)
 		}
 		k.Temperature = &f
 	default:
-		return Key{}, badRequest(`field "temperature" must be a number`)
+		return Key{}, BadRequest(`field "temperature" must be a number`)
 	}
 	switch s := obj["stream"].(type) {
 	case nil:
 	case bool:
 		k.Stream = s
 	default:
-		return Key{}, badRequest(`field "stream" must be true or false`)
+		return Key{}, BadRequest(`field "stream" must be true or false`)
 	}
 	if so, ok := obj["stream_options"].(map[string]any); ok {
 		k.IncludeUsage, _ = so["include_usage"].(bool)
 	}
-	canon, err := canonicalBytes(withoutIgnored(obj))
+	canon, err := CanonicalValue(withoutIgnored(obj))
 	if err != nil {
 		return Key{}, err
 	}
-	k.Exact = digest("breakwater-exact-v1", []byte(partition), []byte(endpoint), canon)
+	k.Exact = Digest("breakwater-exact-v1", []byte(partition), []byte(endpoint), canon)
 	return k, nil
 }
 
-// splitUserContent separates the text of a user message's content from its
+// SplitUserContent separates the text of a user message's content from its
 // other parts (images, audio, files). Text parts are joined with a newline.
-func splitUserContent(idx int, content any) (text string, rest []any, err error) {
+func SplitUserContent(idx int, content any) (text string, rest []any, err error) {
 	switch c := content.(type) {
 	case nil:
 		return "", nil, nil
@@ -202,7 +202,7 @@ func splitUserContent(idx int, content any) (text string, rest []any, err error)
 		for i, p := range c {
 			po, ok := p.(map[string]any)
 			if !ok {
-				return "", nil, badRequest(fmt.Sprintf("messages[%d].content[%d] must be an object", idx, i))
+				return "", nil, BadRequest(fmt.Sprintf("messages[%d].content[%d] must be an object", idx, i))
 			}
 			if po["type"] != "text" {
 				rest = append(rest, p)
@@ -210,23 +210,24 @@ func splitUserContent(idx int, content any) (text string, rest []any, err error)
 			}
 			s, ok := po["text"].(string)
 			if !ok {
-				return "", nil, badRequest(fmt.Sprintf(`messages[%d].content[%d] of type "text" must have a string "text"`, idx, i))
+				return "", nil, BadRequest(fmt.Sprintf(`messages[%d].content[%d] of type "text" must have a string "text"`, idx, i))
 			}
 			texts = append(texts, s)
 		}
 		return strings.Join(texts, "\n"), rest, nil
 	default:
-		return "", nil, badRequest(fmt.Sprintf("messages[%d].content must be a string or an array of parts", idx))
+		return "", nil, BadRequest(fmt.Sprintf("messages[%d].content must be a string or an array of parts", idx))
 	}
 }
 
-func badRequest(msg string) error {
+// BadRequest is an error wrapping ErrBadRequest (answered 400) with msg.
+func BadRequest(msg string) error {
 	return fmt.Errorf("%w: %s", ErrBadRequest, msg)
 }
 
-// digest is a hex SHA-256 over a domain tag and length-prefixed parts, so that
+// Digest is a hex SHA-256 over a domain tag and length-prefixed parts, so that
 // no two different part lists hash the same bytes.
-func digest(domain string, parts ...[]byte) string {
+func Digest(domain string, parts ...[]byte) string {
 	h := sha256.New()
 	writePart(h, []byte(domain))
 	for _, p := range parts {
@@ -259,7 +260,8 @@ func withoutIgnored(obj map[string]any) map[string]any {
 	return out
 }
 
-func canonicalBytes(v any) ([]byte, error) {
+// CanonicalValue is the canonical JSON of a decoded value (DecodeObject).
+func CanonicalValue(v any) ([]byte, error) {
 	var b bytes.Buffer
 	if err := writeCanonical(&b, v); err != nil {
 		return nil, err
@@ -371,13 +373,13 @@ func canonicalNumber(s string) (string, error) {
 		// A larger exponent is no real request parameter; refusing it keeps
 		// the arithmetic below in int range.
 		if len(exp) > len(strconv.Itoa(maxExponent)) {
-			return "", badRequest(fmt.Sprintf("number %.40s is out of range", orig))
+			return "", BadRequest(fmt.Sprintf("number %.40s is out of range", orig))
 		}
 		e := 0
 		if exp != "" {
 			var err error
 			if e, err = strconv.Atoi(exp); err != nil {
-				return "", badRequest(fmt.Sprintf("number %.40s is malformed", orig))
+				return "", BadRequest(fmt.Sprintf("number %.40s is malformed", orig))
 			}
 		}
 		if expNeg {
@@ -402,7 +404,7 @@ func canonicalNumber(s string) (string, error) {
 	// literal's own: 100000e999997 is 1e1000002. Bound it as the literal's
 	// is, so that every output reads back (FuzzCanonical found this).
 	if e := point - 1; e > maxExponent || e < -maxExponent {
-		return "", badRequest(fmt.Sprintf("number %.40s is out of range", orig))
+		return "", BadRequest(fmt.Sprintf("number %.40s is out of range", orig))
 	}
 	switch {
 	case exp10 >= 0 && point <= 21:
@@ -428,28 +430,28 @@ func canonicalNumber(s string) (string, error) {
 	return out.String(), nil
 }
 
-// messagesOf returns the request's "messages": a non-empty array of objects
+// MessagesOf returns the request's "messages": a non-empty array of objects
 // with a string "role" (Chat Completions and Anthropic Messages alike).
-func messagesOf(obj map[string]any) ([]any, error) {
+func MessagesOf(obj map[string]any) ([]any, error) {
 	msgs, ok := obj["messages"].([]any)
 	if !ok || len(msgs) == 0 {
-		return nil, badRequest(`field "messages" must be a non-empty array of message objects`)
+		return nil, BadRequest(`field "messages" must be a non-empty array of message objects`)
 	}
 	for i, m := range msgs {
 		mo, ok := m.(map[string]any)
 		if !ok {
-			return nil, badRequest(fmt.Sprintf("messages[%d] must be an object", i))
+			return nil, BadRequest(fmt.Sprintf("messages[%d] must be an object", i))
 		}
 		if _, ok := mo["role"].(string); !ok {
-			return nil, badRequest(fmt.Sprintf(`messages[%d] must have a string "role"`, i))
+			return nil, BadRequest(fmt.Sprintf(`messages[%d] must have a string "role"`, i))
 		}
 	}
 	return msgs, nil
 }
 
-// groupFingerprint is obj without the fields that do not change the answer,
+// GroupFingerprint is obj without the fields that do not change the answer,
 // its model replaced by the model's cache group when group names one.
-func groupFingerprint(obj map[string]any, model string, group func(model string) string) map[string]any {
+func GroupFingerprint(obj map[string]any, model string, group func(model string) string) map[string]any {
 	fp := withoutIgnored(obj)
 	if group != nil {
 		if g := group(model); g != "" {

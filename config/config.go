@@ -56,16 +56,13 @@ type Config struct {
 	// every other /v1/* path. Empty: Load sets it when exactly one upstream
 	// is declared; otherwise Validate rejects it.
 	DefaultUpstream string `toml:"default_upstream"`
-	// AnthropicUpstream receives the requests of Anthropic clients (those
-	// carrying anthropic-version) outside /v1/messages, e.g.
-	// /v1/messages/count_tokens, as they are, and /v1/messages for a model
-	// not listed in Models (through the caller). Empty: DefaultUpstream.
-	AnthropicUpstream string `toml:"anthropic_upstream"`
-	// GeminiUpstream receives the Gemini API requests whose path names no
-	// model (GET /v1beta/models, files, cachedContents), as they are. Empty:
-	// they go to DefaultUpstream through the caller. Requests naming a model
-	// follow that model's route, or come here for a model not listed.
-	GeminiUpstream string `toml:"gemini_upstream"`
+	// APIUpstreams names each wire API's home upstream by the API's
+	// registered name ([api_upstreams], proxy/wire/apis.All): the upstream
+	// that serves, through the caller, the API's requests for a model not
+	// listed in Models, and that receives as they are the requests the API
+	// claims outside its cached routes (pass-through). An API not listed:
+	// DefaultUpstream.
+	APIUpstreams map[string]string `toml:"api_upstreams,omitempty"`
 	// Prices are USD per million tokens by upstream model (the model a
 	// target sends upstream), for the cost /stats shows beside the tokens
 	// saved and spent ([prices]). A model without a price shows tokens

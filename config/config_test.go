@@ -40,9 +40,9 @@ targets = [{ upstream = "openai" }]
 	if !reflect.DeepEqual(c.Models, minimal.Models) {
 		t.Errorf("example [[models]] = %+v\nwant the defaults %+v", c.Models, minimal.Models)
 	}
-	if c.AnthropicUpstream != minimal.AnthropicUpstream || c.GeminiUpstream != minimal.GeminiUpstream || c.DefaultUpstream != minimal.DefaultUpstream {
-		t.Errorf("example top-level upstreams %q %q %q, want the defaults %q %q %q", c.DefaultUpstream, c.AnthropicUpstream, c.GeminiUpstream,
-			minimal.DefaultUpstream, minimal.AnthropicUpstream, minimal.GeminiUpstream)
+	if len(c.APIUpstreams) != len(minimal.APIUpstreams) || c.DefaultUpstream != minimal.DefaultUpstream {
+		t.Errorf("example top-level upstreams %q %v, want the defaults %q %v", c.DefaultUpstream, c.APIUpstreams,
+			minimal.DefaultUpstream, minimal.APIUpstreams)
 	}
 	if err := c.CheckEnvironment(envOf(nil)); err != nil && !strings.Contains(err.Error(), "data_dir") {
 		t.Errorf("the example needs variables: %v", err)
@@ -94,7 +94,7 @@ func allKeys(t reflect.Type, prefix []string) [][]string {
 		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct:
 			out = append(out, allKeys(ft.Elem(), append(path, "*"))...)
 			continue
-		case ft.Kind() == reflect.Map:
+		case ft.Kind() == reflect.Map && ft.Elem().Kind() == reflect.Struct:
 			out = append(out, allKeys(ft.Elem(), append(path, "*"))...)
 			continue
 		}

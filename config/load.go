@@ -183,6 +183,10 @@ func unknownKeyHint(key []string) string {
 		}
 	}
 	bad := key[len(key)-1]
+	if api, ok := strings.CutSuffix(bad, "_upstream"); ok && len(key) == 1 && slices.Contains(apiNames(), api) {
+		// The per-API keys became one table.
+		return fmt.Sprintf(" (an API's home upstream is set in the [api_upstreams] table: %s = \"<upstream>\")", api)
+	}
 	best, bestDist := "", 3
 	for _, n := range names {
 		if d := editDistance(strings.ToLower(bad), n); d < bestDist {

@@ -3,12 +3,15 @@ package config
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"net"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
 )
 
 // Error is one invalid setting: the key, its value and what is allowed. Its
@@ -85,11 +88,15 @@ func (c *Config) validate(fromEnv map[string]string) error {
 	case !slices.Contains(upstreams, c.DefaultUpstream):
 		v.add("default_upstream", c.DefaultUpstream, "no [[upstreams]] named %q (have: %s)", c.DefaultUpstream, upstreams)
 	}
-	if c.AnthropicUpstream != "" && len(c.Upstreams) > 0 && !slices.Contains(upstreams, c.AnthropicUpstream) {
-		v.add("anthropic_upstream", c.AnthropicUpstream, "no [[upstreams]] named %q (have: %s)", c.AnthropicUpstream, upstreams)
-	}
-	if c.GeminiUpstream != "" && len(c.Upstreams) > 0 && !slices.Contains(upstreams, c.GeminiUpstream) {
-		v.add("gemini_upstream", c.GeminiUpstream, "no [[upstreams]] named %q (have: %s)", c.GeminiUpstream, upstreams)
+	names := apiNames()
+	for _, api := range slices.Sorted(maps.Keys(c.APIUpstreams)) {
+		up := c.APIUpstreams[api]
+		switch {
+		case !slices.Contains(names, api):
+			v.add("api_upstreams."+api, up, "no wire API named %q (have: %s)", api, strings.Join(names, ", "))
+		case up != "" && len(c.Upstreams) > 0 && !slices.Contains(upstreams, up):
+			v.add("api_upstreams."+api, up, "no [[upstreams]] named %q (have: %s)", up, upstreams)
+		}
 	}
 	return errors.Join(v.errs...)
 }
@@ -562,4 +569,14 @@ func isToken(s string) bool {
 		}
 	}
 	return s != ""
+}
+
+// apiNames are the names of the registered wire APIs, the keys
+// [api_upstreams] accepts.
+func apiNames() []string {
+	names := make([]string, 0, len(apis.All))
+	for _, a := range apis.All {
+		names = append(names, a.Name)
+	}
+	return names
 }

@@ -14,15 +14,19 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // exchange is one request on its way through the cached flow.
 type exchange struct {
-	c         echo.Context
-	log       *slog.Logger // the server's; logger() adds the request id
-	reqID     string
-	format    Format
-	endpoint  string // format.Endpoint()
+	c        echo.Context
+	log      *slog.Logger // the server's; logger() adds the request id
+	reqID    string
+	format   Format
+	endpoint string // format.Endpoint()
+	// home is the upstream of the API's requests for a model no route
+	// lists (Options.APIUpstreams; "" = the default upstream).
+	home      string
 	body      []byte
 	shape     requestShape
 	key       cache.Key
@@ -71,9 +75,9 @@ func (x *exchange) logger() *slog.Logger { return x.log.With("request_id", x.req
 
 // serveCached is the cached flow: parse, exact tier, singleflight,
 // semantic tier, caller, write-back.
-func (s *Server) serveCached(c echo.Context, f Format) error {
+func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 	endpoint := f.Endpoint()
-	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
+	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, home: home, start: s.opts.Now()}
 	if s.tracer != nil {
 		s.startServerSpan(x)
 		defer s.endServerSpan(x)
@@ -94,7 +98,7 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 		// stream_options); the upstream validates the rest of its own API.
 		// Anything else, or a body the scan leaves alone, is read by the
 		// Format's own strict key decoding.
-		_, scan := f.(bodyKeyed)
+		_, scan := f.(wire.BodyKeyed)
 		if !scan || scanShape(body, &x.shape) != nil {
 			k, err := f.Key(cache.SharedPartition, req.Header, body, s.opts.Group)
 			if err != nil {
@@ -105,8 +109,10 @@ func (s *Server) serveCached(c echo.Context, f Format) error {
 			}
 			x.shape = requestShape{Model: k.Model, Stream: k.Stream, Temperature: k.Temperature, IncludeUsage: k.IncludeUsage}
 		}
-		if sh, ok := f.(requestShaper); ok {
-			sh.pathShape(&x.shape)
+		if sh, ok := f.(wire.RequestShaper); ok {
+			if m, stream := sh.PathShape(); m != "" {
+				x.shape.Model, x.shape.Stream = m, stream
+			}
 		}
 		if x.shape.Model == "" {
 			return writeError(c, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
@@ -204,8 +210,9 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	h[HeaderUpstream] = cacheUpstreamValue
 	x.reuse(&res.Entry)
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
-	if w, ok := x.format.(freshWriter); ok {
-		return w.writeFresh(x.c, &res.Entry, s.opts.Now())
+	if _, ok := x.format.(wire.Identified); ok {
+		// Straight from the bytes prepared when it was stored.
+		return storedOf(&res.Entry, x.format).write(x.c, s.opts.Now())
 	}
 	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
 	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
@@ -228,7 +235,7 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		// next asker gets it from the cache.
 		FinishAbandoned: x.mayStore,
 	}
-	s.shapeRequest(x.format, ureq)
+	s.shapeRequest(x.format, x.home, ureq)
 	// The call may run on after this handler has returned (for the other
 	// waiters of a coalesced flight, or for nobody: an answer whose clients
 	// all left is still finished by the caller, and cached here for the
@@ -353,7 +360,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		return
 	}
 	now := s.opts.Now()
-	w := prepareWire(body) // a hit writes it without a scan
+	w := prepareStored(body, f) // a hit writes it without a scan
 	w.usage, w.usageSet = f.Usage(body), true
 	if w.usage.Known {
 		w.savedHeader = []string{tokensSavedValue(w.usage)}

@@ -10,36 +10,12 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
-// apiError is the OpenAI error body: {"error":{"message","type","code"}}.
-type apiError struct {
-	Error apiErrorBody `json:"error"`
-}
-
-type apiErrorBody struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
-// errorType maps an HTTP status to the OpenAI error type clients branch on.
-func errorType(status int) string {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "rate_limit_error"
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return "authentication_error"
-	case status >= 500:
-		return "server_error"
-	default:
-		return "invalid_request_error"
-	}
-}
-
 // writeError sends an error in the shape of the API the client speaks (the
-// route's Format; OpenAI's outside the cached routes). retryAfter > 0 adds Retry-After in
+// route's Format; outside the cached routes, that of the API claiming the
+// request, else the default API's). retryAfter > 0 adds Retry-After in
 // whole seconds (rounded up, at least 1) because clients and SDKs only parse
 // integers there.
 func writeError(c echo.Context, status int, code, message string, retryAfter time.Duration) error {
@@ -50,7 +26,13 @@ func writeError(c echo.Context, status int, code, message string, retryAfter tim
 		}
 		c.Response().Header().Set("Retry-After", strconv.Itoa(secs))
 	}
-	status, body := formatOf(c).Error(status, code, message)
+	f := formatOf(c)
+	if f == nil {
+		// Before the request met this server's middleware: the error
+		// object most clients parse.
+		return c.Blob(status, echo.MIMEApplicationJSON, wire.ErrorObjectJSON(status, code, message))
+	}
+	status, body := f.Error(status, code, message)
 	return c.Blob(status, echo.MIMEApplicationJSON, body)
 }
 

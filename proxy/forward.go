@@ -42,14 +42,16 @@ func (s *Server) newForwarder(root *url.URL, key, auth string) *httputil.Reverse
 }
 
 func (s *Server) handleForward(c echo.Context) error {
-	// A Gemini-style ?key= never travels in a URL: the proxy's error names
-	// the URL it failed to reach, and that error is logged.
-	if err := moveGeminiKey(c.Request()); err != nil {
+	// A key given in the URL never travels in one (wire.API.Sanitize): the
+	// proxy's error names the URL it failed to reach, and that error is
+	// logged.
+	if err := s.sanitize(c.Request()); err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	fwd := s.fwd
-	if c.Request().Header.Get(headerAnthropicVersion) != "" && s.anthropicFwd != nil {
-		fwd = s.anthropicFwd
+	// A request an API claims goes to that API's home upstream.
+	if a := s.claimant(c.Request().Header); a != nil && a.home != "" && s.ownerFwd[a.home] != nil {
+		fwd = s.ownerFwd[a.home]
 	}
 	if fwd == nil {
 		return writeError(c, http.StatusNotFound, "not_found", "breakwater: "+c.Request().URL.Path+" is not served (no default upstream configured)", 0)

@@ -177,7 +177,7 @@ func newGeminiEnv(t *testing.T, eo envOptions) *geminiEnv {
 	t.Cleanup(srv.Close)
 	innerProxy := eo.proxy
 	eo.proxy = func(o *Options) {
-		o.GeminiPassthrough = mustURL(t, srv.URL+"/v1beta")
+		homeUpstream(o, "gemini", "gemini", mustURL(t, srv.URL+"/v1beta"))
 		if innerProxy != nil {
 			innerProxy(o)
 		}

@@ -55,8 +55,7 @@ func TestGeminiBareHostBaseURL(t *testing.T) {
 			t.Cleanup(srv.Close)
 			g := &geminiEnv{api: up.api, env: newEnv(t, envOptions{
 				proxy: func(o *Options) {
-					o.GeminiPassthrough = mustURL(t, srv.URL)
-					o.GeminiUpstream = "gemini"
+					homeUpstream(o, "gemini", "gemini", mustURL(t, srv.URL))
 				},
 				caller: func(o *upstream.Options) {
 					o.Upstreams = append(o.Upstreams, upstream.Upstream{Name: "gemini", BaseURL: srv.URL, Timeout: 5 * time.Second, MaxConcurrency: 16, MaxQueue: 16})

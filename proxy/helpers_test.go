@@ -23,6 +23,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
 )
 
 // fakeModel is an OpenAI-compatible upstream that answers deterministically
@@ -270,6 +271,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 		MaxBodyBytes: 64 << 10, TTL: time.Hour, MaxTemperature: 1, Resume: true,
 		Logger:      slog.New(slog.DiscardHandler),
 		IdleTimeout: 2 * time.Second,
+		APIs:        apis.All,
 	}
 	if eo.proxy != nil {
 		eo.proxy(&opts)

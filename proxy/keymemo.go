@@ -5,12 +5,11 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/dgraph-io/ristretto/v2"
-	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // keyMemoBytes bounds the memory of the key memo: about 10k recent
@@ -90,7 +89,7 @@ func (m *keyMemo) close() { m.c.Close() }
 // requestKey builds the cache key of body, from the memo when these exact
 // bytes were keyed before.
 func (s *Server) requestKey(f Format, partition string, h http.Header, body []byte) (cache.Key, error) {
-	if _, ok := f.(bodyKeyed); !ok || s.keys == nil {
+	if _, ok := f.(wire.BodyKeyed); !ok || s.keys == nil {
 		return f.Key(partition, h, body, s.opts.Group)
 	}
 	d := s.keys.digest(partition, f.Endpoint(), body)
@@ -102,16 +101,4 @@ func (s *Server) requestKey(f Format, partition string, h http.Header, body []by
 		s.keys.put(d, k)
 	}
 	return k, err
-}
-
-// bodyKeyed is a Format whose key depends on nothing but the partition, its
-// Endpoint and the body (no header, no path), so the key memo may serve it.
-// Anthropic's key reads anthropic-version and anthropic-beta, Gemini's the
-// model in the path: they are parsed every time.
-type bodyKeyed interface{ bodyKeyed() }
-
-// freshWriter is a Format that writes a stored answer to a JSON request
-// straight from prepared bytes instead of Fresh's copy.
-type freshWriter interface {
-	writeFresh(c echo.Context, e *cache.Entry, now time.Time) error
 }

@@ -218,7 +218,7 @@ func newClaudeEnv(t *testing.T, eo envOptions) *claudeEnv {
 	}
 	proxyOpts := eo.proxy
 	eo.proxy = func(o *Options) {
-		o.AnthropicPassthrough = mustURL(t, ce.a.URL+"/v1")
+		homeUpstream(o, "anthropic", "anthropic", mustURL(t, ce.a.URL+"/v1"))
 		if proxyOpts != nil {
 			proxyOpts(o)
 		}

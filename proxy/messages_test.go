@@ -421,7 +421,7 @@ func TestMessagesErrorShape(t *testing.T) {
 // not, on a target of its own there; the default (OpenAI) upstream never
 // sees it. Without AnthropicUpstream it would follow the default upstream.
 func TestMessagesUnlistedModelGoesToAnthropicUpstream(t *testing.T) {
-	ce := newClaudeEnv(t, envOptions{proxy: func(o *Options) { o.AnthropicUpstream = "claude-b" }})
+	ce := newClaudeEnv(t, envOptions{proxy: func(o *Options) { homeUpstream(o, "anthropic", "claude-b", nil) }})
 	client := ce.sdk("sk-ant-1", true)
 	m, err := client.Messages.New(context.Background(), question("claude-unlisted", "Name a prime"))
 	if err != nil {

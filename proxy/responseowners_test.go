@@ -317,7 +317,7 @@ func TestResponsesBackgroundFollowsItsUpstream(t *testing.T) {
 // learnPassedThrough reads the id of a gzip-encoded answer (the client's
 // Accept-Encoding is forwarded as sent) and hands the client the same bytes.
 func TestLearnPassedThroughGzip(t *testing.T) {
-	s := &Server{owners: newResponseOwners(0, nil)}
+	s := &Server{owners: newResponseOwners(0, nil), idFormats: []Format{responsesFormat}}
 	const body = `{"id":"resp_z1","object":"response","status":"queued"}`
 	var zb bytes.Buffer
 	zw := gzip.NewWriter(&zb)
@@ -399,7 +399,7 @@ func BenchmarkResponseIDLearn(b *testing.B) {
 		name string
 		f    func() bool
 	}{
-		{"responseID", func() bool { return responsesAPI{}.responseID(body) != "" }},
+		{"responseID", func() bool { return responsesAPI{}.ResponseID(body) != "" }},
 		{"Finished", func() bool { return responsesAPI{}.Finished(body) }},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
@@ -428,7 +428,7 @@ func TestResponseID(t *testing.T) {
 		`[{"id":"resp_8"}]`:                                             "",
 		`not json`:                                                      "",
 	} {
-		if got := (responsesAPI{}).responseID([]byte(body)); got != want {
+		if got := (responsesAPI{}).ResponseID([]byte(body)); got != want {
 			t.Errorf("responseID(%s) = %q, want %q", body, got, want)
 		}
 	}

@@ -147,7 +147,7 @@ func TestResponsesBoundToUpstream(t *testing.T) {
 		`{"model":"m","input":"x"}`:                                 false,
 		`not json`:                                                  false,
 	} {
-		if got, _ := (responsesAPI{}).boundToUpstream([]byte(body)); got != want {
+		if got, _ := (responsesAPI{}).BoundToUpstream([]byte(body)); got != want {
 			t.Errorf("boundToUpstream(%s) = %v, want %v", body, got, want)
 		}
 	}

@@ -1,7 +1,5 @@
-// Package proxy serves Breakwater's HTTP surface: the cached endpoints of each
-// wire API (OpenAI Chat Completions, completions, embeddings and Responses,
-// Anthropic Messages, Gemini generateContent), pass-through, health, stats
-// and admin.
+// Package proxy serves Breakwater's HTTP surface: the cached flow of every
+// registered wire API (proxy/wire), pass-through, health, stats and admin.
 package proxy
 
 import (
@@ -25,6 +23,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // Response headers Breakwater adds.
@@ -90,27 +89,12 @@ type Options struct {
 	// ""); empty forwards the client's headers as sent.
 	PassthroughKey  string
 	PassthroughAuth string
-	// AnthropicPassthrough is the API root (including /v1) for the requests
-	// outside the cached routes that carry anthropic-version (every Anthropic
-	// SDK sends it): /v1/messages/count_tokens, batches, models, files.
-	// AnthropicPassthroughKey and AnthropicPassthroughAuth work as the
-	// Passthrough ones. Nil: Passthrough serves them too.
-	AnthropicPassthrough     *url.URL
-	AnthropicPassthroughKey  string
-	AnthropicPassthroughAuth string
-	// GeminiPassthrough is the Gemini API root (including its version, e.g.
-	// .../v1beta) for the Gemini requests whose path names no model (GET
-	// /v1beta/models, files, ...). Nil: they go through the Caller to the
-	// default upstream. GeminiPassthroughKey and GeminiPassthroughAuth work
-	// as the OpenAI ones.
-	GeminiPassthrough     *url.URL
-	GeminiPassthroughKey  string
-	GeminiPassthroughAuth string
 	// Upstreams are the pass-through targets by upstream name (the caller's
-	// Response.Upstream): GET/DELETE /v1/responses/{id}, its input_items and
-	// cancel, and a background request continuing a response, go to the
-	// upstream that created the id (responseowners.go). Nil, or an upstream
-	// missing here: they go to Passthrough.
+	// Response.Upstream): an API's requests it claims outside its cached
+	// routes go to its home upstream's (APIUpstreams), and requests naming
+	// an answer id go to the upstream that created the id
+	// (responseowners.go). Nil, or an upstream missing here: they go to
+	// Passthrough.
 	Upstreams map[string]PassthroughTarget
 	// ResponseOwners bounds how many Responses ids the proxy remembers the
 	// upstream of. Zero: DefaultResponseOwners.
@@ -120,12 +104,16 @@ type Options struct {
 	// written there before the answer reaches the client, and an id not
 	// known here is looked up there. Nil: this process's registry only.
 	SharedOwners OwnerStore
-	// AnthropicUpstream and GeminiUpstream name the upstream (Caller's
-	// Request.Upstream) that Messages and Gemini requests go to when no route
-	// lists their model: a Claude model an operator has not listed belongs
-	// to Anthropic, not to the default upstream. "" means the default.
-	AnthropicUpstream string
-	GeminiUpstream    string
+	// APIs are the wire APIs served (proxy/wire/apis.All), mounted in this
+	// order; the first one without a Claims is the default API. Required.
+	APIs []wire.API
+	// APIUpstreams names each API's home upstream by the API's name: the
+	// upstream (Caller's Request.Upstream) its requests go to when no route
+	// lists their model, and whose pass-through target (Upstreams) takes the
+	// requests it claims outside its routes. A model an operator has not
+	// listed belongs to the provider whose API the client speaks, not to the
+	// default upstream. Missing or "": the default upstream.
+	APIUpstreams map[string]string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (413 beyond). Zero:
@@ -167,9 +155,9 @@ type Options struct {
 	// Resume continues a stream cut after its first byte on the next target
 	// (partial answer as an assistant prefix); false sends an SSE error event.
 	Resume bool
-	// StoreMaxTokens also stores Gemini answers cut by maxOutputTokens
-	// (finishReason MAX_TOKENS); false stores only those that stopped by
-	// themselves (STOP).
+	// StoreMaxTokens also stores answers cut by the output-token limit
+	// (wire.Host.StoreMaxTokens, for the APIs that tell such answers
+	// apart); false stores only those that stopped by themselves.
 	StoreMaxTokens bool
 	// MaxResumes bounds resumptions of one stream. Zero: 2.
 	MaxResumes int
@@ -216,10 +204,13 @@ type Server struct {
 	stop     chan struct{}
 	stopOnce sync.Once
 	fwd      *httputil.ReverseProxy
-	// anthropicFwd serves pass-through requests of Anthropic clients; nil: fwd.
-	anthropicFwd *httputil.ReverseProxy
-	// geminiFwd serves Gemini requests naming no model; nil: the Caller.
-	geminiFwd *httputil.ReverseProxy
+	// apis are the registered wire APIs; defaultErrors is the error shape
+	// of a request none of them claims.
+	apis          []*mountedAPI
+	defaultErrors Format
+	// idFormats are the registered Formats whose answers carry ids
+	// (wire.ResponseIDer), for the creates passed through.
+	idFormats []Format
 	ready     atomic.Bool
 	bodySem   *semaphore.Weighted // nil: no limit
 	keys      *keyMemo            // nil when the cache is off
@@ -288,12 +279,6 @@ func New(opts Options) (*Server, error) {
 	if opts.Passthrough != nil {
 		s.fwd = s.newForwarder(opts.Passthrough, opts.PassthroughKey, opts.PassthroughAuth)
 	}
-	if opts.AnthropicPassthrough != nil {
-		s.anthropicFwd = s.newForwarder(opts.AnthropicPassthrough, opts.AnthropicPassthroughKey, opts.AnthropicPassthroughAuth)
-	}
-	if opts.GeminiPassthrough != nil {
-		s.geminiFwd = s.newForwarder(opts.GeminiPassthrough, opts.GeminiPassthroughKey, opts.GeminiPassthroughAuth)
-	}
 	s.owners = newResponseOwners(opts.ResponseOwners, opts.Metrics.knownIDsGauge())
 	s.tokens = newTokenBook(opts.Prices, opts.Metrics)
 	if opts.TracerProvider != nil {
@@ -316,13 +301,10 @@ func New(opts Options) (*Server, error) {
 	e.HTTPErrorHandler = httpErrorHandler
 	e.Use(s.deadlines, s.requestID)
 
-	for _, f := range []Format{chatFormat, completionsFormat, embeddingsFormat, messagesFormat} {
-		e.POST(f.Endpoint(), s.serveFormat(f), s.bodyBudget)
+	if err := s.mountAPIs(e, opts.APIs); err != nil {
+		s.Close()
+		return nil, err
 	}
-	e.POST(cache.ResponsesEndpoint, s.handleResponses, s.bodyBudget)
-	s.mountResponseIDs(e)
-	e.GET("/v1/models", s.handleModels)
-	s.mountGemini(e)
 	e.Any("/v1/*", s.handleForward)
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
@@ -399,6 +381,7 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		// pass-through paths keep it). Shared slice: net/http only reads it.
 		h[HeaderCache] = bypassValue
 		c.Set("request_id", id)
+		c.Set(serverCtxKey, s)
 		return next(c)
 	}
 }
@@ -471,24 +454,6 @@ func (s *Server) handleReadyz(c echo.Context) error {
 		return c.JSON(http.StatusOK, map[string]any{"status": "degraded", "degraded": degraded})
 	}
 	return c.JSON(http.StatusOK, map[string]any{"status": "ready"})
-}
-
-func (s *Server) handleModels(c echo.Context) error {
-	if c.Request().Header.Get(headerAnthropicVersion) != "" {
-		// An Anthropic client lists the Anthropic API's models.
-		return s.handleForward(c)
-	}
-	type model struct {
-		ID      string `json:"id"`
-		Object  string `json:"object"`
-		Created int64  `json:"created"`
-		OwnedBy string `json:"owned_by"`
-	}
-	data := make([]model, 0, len(s.opts.Models))
-	for _, m := range s.opts.Models {
-		data = append(data, model{ID: m, Object: "model", OwnedBy: "breakwater"})
-	}
-	return c.JSON(http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *Server) handleFlush(c echo.Context) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // errShape reports a body scanShape does not read; the caller then builds
@@ -23,7 +24,7 @@ var errShape = errors.New("scan request shape")
 // fields do not pay for decoding every value.
 func scanShape(body []byte, shape *requestShape) error {
 	var seen [3]bool
-	ok := topFields(body, func(key []byte, vStart, vEnd int) bool {
+	ok := wire.TopFields(body, func(key []byte, vStart, vEnd int) bool {
 		v := body[vStart:vEnd]
 		switch string(key) {
 		case "model":

@@ -125,7 +125,7 @@ func TestAssembleToolCalls(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ev.done() {
+		if ev.Done() {
 			asm.sawDone = true
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // sseRendersBytes bounds the memory of rendered replays. A replay is much
@@ -44,8 +45,11 @@ func newSSERenders() (*ristretto.Cache[string, *sseRender], error) {
 	})
 }
 
-// renderSSE replays body once with the placeholders and finds them.
-func renderSSE(body []byte, prefix string, includeUsage bool) (*sseRender, error) {
+// replayFunc is wire.Identified.ReplayWith.
+type replayFunc func(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error
+
+// renderReplay replays body once with the placeholders and finds them.
+func renderReplay(body []byte, prefix string, includeUsage bool, replay replayFunc) (*sseRender, error) {
 	var buf bytes.Buffer
 	if err := replay(&buf, nil, body, prefix+sseIDHex, sseCreated, includeUsage); err != nil {
 		return nil, err
@@ -82,7 +86,7 @@ func renderSSE(body []byte, prefix string, includeUsage bool) (*sseRender, error
 // so there is nothing to gain from an event per packet.
 func (r *sseRender) write(w io.Writer, flush func(), now time.Time) error {
 	var idb [24]byte
-	id := appendRandomHex(idb[:0], 12)
+	id := wire.AppendRandomHex(idb[:0], 12)
 	created := strconv.AppendInt(nil, now.Unix(), 10)
 	last := 0
 	for _, p := range r.patches {
@@ -116,25 +120,27 @@ func offset(p int) int {
 	return p
 }
 
-// replayCached writes e as an SSE stream, from a render kept in s.renders
-// when there is one for these bytes, and keeps the render for next time.
-// A time whose unix seconds are not 10 digits falls back to replay.
-func (s *Server) replayCached(w io.Writer, flush func(), e *cache.Entry, prefix string, includeUsage bool) error {
+// replayCached writes e, an answer of an Identified Format, as an SSE
+// stream, from a render kept in s.renders when there is one for these
+// bytes, and keeps the render for next time. A time whose unix seconds are
+// not 10 digits falls back to a plain replay.
+func (s *Server) replayCached(w io.Writer, flush func(), e *cache.Entry, r wire.Identified, includeUsage bool) error {
 	now := s.opts.Now()
+	prefix := r.ReplayIDPrefix()
 	if s.renders == nil || now.Unix() < 1e9 || now.Unix() > sseCreated {
-		return replay(w, flush, e.Body, prefix+newID()[:24], now.Unix(), includeUsage)
+		return r.ReplayWith(w, flush, e.Body, prefix+newID()[:24], now.Unix(), includeUsage)
 	}
 	key := e.Key + "\x00" + prefix
 	if includeUsage {
 		key += "\x00usage"
 	}
-	r, ok := s.renders.Get(key)
-	if !ok || len(r.body) != len(e.Body) || (len(e.Body) > 0 && &r.body[0] != &e.Body[0]) {
+	rd, ok := s.renders.Get(key)
+	if !ok || len(rd.body) != len(e.Body) || (len(e.Body) > 0 && &rd.body[0] != &e.Body[0]) {
 		var err error
-		if r, err = renderSSE(e.Body, prefix, includeUsage); err != nil {
+		if rd, err = renderReplay(e.Body, prefix, includeUsage, r.ReplayWith); err != nil {
 			return err
 		}
-		s.renders.Set(key, r, int64(len(r.out)+16*len(r.patches)+len(key)+64))
+		s.renders.Set(key, rd, int64(len(rd.out)+16*len(rd.patches)+len(key)+64))
 	}
-	return r.write(w, flush, now)
+	return rd.write(w, flush, now)
 }

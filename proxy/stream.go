@@ -2,7 +2,6 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // streamJob is what the pump of one upstream stream needs. It is copied out
@@ -47,7 +47,7 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		ForModel:  x.format.ForModel(x.endpoint, x.body),
 		GenAI:     s.genAIRequest(x.format, true),
 	}
-	s.shapeRequest(x.format, ureq)
+	s.shapeRequest(x.format, x.home, ureq)
 	return &streamJob{
 		req:      ureq,
 		key:      x.key,
@@ -166,8 +166,8 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	var err error
-	if r, ok := x.format.(cachedReplayer); ok {
-		err = r.replayCached(s, w, w.Flush, &res.Entry, x.key)
+	if r, ok := x.format.(wire.Identified); ok {
+		err = s.replayCached(w, w.Flush, &res.Entry, r, x.key.IncludeUsage)
 	} else {
 		err = x.format.Replay(w, w.Flush, res.Entry.Body, x.body, s.opts.Now())
 	}
@@ -294,7 +294,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 	// A stream whose response has an id the provider keeps: its upstream is
 	// remembered as soon as the id is read, before the event that carries
 	// it is relayed.
-	idr, _ := asm.(streamIDer)
+	idr, _ := asm.(wire.StreamIDer)
 	for {
 		ev, raw, err := rd.next()
 		if errors.Is(err, io.EOF) {
@@ -317,7 +317,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			return err
 		}
 		if idr != nil {
-			if id := idr.responseID(); id != "" {
+			if id := idr.ResponseID(); id != "" {
 				s.addOwner(job.req.Header, id, sr.Upstream)
 				idr = nil
 			}
@@ -336,49 +336,6 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			return nil
 		}
 	}
-}
-
-func allFinished(a *assembler) bool {
-	if len(a.choices) == 0 {
-		return false
-	}
-	for _, c := range a.choices {
-		if c.finish == nil {
-			return false
-		}
-	}
-	return true
-}
-
-func anyFinished(a *assembler) bool {
-	for _, c := range a.choices {
-		if c.finish != nil {
-			return true
-		}
-	}
-	return false
-}
-
-const resumeInstruction = "Your previous message was cut off. Continue it exactly where it stopped, " +
-	"without repeating anything and without any preamble; output only the rest of the answer."
-
-func errorEvent(err error) []byte {
-	b, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
-		"type":    "server_error", "param": nil, "code": "stream_interrupted",
-	}})
-	// A data-only event whose object has "error": what the API itself sends,
-	// and what the SDKs raise as an error (openai-python checks data.error,
-	// go-openai accumulates a data: {"error": line and returns it at EOF; a
-	// named "event: error" line would be mis-parsed by go-openai).
-	return []byte("data: " + string(b) + "\n\n")
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + "…"
 }
 
 // idleBody closes the upstream body when no bytes arrive for d, turning a

@@ -148,7 +148,7 @@ func BenchmarkStreamInterChunk(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if ev.done() {
+			if ev.Done() {
 				break
 			}
 			at = append(at, time.Now())

@@ -50,7 +50,7 @@ func streamChat(t *testing.T, e *env, question string, headers ...string) (strin
 		if ev.Event == "error" || strings.HasPrefix(string(ev.Data), `{"error"`) {
 			return asm.text(), resp.Header, fmt.Errorf("error event: %s", ev.Data)
 		}
-		if ev.done() {
+		if ev.Done() {
 			return asm.text(), resp.Header, nil
 		}
 		if err := asm.add(ev.Data); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // Attributes of the server span. The cache's own are namespaced; the rest
@@ -35,17 +36,10 @@ const (
 // one whose API the request speaks, which is what an OpenAI-compatible
 // server behind the sidecar also answers.
 func genAIOf(f Format) (op, provider string) {
-	switch f.Endpoint() {
-	case cache.MessagesEndpoint:
-		return "chat", "anthropic"
-	case cache.GeminiEndpoint:
-		return "generate_content", "gcp.gemini"
-	case "/v1/completions":
-		return "text_completion", "openai"
-	case "/v1/embeddings":
-		return "embeddings", "openai"
+	if n, ok := f.(wire.GenAINamer); ok {
+		return n.GenAI()
 	}
-	return "chat", "openai"
+	return "chat", ""
 }
 
 // startServerSpan opens x's server span, continuing the client's W3C
@@ -118,7 +112,7 @@ func (s *Server) genAIRequest(f Format, stream bool) upstream.GenAI {
 // OpenAI's and Anthropic's answers, "modelVersion" in Gemini's.
 func responseModel(body []byte) string {
 	var model string
-	topFields(body, func(key []byte, vStart, vEnd int) bool {
+	wire.TopFields(body, func(key []byte, vStart, vEnd int) bool {
 		switch string(key) {
 		case "model", "modelVersion":
 			v := body[vStart:vEnd]

@@ -12,15 +12,15 @@ func TestUsageReaders(t *testing.T) {
 		body string
 		want Usage
 	}{
-		{"chat", chatFormat, `{"id":"x","usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"completion_tokens_details":{"reasoning_tokens":3}}}`, Usage{12, 7, true}},
+		{"chat", chatFormat, `{"id":"x","usage":{"prompt_tokens":12,"completion_tokens":7,"total_tokens":19,"completion_tokens_details":{"reasoning_tokens":3}}}`, Usage{Input: 12, Output: 7, Known: true}},
 		{"chat without usage", chatFormat, `{"id":"x","choices":[]}`, Usage{}},
 		{"chat null usage", chatFormat, `{"usage":null}`, Usage{}},
-		{"embeddings", embeddingsFormat, `{"data":[],"usage":{"prompt_tokens":8,"total_tokens":8}}`, Usage{8, 0, true}},
-		{"messages", messagesFormat, `{"usage":{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":4,"server_tool_use":{"web_search_requests":1}}}`, Usage{60, 4, true}},
-		{"responses", responsesFormat, `{"usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":2},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":1},"total_tokens":14}}`, Usage{9, 5, true}},
-		{"gemini", geminiErrors, `{"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":6,"thoughtsTokenCount":2,"totalTokenCount":12,"promptTokensDetails":[{"modality":"TEXT","tokenCount":4}]}}`, Usage{4, 8, true}},
+		{"embeddings", embeddingsFormat, `{"data":[],"usage":{"prompt_tokens":8,"total_tokens":8}}`, Usage{Input: 8, Output: 0, Known: true}},
+		{"messages", messagesFormat, `{"usage":{"input_tokens":10,"cache_creation_input_tokens":20,"cache_read_input_tokens":30,"output_tokens":4,"server_tool_use":{"web_search_requests":1}}}`, Usage{Input: 60, Output: 4, Known: true}},
+		{"responses", responsesFormat, `{"usage":{"input_tokens":9,"input_tokens_details":{"cached_tokens":2},"output_tokens":5,"output_tokens_details":{"reasoning_tokens":1},"total_tokens":14}}`, Usage{Input: 9, Output: 5, Known: true}},
+		{"gemini", geminiErrors, `{"usageMetadata":{"promptTokenCount":4,"candidatesTokenCount":6,"thoughtsTokenCount":2,"totalTokenCount":12,"promptTokensDetails":[{"modality":"TEXT","tokenCount":4}]}}`, Usage{Input: 4, Output: 8, Known: true}},
 		{"not JSON", chatFormat, `data: {"usage":{"prompt_tokens":1}}`, Usage{}},
-		{"negative count", chatFormat, `{"usage":{"prompt_tokens":-1,"completion_tokens":2}}`, Usage{0, 2, true}},
+		{"negative count", chatFormat, `{"usage":{"prompt_tokens":-1,"completion_tokens":2}}`, Usage{Input: 0, Output: 2, Known: true}},
 		{"cut body", chatFormat, `{"usage":{"prompt_tokens":1,"completion_tokens":2}`, Usage{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -38,7 +38,7 @@ func TestUsageReadDoesNotAllocate(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { u = chatFormat.Usage(body) }); n != 0 {
 		t.Errorf("Usage allocates %.0f times per call, want 0", n)
 	}
-	if u != (Usage{16, 300, true}) {
+	if u != (Usage{Input: 16, Output: 300, Known: true}) {
 		t.Errorf("Usage = %+v", u)
 	}
 }

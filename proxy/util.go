@@ -3,6 +3,8 @@ package proxy
 import (
 	"errors"
 	"fmt"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 func errorf(format string, args ...any) error {
@@ -17,5 +19,5 @@ func errorf(format string, args ...any) error {
 // seeded from the OS) is unpredictable enough and costs no system call per
 // request, where crypto/rand did.
 func newID() string {
-	return string(appendRandomHex(make([]byte, 0, 32), 16))
+	return string(wire.AppendRandomHex(make([]byte, 0, 32), 16))
 }

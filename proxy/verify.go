@@ -76,7 +76,7 @@ func (s *Server) sampleHit(x *exchange, res cache.Result) bool {
 	if r() >= v.Rate {
 		return false
 	}
-	if s.targetBusy(x.shape.Model, s.unlistedUpstream(x.format)) {
+	if s.targetBusy(x.shape.Model, x.home) {
 		v.Estimator.Skip(verify.SkipBusy)
 		return false
 	}

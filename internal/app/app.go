@@ -27,6 +27,7 @@ import (
 	"github.com/breakwater-dev/breakwater/embed"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
 )
 
 // App is a wired, not yet serving, Breakwater.
@@ -367,32 +368,22 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	if cfg.Server.AdminTokenEnv != "" {
 		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
 	}
-	po.AnthropicUpstream, po.GeminiUpstream = cfg.AnthropicUpstream, cfg.GeminiUpstream
-	// Pass-through roots: the default upstream's, and Anthropic's and
-	// Gemini's when named; each with the upstream's own key if it holds one.
-	for _, pt := range []struct {
-		name      string
-		root      **url.URL
-		key, auth *string
-	}{
-		{cfg.DefaultUpstream, &po.Passthrough, &po.PassthroughKey, &po.PassthroughAuth},
-		{cfg.AnthropicUpstream, &po.AnthropicPassthrough, &po.AnthropicPassthroughKey, &po.AnthropicPassthroughAuth},
-		{cfg.GeminiUpstream, &po.GeminiPassthrough, &po.GeminiPassthroughKey, &po.GeminiPassthroughAuth},
-	} {
-		u, ok := cfg.Upstream(pt.name)
-		if !ok {
-			continue
-		}
+	po.APIs = apis.All
+	po.APIUpstreams = cfg.APIUpstreams
+	// The default upstream's pass-through root, with its own key if it
+	// holds one.
+	if u, ok := cfg.Upstream(cfg.DefaultUpstream); ok {
 		root, err := url.Parse(u.BaseURL)
 		if err != nil {
 			return po, fmt.Errorf("config: upstreams %q base_url = %q: %w", u.Name, u.BaseURL, err)
 		}
-		*pt.root = root
+		po.Passthrough = root
 		if u.APIKeyEnv != "" {
-			*pt.key, *pt.auth = opts.Env(u.APIKeyEnv), u.Auth
+			po.PassthroughKey, po.PassthroughAuth = opts.Env(u.APIKeyEnv), u.Auth
 		}
 	}
-	// Every upstream's pass-through, for the Responses ids it created.
+	// Every upstream's pass-through: the APIs' home upstreams', and for the
+	// answer ids each created.
 	po.Upstreams = make(map[string]proxy.PassthroughTarget, len(cfg.Upstreams))
 	for _, u := range cfg.Upstreams {
 		root, err := url.Parse(u.BaseURL)

@@ -21,6 +21,7 @@ import (
 	"github.com/breakwater-dev/breakwater/embed"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
 )
 
 // Replay modes.
@@ -246,7 +247,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	var rngMu sync.Mutex
 	rng := newSplitMix(o.Seed ^ 0x73616d706c65)
 	srv, err := proxy.New(proxy.Options{
-		Cache: c, Caller: caller, Partitioner: part, MaxTemperature: 1,
+		Cache: c, Caller: caller, Partitioner: part, MaxTemperature: 1, APIs: apis.All,
 		Logger: slog.New(slog.DiscardHandler),
 		Verify: &proxy.Verify{
 			Rate: o.SampleRate, Estimator: est, Judge: v, Compare: cmp.Same,

@@ -1,10 +1,14 @@
-package cache
+package anthropic
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/breakwater-dev/breakwater/cache"
+)
 
 func TestMessagesKey(t *testing.T) {
 	v1 := map[string]string{"Anthropic-Version": "2023-06-01"}
-	key := func(body string, h map[string]string) Key {
+	key := func(body string, h map[string]string) cache.Key {
 		t.Helper()
 		k, err := MessagesKey("p", []byte(body), nil, h)
 		if err != nil {

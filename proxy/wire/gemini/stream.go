@@ -1,4 +1,4 @@
-package proxy
+package gemini
 
 import (
 	"bytes"
@@ -9,13 +9,15 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // geminiStream assembles a streamGenerateContent?alt=sse answer: each event
 // is a whole GenerateContentResponse holding the next parts of each
 // candidate; the last one of a candidate carries its finishReason, and the
 // stream ends at EOF (there is no end marker). It also reads a non-stream
-// body as a stream of one event (Format.Finished).
+// body as a stream of one event (wire.Format.Finished).
 type geminiStream struct {
 	storeMaxTokens bool
 	cands          map[int]*geminiCand
@@ -50,9 +52,9 @@ func newGeminiStream(storeMaxTokens bool) *geminiStream {
 // "data: <json>\n\n": the upstream frames them with CRLF, and the Go SDK
 // splits on the first "\n\n" in its buffer before it looks for "\r\n\r\n",
 // so one error event of ours after CRLF events would merge with them.
-func (g *geminiStream) Feed(ev sseEvent, _ []byte, _ bool) ([]byte, bool, error) {
+func (g *geminiStream) Feed(ev wire.Event, _ []byte, _ bool) ([]byte, bool, error) {
 	if ev.Event == "error" {
-		return nil, false, fmt.Errorf("the upstream sent an error event: %s", truncate(string(ev.Data), 200))
+		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
 	}
 	if len(bytes.TrimSpace(ev.Data)) == 0 {
 		return nil, false, nil
@@ -77,7 +79,7 @@ func (g *geminiStream) add(data []byte) error {
 		return fmt.Errorf("parse stream chunk: %w", err)
 	}
 	if e, ok := top["error"]; ok && !isNull(e) {
-		return fmt.Errorf("the upstream sent an error mid-stream: %s", truncate(string(e), 200))
+		return fmt.Errorf("the upstream sent an error mid-stream: %s", wire.Truncate(string(e), 200))
 	}
 	g.events++
 	for k, v := range top {
@@ -356,7 +358,7 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 			maps.Copy(ev, final)
 		}
 		ev["candidates"] = []map[string]any{cand}
-		return writeDataEvent(w, flush, ev)
+		return wire.WriteDataEvent(w, flush, ev)
 	}
 	for ci, c := range cands {
 		var content struct {
@@ -386,7 +388,7 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 			if err := json.Unmarshal(p["text"], &text); err != nil {
 				return fmt.Errorf("replay cached answer: %w", err)
 			}
-			ws := words(text)
+			ws := wire.Words(text)
 			if len(ws) == 0 {
 				ws = []string{""}
 			}
@@ -519,15 +521,15 @@ func (p replayPiece) part() map[string]any {
 // answer goes in as a model turn, followed by a user turn asking to continue.
 // Only a single-candidate answer of text can be continued; with no text yet,
 // the request is sent again as it was.
-func geminiResume(body []byte, asm StreamAssembler) ([]byte, error) {
+func geminiResume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
 	g, ok := asm.(*geminiStream)
 	if !ok || len(g.cands) > 1 {
-		return nil, errNoResume
+		return nil, wire.ErrNoResume
 	}
 	if c := g.cands[0]; c != nil {
 		for _, p := range c.parts {
 			if p.text == nil {
-				return nil, errNoResume // a function call or other part: not text to continue
+				return nil, wire.ErrNoResume // a function call or other part: not text to continue
 			}
 		}
 	}
@@ -544,7 +546,7 @@ func geminiResume(body []byte, asm StreamAssembler) ([]byte, error) {
 		return nil, fmt.Errorf("build resume request: %w", err)
 	}
 	model, _ := json.Marshal(map[string]any{"role": "model", "parts": []map[string]string{{"text": partial}}})
-	cont, _ := json.Marshal(map[string]any{"role": "user", "parts": []map[string]string{{"text": resumeInstruction}}})
+	cont, _ := json.Marshal(map[string]any{"role": "user", "parts": []map[string]string{{"text": wire.ResumeInstruction}}})
 	contents = append(contents, model, cont)
 	obj["contents"], _ = json.Marshal(contents)
 	out, err := json.Marshal(obj)

@@ -1,4 +1,4 @@
-package proxy
+package openai
 
 import (
 	"bytes"
@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // cachedCompletion is the part of a stored completion that a replay needs.
@@ -32,12 +32,12 @@ type cachedCompletion struct {
 	} `json:"choices"`
 }
 
-// replay writes a cached completion as a well-formed SSE stream: a role
+// Replay writes a cached completion as a well-formed SSE stream: a role
 // chunk, the content in word-sized pieces, tool calls, the finish chunk, a
 // usage chunk when includeUsage, then [DONE]. id and created are the ones
 // given (a hit is a fresh completion to the client). flush is called after
 // each event so a replay streams like the original did.
-func replay(w io.Writer, flush func(), body []byte, id string, created int64, includeUsage bool) error {
+func Replay(w io.Writer, flush func(), body []byte, id string, created int64, includeUsage bool) error {
 	var cc cachedCompletion
 	if err := json.Unmarshal(body, &cc); err != nil {
 		return fmt.Errorf("replay cached completion: %w", err)
@@ -55,7 +55,7 @@ func replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 		if usage != nil {
 			ev["usage"] = usage
 		}
-		return writeDataEvent(w, flush, ev)
+		return wire.WriteDataEvent(w, flush, ev)
 	}
 	for _, c := range cc.Choices {
 		delta := func(d map[string]any) []map[string]any {
@@ -70,14 +70,14 @@ func replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 				return err
 			}
 			if c.Message.ReasoningContent != "" {
-				for _, piece := range words(c.Message.ReasoningContent) {
+				for _, piece := range wire.Words(c.Message.ReasoningContent) {
 					if err := send(delta(map[string]any{"reasoning_content": piece}), nil); err != nil {
 						return err
 					}
 				}
 			}
 			if c.Message.Content != nil {
-				if err := sendPieces(w, flush, words(*c.Message.Content), c.Index, id, created, cc.Model, cc.SystemFingerprint); err != nil {
+				if err := sendPieces(w, flush, wire.Words(*c.Message.Content), c.Index, id, created, cc.Model, cc.SystemFingerprint); err != nil {
 					return err
 				}
 			}
@@ -104,7 +104,7 @@ func replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 			}
 			continue
 		}
-		for _, piece := range words(c.Text) {
+		for _, piece := range wire.Words(c.Text) {
 			if err := send([]map[string]any{{"index": c.Index, "text": piece, "finish_reason": nil, "logprobs": nil}}, nil); err != nil {
 				return err
 			}
@@ -125,28 +125,6 @@ func replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 		flush()
 	}
 	return nil
-}
-
-// words splits s into word-sized pieces that concatenate back to s exactly:
-// each piece is a run of non-space characters followed by its spaces.
-func words(s string) []string {
-	var out []string
-	start := 0
-	inSpace := false
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		sp := unicode.IsSpace(r)
-		if !sp && inSpace {
-			out = append(out, s[start:i])
-			start = i
-		}
-		inSpace = sp
-		i += n
-	}
-	if start < len(s) {
-		out = append(out, s[start:])
-	}
-	return out
 }
 
 // sendPieces writes one content chunk per piece. The envelope around the
@@ -182,22 +160,6 @@ func sendPieces(w io.Writer, flush func(), pieces []string, index int, id string
 		if flush != nil {
 			flush()
 		}
-	}
-	return nil
-}
-
-// writeDataEvent writes ev as one unnamed SSE event ("data: <json>" and a
-// blank line), then flushes when flush is set.
-func writeDataEvent(w io.Writer, flush func(), ev any) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-		return err
-	}
-	if flush != nil {
-		flush()
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package proxy
+package gemini
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // geminiFormat is the Gemini API's generateContent
@@ -29,16 +30,16 @@ type geminiFormat struct {
 	storeMaxTokens bool
 }
 
-// geminiErrors is the Format of a Gemini route before its request is parsed:
+// geminiErrors is the wire.Format of a Gemini route before its request is parsed:
 // only its error shape is used.
-var geminiErrors Format = geminiFormat{}
+var geminiErrors wire.Format = geminiFormat{}
 
-func (f geminiFormat) Endpoint() string { return cache.GeminiEndpoint }
+func (f geminiFormat) Endpoint() string { return GeminiEndpoint }
 
 func (f geminiFormat) Semantic() bool { return true }
 
 func (f geminiFormat) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
-	return cache.GeminiKey(partition, f.model, f.stream, body, group)
+	return GeminiKey(partition, f.model, f.stream, body, group)
 }
 
 func (f geminiFormat) Finished(body []byte) bool {
@@ -55,9 +56,9 @@ func (f geminiFormat) Replay(w io.Writer, flush func(), stored, _ []byte, _ time
 	return geminiReplay(w, flush, stored)
 }
 
-func (f geminiFormat) NewAssembler() StreamAssembler { return newGeminiStream(f.storeMaxTokens) }
+func (f geminiFormat) NewAssembler() wire.StreamAssembler { return newGeminiStream(f.storeMaxTokens) }
 
-func (f geminiFormat) Resume(body []byte, asm StreamAssembler) ([]byte, error) {
+func (f geminiFormat) Resume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
 	return geminiResume(body, asm)
 }
 
@@ -78,7 +79,7 @@ func (f geminiFormat) Error(status int, code, message string) (int, []byte) {
 // (google.golang.org/genai iterateResponseStream; @google/genai likewise).
 // AnswerText joins the first candidate's text parts, without thought parts.
 // Usage reads usageMetadata (thinking tokens count as output).
-func (f geminiFormat) Usage(body []byte) Usage { return geminiUsage.read(body) }
+func (f geminiFormat) Usage(body []byte) wire.Usage { return geminiUsage.Read(body) }
 
 func (f geminiFormat) AnswerText(body []byte) string {
 	var r struct {
@@ -109,16 +110,22 @@ func (f geminiFormat) StreamError(err error) []byte {
 	return []byte("data: " + string(b) + "\n\n")
 }
 
-// shapeRequest points the upstream request at the model's path and reads
+// ShapeRequest points the upstream request at the model's path and reads
 // the upstream's refusals the Gemini way.
-func (f geminiFormat) shapeRequest(r *upstream.Request) {
+func (f geminiFormat) ShapeRequest(r *upstream.Request) {
 	r.Path = f.upstreamPath(f.model)
 	r.Classify = classifyGemini
 }
 
-func (f geminiFormat) pathShape(sh *requestShape) {
-	sh.Model, sh.Stream = f.model, f.stream
-}
+// PathShape: the model and the streaming are in the path.
+func (f geminiFormat) PathShape() (string, bool) { return f.model, f.stream }
+
+// geminiUsage: usageMetadata.promptTokenCount (+ toolUsePromptTokenCount)
+// in, candidatesTokenCount + thoughtsTokenCount out: thinking tokens are
+// billed as output and not counted in candidatesTokenCount.
+var geminiUsage = wire.UsageFields{Field: "usageMetadata",
+	Input:  []string{"promptTokenCount", "toolUsePromptTokenCount"},
+	Output: []string{"candidatesTokenCount", "thoughtsTokenCount"}}
 
 // upstreamPath is the path sent upstream for model. It starts with the
 // version the client called, which the caller replaces with the upstream's
@@ -299,3 +306,6 @@ func perDay(s string) bool {
 	s = strings.ToLower(strings.ReplaceAll(s, "_", ""))
 	return strings.Contains(s, "perday")
 }
+
+// GenAI: generateContent, by Gemini.
+func (geminiFormat) GenAI() (string, string) { return "generate_content", "gcp.gemini" }

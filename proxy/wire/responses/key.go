@@ -1,8 +1,10 @@
-package cache
+package responses
 
 import (
 	"fmt"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/cache"
 )
 
 // ResponsesEndpoint is the path of OpenAI's Responses API, hashed into the
@@ -48,24 +50,24 @@ var responsesIgnored = map[string]bool{
 // Field names are matched exactly (the API is case-sensitive; encoding/json
 // into a struct would not be), so the key reads the same fields the provider
 // does.
-func ResponsesKey(partition string, body []byte) (Key, error) {
-	obj, err := parseObject(body)
+func ResponsesKey(partition string, body []byte) (cache.Key, error) {
+	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
-	k, err := commonKey(partition, ResponsesEndpoint, obj)
+	k, err := cache.CommonKey(partition, ResponsesEndpoint, obj)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
 	if err := checkResponsesFields(obj); err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
 	canon := responsesCanonical(obj)
-	exact, err := canonicalBytes(canon)
+	exact, err := cache.CanonicalValue(canon)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
-	k.Exact = digest("breakwater-exact-v1", []byte(partition), []byte(ResponsesEndpoint), exact)
+	k.Exact = cache.Digest("breakwater-exact-v1", []byte(partition), []byte(ResponsesEndpoint), exact)
 
 	fp := canon // canon is a fresh map; the fingerprint may change it
 	query, rest, ok := responsesQuery(obj["input"])
@@ -73,12 +75,12 @@ func ResponsesKey(partition string, body []byte) (Key, error) {
 		k.Query = query
 		fp["input"] = rest
 	}
-	fpBytes, err := canonicalBytes(fp)
+	fpBytes, err := cache.CanonicalValue(fp)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
 	// No partition here: the index filters on partition separately.
-	k.Fingerprint = digest("breakwater-responses-fingerprint-v1", []byte(ResponsesEndpoint), fpBytes)
+	k.Fingerprint = cache.Digest("breakwater-responses-fingerprint-v1", []byte(ResponsesEndpoint), fpBytes)
 	return k, nil
 }
 
@@ -109,13 +111,13 @@ func checkResponsesFields(obj map[string]any) error {
 		switch obj[name].(type) {
 		case nil, string:
 		default:
-			return badRequest(fmt.Sprintf("field %q must be a string", name))
+			return cache.BadRequest(fmt.Sprintf("field %q must be a string", name))
 		}
 	}
 	switch obj["store"].(type) {
 	case nil, bool:
 	default:
-		return badRequest(`field "store" must be true or false`)
+		return cache.BadRequest(`field "store" must be true or false`)
 	}
 	switch in := obj["input"].(type) {
 	case nil, string:
@@ -123,16 +125,16 @@ func checkResponsesFields(obj map[string]any) error {
 		for i, item := range in {
 			io, ok := item.(map[string]any)
 			if !ok {
-				return badRequest(fmt.Sprintf("input[%d] must be an object", i))
+				return cache.BadRequest(fmt.Sprintf("input[%d] must be an object", i))
 			}
 			if r, has := io["role"]; has {
 				if _, ok := r.(string); !ok {
-					return badRequest(fmt.Sprintf(`input[%d].role must be a string`, i))
+					return cache.BadRequest(fmt.Sprintf(`input[%d].role must be a string`, i))
 				}
 			}
 		}
 	default:
-		return badRequest(`field "input" must be a string or an array of input items`)
+		return cache.BadRequest(`field "input" must be a string or an array of input items`)
 	}
 	return nil
 }

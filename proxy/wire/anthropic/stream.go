@@ -1,4 +1,4 @@
-package proxy
+package anthropic
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // messageStream follows one Anthropic Messages event stream (message_start,
@@ -52,7 +54,7 @@ type streamEvent struct {
 	Error        json.RawMessage            `json:"error"`
 }
 
-func (s *messageStream) Feed(ev sseEvent, raw []byte, _ bool) ([]byte, bool, error) {
+func (s *messageStream) Feed(ev wire.Event, raw []byte, _ bool) ([]byte, bool, error) {
 	if len(ev.Data) == 0 {
 		return nil, false, nil
 	}
@@ -66,7 +68,7 @@ func (s *messageStream) Feed(ev sseEvent, raw []byte, _ bool) ([]byte, bool, err
 	switch e.Type {
 	case "error":
 		// An error after the 200 (overloaded_error mid-stream): a cut.
-		return nil, false, fmt.Errorf("the upstream sent an error event: %s", truncate(string(ev.Data), 200))
+		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
 	case "message_start":
 		if s.resuming {
 			return nil, false, nil // the client has its message_start
@@ -298,7 +300,7 @@ func (b *streamBlock) render() (json.RawMessage, error) {
 		if b.input.Len() > 0 {
 			in := []byte(b.input.String())
 			if !json.Valid(in) {
-				return nil, fmt.Errorf("render message: tool input is not JSON: %s", truncate(string(in), 100))
+				return nil, fmt.Errorf("render message: tool input is not JSON: %s", wire.Truncate(string(in), 100))
 			}
 			m["input"] = in
 		}
@@ -384,7 +386,7 @@ func replayBlock(send func(string, map[string]any) error, i int, block map[strin
 				deltas = append(deltas, map[string]any{"type": "citations_delta", "citation": c})
 			}
 		}
-		for _, piece := range words(text) {
+		for _, piece := range wire.Words(text) {
 			deltas = append(deltas, map[string]any{"type": "text_delta", "text": piece})
 		}
 	case "thinking":
@@ -392,7 +394,7 @@ func replayBlock(send func(string, map[string]any) error, i int, block map[strin
 		_ = json.Unmarshal(block["thinking"], &thinking)
 		_ = json.Unmarshal(block["signature"], &sig)
 		start["thinking"], start["signature"] = json.RawMessage(`""`), json.RawMessage(`""`)
-		for _, piece := range words(thinking) {
+		for _, piece := range wire.Words(thinking) {
 			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": piece})
 		}
 		deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": sig})

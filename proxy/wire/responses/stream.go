@@ -1,4 +1,4 @@
-package proxy
+package responses
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // maxResponseBytes bounds what the Responses assembler keeps of one stream
@@ -49,11 +51,11 @@ type responsesEvent struct {
 	Error       json.RawMessage `json:"error"`
 }
 
-func (s *responsesStream) Feed(ev sseEvent, raw []byte, _ bool) ([]byte, bool, error) {
+func (s *responsesStream) Feed(ev wire.Event, raw []byte, _ bool) ([]byte, bool, error) {
 	if len(ev.Data) == 0 {
 		return nil, false, nil
 	}
-	if ev.done() {
+	if ev.Done() {
 		// Not part of the Responses API, but some compatible servers end
 		// with it; the stream is over either way.
 		return raw, true, nil
@@ -117,8 +119,8 @@ func (s *responsesStream) keep(dst *json.RawMessage, v json.RawMessage) {
 	*dst = append(json.RawMessage(nil), v...)
 }
 
-// responseID is the response's id once an event carried it, else "".
-func (s *responsesStream) responseID() string { return s.id }
+// ResponseID is the response's id once an event carried it, else "".
+func (s *responsesStream) ResponseID() string { return s.id }
 
 func (s *responsesStream) FinishedAtEOF() bool { return s.terminal != "" }
 
@@ -231,7 +233,7 @@ func replayItem(r *eventWriter, index int64, item map[string]json.RawMessage) {
 				logprobs := orEmpty(part["logprobs"])
 				r.send("response.content_part.added", at("content_index", ci,
 					"part", map[string]any{"type": "output_text", "text": "", "annotations": json.RawMessage(`[]`), "logprobs": json.RawMessage(`[]`)})...)
-				r.deltas("response.output_text.delta", words(text), at("content_index", ci)...)
+				r.deltas("response.output_text.delta", wire.Words(text), at("content_index", ci)...)
 				r.send("response.output_text.done", at("content_index", ci, "text", text, "logprobs", logprobs)...)
 			case "refusal":
 				var refusal string

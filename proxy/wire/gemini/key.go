@@ -1,4 +1,4 @@
-package cache
+package gemini
 
 import (
 	"encoding/json"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/cache"
 )
 
 // GeminiEndpoint is the path template GeminiKey hashes into the exact key:
@@ -36,45 +38,45 @@ var geminiIgnored = map[string]bool{"labels": true}
 // Only the text parts of a final user turn are embedded (Query). A final
 // turn with any other part (inlineData, fileData, functionResponse, ...), or
 // a final turn that is not the user's, leaves Query empty: exact tier only.
-func GeminiKey(partition, model string, stream bool, body []byte, group func(model string) string) (Key, error) {
-	obj, err := parseObject(body)
+func GeminiKey(partition, model string, stream bool, body []byte, group func(model string) string) (cache.Key, error) {
+	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
 	if model == "" {
-		return Key{}, badRequest("the path must name a model: /v1beta/models/{model}:generateContent")
+		return cache.Key{}, cache.BadRequest("the path must name a model: /v1beta/models/{model}:generateContent")
 	}
 	contents, ok := obj["contents"].([]any)
 	if !ok || len(contents) == 0 {
-		return Key{}, badRequest(`field "contents" must be a non-empty array of Content objects`)
+		return cache.Key{}, cache.BadRequest(`field "contents" must be a non-empty array of Content objects`)
 	}
 	for i, c := range contents {
 		co, ok := c.(map[string]any)
 		if !ok {
-			return Key{}, badRequest(fmt.Sprintf("contents[%d] must be an object", i))
+			return cache.Key{}, cache.BadRequest(fmt.Sprintf("contents[%d] must be an object", i))
 		}
 		switch r := co["role"].(type) {
 		case nil, string:
 		default:
-			return Key{}, badRequest(fmt.Sprintf(`contents[%d].role must be a string, not %T`, i, r))
+			return cache.Key{}, cache.BadRequest(fmt.Sprintf(`contents[%d].role must be a string, not %T`, i, r))
 		}
 		if p, ok := co["parts"]; ok {
 			if _, ok := p.([]any); !ok {
-				return Key{}, badRequest(fmt.Sprintf(`contents[%d].parts must be an array of Part objects`, i))
+				return cache.Key{}, cache.BadRequest(fmt.Sprintf(`contents[%d].parts must be an array of Part objects`, i))
 			}
 		}
 	}
-	k := Key{Partition: partition, Endpoint: GeminiEndpoint, Model: model, Stream: stream}
+	k := cache.Key{Partition: partition, Endpoint: GeminiEndpoint, Model: model, Stream: stream}
 	if k.Temperature, err = geminiTemperature(obj); err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
 
 	req := withoutGeminiIgnored(obj)
-	canon, err := canonicalBytes(map[string]any{"model": model, "request": req})
+	canon, err := cache.CanonicalValue(map[string]any{"model": model, "request": req})
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
-	k.Exact = digest("breakwater-exact-v1", []byte(partition), []byte(GeminiEndpoint), canon)
+	k.Exact = cache.Digest("breakwater-exact-v1", []byte(partition), []byte(GeminiEndpoint), canon)
 
 	fpModel := model
 	if group != nil {
@@ -95,12 +97,12 @@ func GeminiKey(partition, model string, stream bool, body []byte, group func(mod
 			req["contents"] = fpContents
 		}
 	}
-	fpCanon, err := canonicalBytes(map[string]any{"model": fpModel, "request": req})
+	fpCanon, err := cache.CanonicalValue(map[string]any{"model": fpModel, "request": req})
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
 	// No partition here: the index filters on partition separately.
-	k.Fingerprint = digest("breakwater-fingerprint-v1", []byte(GeminiEndpoint), fpCanon)
+	k.Fingerprint = cache.Digest("breakwater-fingerprint-v1", []byte(GeminiEndpoint), fpCanon)
 	return k, nil
 }
 
@@ -141,7 +143,7 @@ func geminiTemperature(obj map[string]any) (*float64, error) {
 		}
 		gco, ok := gc.(map[string]any)
 		if !ok {
-			return nil, badRequest(fmt.Sprintf("field %q must be an object", name))
+			return nil, cache.BadRequest(fmt.Sprintf("field %q must be an object", name))
 		}
 		t, ok := gco["temperature"]
 		if !ok || t == nil {
@@ -149,11 +151,11 @@ func geminiTemperature(obj map[string]any) (*float64, error) {
 		}
 		n, ok := t.(json.Number)
 		if !ok {
-			return nil, badRequest(fmt.Sprintf("field %q must be a number", name+".temperature"))
+			return nil, cache.BadRequest(fmt.Sprintf("field %q must be a number", name+".temperature"))
 		}
 		f, err := strconv.ParseFloat(string(n), 64)
 		if err != nil {
-			return nil, badRequest(fmt.Sprintf("field %q must be a number", name+".temperature"))
+			return nil, cache.BadRequest(fmt.Sprintf("field %q must be a number", name+".temperature"))
 		}
 		// Both spellings present: the higher temperature decides whether
 		// the request bypasses the cache.

@@ -1,4 +1,4 @@
-package proxy
+package anthropic
 
 import (
 	"encoding/json"
@@ -11,10 +11,11 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // messagesFormat is the Anthropic Messages API (POST /v1/messages).
-var messagesFormat Format = anthropicMessages{}
+var messagesFormat wire.Format = anthropicMessages{}
 
 // Anthropic request headers: the API version and beta features shape the
 // answer, so both are part of the key and forwarded as sent.
@@ -25,7 +26,7 @@ const (
 
 type anthropicMessages struct{}
 
-func (anthropicMessages) Endpoint() string { return cache.MessagesEndpoint }
+func (anthropicMessages) Endpoint() string { return MessagesEndpoint }
 
 func (anthropicMessages) Semantic() bool { return true }
 
@@ -36,7 +37,7 @@ func (anthropicMessages) Key(partition string, h http.Header, body []byte, group
 			shaping[name] = strings.Join(v, ",")
 		}
 	}
-	return cache.MessagesKey(partition, body, group, shaping)
+	return MessagesKey(partition, body, group, shaping)
 }
 
 // Finished: a message that ended on its own (end_turn, stop_sequence,
@@ -72,7 +73,7 @@ func (anthropicMessages) Replay(w io.Writer, flush func(), stored, _ []byte, _ t
 	return replayMessage(w, flush, stored)
 }
 
-func (anthropicMessages) NewAssembler() StreamAssembler { return newMessageStream() }
+func (anthropicMessages) NewAssembler() wire.StreamAssembler { return newMessageStream() }
 
 // Resume continues a cut answer by prefilling it as the assistant turn (the
 // model continues a final assistant turn). Only text can be continued: an
@@ -80,10 +81,10 @@ func (anthropicMessages) NewAssembler() StreamAssembler { return newMessageStrea
 // thinking enabled (the API refuses a prefill with thinking), ends with an
 // error event instead. A model that does not accept prefill answers the
 // resume request with a 400, which ends the stream the same way.
-func (anthropicMessages) Resume(body []byte, asm StreamAssembler) ([]byte, error) {
+func (anthropicMessages) Resume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
 	ms, ok := asm.(*messageStream)
 	if !ok {
-		return nil, errNoResume
+		return nil, wire.ErrNoResume
 	}
 	var req map[string]json.RawMessage
 	if err := json.Unmarshal(body, &req); err != nil {
@@ -94,16 +95,16 @@ func (anthropicMessages) Resume(body []byte, asm StreamAssembler) ([]byte, error
 		// case-insensitively, and the request was keyed by exact names.
 		var th map[string]any
 		if json.Unmarshal(t, &th) != nil || th["type"] != "disabled" {
-			return nil, errNoResume
+			return nil, wire.ErrNoResume
 		}
 	}
 	partial, ok := ms.textOnly()
 	if !ok {
-		return nil, errNoResume
+		return nil, wire.ErrNoResume
 	}
 	var msgs []map[string]json.RawMessage
 	if err := json.Unmarshal(req["messages"], &msgs); err != nil || len(msgs) == 0 {
-		return nil, errNoResume
+		return nil, wire.ErrNoResume
 	}
 	last := msgs[len(msgs)-1]
 	var role string
@@ -113,7 +114,7 @@ func (anthropicMessages) Resume(body []byte, asm StreamAssembler) ([]byte, error
 		// The client prefilled the answer itself: the model continues it.
 		var s string
 		if json.Unmarshal(last["content"], &s) != nil {
-			return nil, errNoResume
+			return nil, wire.ErrNoResume
 		}
 		prefill = s + partial
 		msgs = msgs[:len(msgs)-1]
@@ -199,7 +200,7 @@ func anthropicErrorType(status int) string {
 // AnswerText joins the message's text blocks (thinking and tool_use blocks
 // are not what the user reads).
 // Usage reads the Messages usage object (cache reads and writes count as input).
-func (anthropicMessages) Usage(body []byte) Usage { return messagesUsage.read(body) }
+func (anthropicMessages) Usage(body []byte) wire.Usage { return messagesUsage.Read(body) }
 
 func (anthropicMessages) AnswerText(body []byte) string {
 	var m struct {
@@ -237,3 +238,27 @@ func sseBytes(event string, data []byte) []byte {
 	out = append(out, data...)
 	return append(out, "\n\n"...)
 }
+
+// GenAI: a Messages call is a chat, by Anthropic.
+func (anthropicMessages) GenAI() (string, string) { return "chat", "anthropic" }
+
+// Anthropic Messages: "the total input tokens in a request is the
+// summation of input_tokens, cache_creation_input_tokens, and
+// cache_read_input_tokens" (Messages API reference, usage).
+var messagesUsage = wire.UsageFields{Field: "usage",
+	Input:  []string{"input_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"},
+	Output: []string{"output_tokens"}}
+
+// API registers Anthropic's Messages API: POST /v1/messages through the
+// cached flow; every other request carrying anthropic-version (every
+// Anthropic SDK sends it: count_tokens, batches, models, files) is passed
+// through to the Anthropic upstream and answered errors in its shape.
+var API = wire.API{
+	Name:   "anthropic",
+	Errors: messagesFormat,
+	Claims: func(h http.Header) bool { return h.Get(headerAnthropicVersion) != "" },
+	Routes: []wire.Route{{Method: http.MethodPost, Path: MessagesEndpoint, Format: messagesFormat}},
+}
+
+// Format is the Messages Format.
+var Format = messagesFormat

@@ -1,9 +1,11 @@
-package cache
+package gemini
 
 import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/breakwater-dev/breakwater/cache"
 )
 
 // geminiBase is a multi-turn generateContent body as the genai SDKs send it.
@@ -20,7 +22,7 @@ const geminiBase = `{
     "responseMimeType": "text/plain"}
 }`
 
-func geminiKey(t *testing.T, model string, body string) Key {
+func geminiKey(t *testing.T, model string, body string) cache.Key {
 	t.Helper()
 	k, err := GeminiKey("p1", model, false, []byte(body), nil)
 	if err != nil {
@@ -164,8 +166,8 @@ func TestGeminiKeyExactFieldNames(t *testing.T) {
 	if other.Exact == k.Exact {
 		t.Error("an unknown field does not count in the exact key")
 	}
-	if _, err := GeminiKey("p", "m", false, []byte(`{"Contents": [{"parts": [{"text": "hi"}]}]}`), nil); !errors.Is(err, ErrBadRequest) {
-		t.Errorf("only \"Contents\": err = %v, want ErrBadRequest", err)
+	if _, err := GeminiKey("p", "m", false, []byte(`{"Contents": [{"parts": [{"text": "hi"}]}]}`), nil); !errors.Is(err, cache.ErrBadRequest) {
+		t.Errorf("only \"Contents\": err = %v, want cache.ErrBadRequest", err)
 	}
 	// Both spellings of generationConfig count, the higher temperature wins.
 	k = geminiKey(t, "m", `{"contents": [{"parts": [{"text": "hi"}]}], "generation_config": {"temperature": 1.5}, "generationConfig": {"temperature": 0}}`)
@@ -189,12 +191,12 @@ func TestGeminiKeyBadRequests(t *testing.T) {
 		"not an object":   `[1]`,
 	}
 	for name, body := range cases {
-		if _, err := GeminiKey("p", "m", false, []byte(body), nil); !errors.Is(err, ErrBadRequest) {
-			t.Errorf("%s: err = %v, want ErrBadRequest", name, err)
+		if _, err := GeminiKey("p", "m", false, []byte(body), nil); !errors.Is(err, cache.ErrBadRequest) {
+			t.Errorf("%s: err = %v, want cache.ErrBadRequest", name, err)
 		}
 	}
-	if _, err := GeminiKey("p", "", false, []byte(geminiBase), nil); !errors.Is(err, ErrBadRequest) {
-		t.Errorf("no model: err = %v, want ErrBadRequest", err)
+	if _, err := GeminiKey("p", "", false, []byte(geminiBase), nil); !errors.Is(err, cache.ErrBadRequest) {
+		t.Errorf("no model: err = %v, want cache.ErrBadRequest", err)
 	}
 }
 
@@ -216,7 +218,7 @@ func BenchmarkGeminiKey(b *testing.B) {
 	b.Run("chat", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := ChatKey("p", chat, nil); err != nil {
+			if _, err := cache.ChatKey("p", chat, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,15 +1,15 @@
-package proxy
+package gemini
 
 import (
 	"errors"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // geminiPassEndpoint is the endpoint label of Gemini requests passed through
@@ -17,47 +17,67 @@ import (
 // becomes a metric label.
 const geminiPassEndpoint = "/v1beta/*"
 
-// mountGemini serves the Gemini API under /v1beta/ and /v1/models/:
-// generateContent and streamGenerateContent?alt=sse go through the cached
-// flow, every other Gemini request is passed through to the model's route.
-func (s *Server) mountGemini(e *echo.Echo) {
-	e.Any("/v1beta/*", s.handleGemini, s.bodyBudget)
-	// /v1/models/{model}:{method} is Gemini's stable API; any other
-	// /v1/models/... request is OpenAI's (GET /v1/models/{id}), passed
-	// through as before.
-	e.Any("/v1/models/*", func(c echo.Context) error {
+// API registers the Gemini API: generateContent and
+// streamGenerateContent?alt=sse under /v1beta/ and /v1/models/ go through the
+// cached flow, every other Gemini request is passed through to the model's
+// route.
+var API = wire.API{
+	Name:   "gemini",
+	Errors: geminiErrors,
+	// The genai SDKs send x-goog-api-client on every request.
+	Claims: func(h http.Header) bool {
+		return h.Get("X-Goog-Api-Client") != "" || h.Get("X-Goog-Api-Key") != ""
+	},
+	Sanitize: moveGeminiKey,
+	Routes: []wire.Route{
+		{Path: "/v1beta/*", Handler: handleGemini, Budget: true},
+		// /v1/models/{model}:{method} is Gemini's stable API; any other
+		// /v1/models/... request is OpenAI's (GET /v1/models/{id}), passed
+		// through as before.
+		{Path: "/v1/models/*", Handler: handleStable, Budget: true},
+	},
+}
+
+// Errors is the Format of a Gemini route before its request is parsed:
+// only its error shape is used.
+var Errors = geminiErrors
+
+// handleStable serves /v1/models/*: Gemini's POST {model}:{method}, or a
+// pass-through.
+func handleStable(h wire.Host) echo.HandlerFunc {
+	gemini := handleGemini(h)
+	return func(c echo.Context) error {
 		if _, method := geminiTarget(strings.TrimPrefix(c.Request().URL.Path, "/v1")); method != "" && c.Request().Method == http.MethodPost {
-			return s.handleGemini(c)
+			return gemini(c)
 		}
-		return s.handleForward(c)
-	}, s.bodyBudget)
+		return h.Forward(c)
+	}
 }
 
 // handleGemini serves one Gemini API request.
-func (s *Server) handleGemini(c echo.Context) error {
-	c.Set(formatCtxKey, geminiErrors)
-	req := c.Request()
-	if err := moveGeminiKey(req); err != nil {
-		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
-	}
-	rest, version := geminiRest(req.URL.Path), geminiVersion(req.URL.Path)
-	model, method := geminiTarget(rest)
-	query := req.URL.Query()
-	if req.Method == http.MethodPost && model != "" {
-		f := geminiFormat{model: model, version: version, query: query, storeMaxTokens: s.opts.StoreMaxTokens}
-		switch {
-		case method == "generateContent":
-			c.Set(formatCtxKey, f)
-			return s.serveCached(c, f)
-		case method == "streamGenerateContent" && query.Get("alt") == "sse":
-			// Without alt=sse the API streams one JSON array, which is
-			// passed through.
-			f.stream = true
-			c.Set(formatCtxKey, f)
-			return s.serveCached(c, f)
+func handleGemini(h wire.Host) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		req := c.Request()
+		if err := moveGeminiKey(req); err != nil {
+			return h.Error(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error())
 		}
+		rest, version := geminiRest(req.URL.Path), geminiVersion(req.URL.Path)
+		model, method := geminiTarget(rest)
+		query := req.URL.Query()
+		if req.Method == http.MethodPost && model != "" {
+			f := geminiFormat{model: model, version: version, query: query, storeMaxTokens: h.StoreMaxTokens()}
+			switch {
+			case method == "generateContent":
+				return h.Serve(c, f)
+			case method == "streamGenerateContent" && query.Get("alt") == "sse":
+				// Without alt=sse the API streams one JSON array, which is
+				// passed through.
+				f.stream = true
+				return h.Serve(c, f)
+			}
+		}
+		return geminiPassthrough(h, c, model, version+rest, query)
 	}
-	return s.geminiPassthrough(c, model, version+rest, query)
 }
 
 // moveGeminiKey moves an API key given as the "key" query parameter into the
@@ -128,34 +148,31 @@ func geminiTarget(rest string) (model, method string) {
 	return model, method
 }
 
-// geminiPassthrough forwards a Gemini request that is not cached to the
-// route of the model its path names (the default upstream when none), with
-// the caller's retries and fallbacks, and answers what the upstream said.
-func (s *Server) geminiPassthrough(c echo.Context, model, path string, query url.Values) error {
+// geminiPassthrough forwards a Gemini request that is not cached: one naming
+// no model to the Gemini upstream's pass-through when there is one, else to
+// the route of the model its path names (the default upstream when none),
+// with the caller's retries and fallbacks, answering what the upstream said.
+func geminiPassthrough(h wire.Host, c echo.Context, model, path string, query url.Values) error {
 	req := c.Request()
 	version := geminiVersionOr(geminiVersion(path))
 	rest := geminiRest(path)
-	if model == "" && s.geminiFwd != nil {
+	if model == "" {
 		// The forwarder puts what follows the version after the Gemini
 		// upstream's root when that holds a version, and the whole path after
 		// a bare host.
+		oldPath, oldRaw := req.URL.Path, req.URL.RawPath
 		req.URL.Path, req.URL.RawPath = version+rest, ""
-		c.Response().Header().Set(HeaderCache, OutcomeBypass)
-		s.stats.outcome(OutcomeBypass)
-		s.geminiFwd.ServeHTTP(c.Response(), req)
-		return nil
+		if h.ForwardHome(c) {
+			return nil
+		}
+		req.URL.Path, req.URL.RawPath = oldPath, oldRaw
 	}
-	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: geminiErrors, endpoint: geminiPassEndpoint, start: s.opts.Now()}
-	body, answered, err := s.requestBody(c)
+	body, answered, err := h.Body(c)
 	if answered {
 		return err
 	}
 	if len(body) == 0 {
 		body = nil
-	}
-	ctl, err := parseControls(req.Header)
-	if err != nil {
-		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
 	}
 	pathFor := func(m string) string {
 		p := version + rest
@@ -168,44 +185,14 @@ func (s *Server) geminiPassthrough(c echo.Context, model, path string, query url
 		return p
 	}
 	ureq := &upstream.Request{
-		Method:    req.Method,
-		Path:      pathFor(model),
-		Model:     model,
-		Body:      body,
-		Header:    req.Header,
-		RequestID: req.Header.Get(HeaderRequestID),
-		Class:     ctl.class,
-		Classify:  classifyGemini,
-		Upstream:  s.opts.GeminiUpstream,
+		Method:   req.Method,
+		Path:     pathFor(model),
+		Model:    model,
+		Body:     body,
+		Classify: classifyGemini,
 	}
 	if model != "" {
 		ureq.ForModel = func(m string) (string, []byte) { return pathFor(m), geminiBodyForModel(body, m) }
 	}
-	s.stats.calls.Add(1)
-	resp, err := s.opts.Caller.Do(req.Context(), ureq)
-	x.called = true
-	if err != nil {
-		if req.Context().Err() != nil {
-			s.finish(x, OutcomeBypass, 499, 0, "")
-			return nil
-		}
-		s.stats.errors.Add(1)
-		s.finish(x, OutcomeBypass, statusOf(err), 0, "")
-		return writeUpstreamError(c, err)
-	}
-	h := c.Response().Header()
-	h.Set(HeaderCache, OutcomeBypass)
-	h.Set(HeaderUpstream, resp.Target)
-	h.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
-	x.attempts = resp.Attempts
-	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
-		ct = echo.MIMEApplicationJSON
-	}
-	s.finish(x, OutcomeBypass, resp.Status, 0, resp.Target)
-	if resp.Rest != nil {
-		defer resp.Rest.Close()
-		return relayLong(c, resp, ct)
-	}
-	return c.Blob(resp.Status, ct, resp.Body)
+	return h.Call(c, geminiErrors, geminiPassEndpoint, ureq)
 }

@@ -1,8 +1,10 @@
-package cache
+package anthropic
 
 import (
 	"slices"
 	"strings"
+
+	"github.com/breakwater-dev/breakwater/cache"
 )
 
 // MessagesEndpoint is the path MessagesKey hashes into the exact key.
@@ -20,30 +22,30 @@ const MessagesEndpoint = "/v1/messages"
 // The embedded text (Query) is the text blocks of the final user turn. A
 // final turn that carries anything else (images, documents, tool results) or
 // a final assistant turn (a prefill) leaves Query empty: exact tier only.
-func MessagesKey(partition string, body []byte, group func(model string) string, headers map[string]string) (Key, error) {
-	obj, err := parseObject(body)
+func MessagesKey(partition string, body []byte, group func(model string) string, headers map[string]string) (cache.Key, error) {
+	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
-	if _, err := messagesOf(obj); err != nil {
-		return Key{}, err
+	if _, err := cache.MessagesOf(obj); err != nil {
+		return cache.Key{}, err
 	}
 	obj = withoutCacheControl(obj)
 	for name, v := range headers {
 		// Header names hold '-', which no body field of the API has.
 		obj[strings.ToLower(name)] = v
 	}
-	k, err := commonKey(partition, MessagesEndpoint, obj)
+	k, err := cache.CommonKey(partition, MessagesEndpoint, obj)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
 	msgs := obj["messages"].([]any)
-	fp := groupFingerprint(obj, k.Model, group)
+	fp := cache.GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
-		query, rest, err := splitUserContent(len(msgs)-1, last["content"])
+		query, rest, err := cache.SplitUserContent(len(msgs)-1, last["content"])
 		if err != nil {
-			return Key{}, err
+			return cache.Key{}, err
 		}
 		if len(rest) == 0 {
 			k.Query = query
@@ -57,11 +59,11 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 			fp["messages"] = fpMsgs
 		}
 	}
-	canon, err := canonicalBytes(fp)
+	canon, err := cache.CanonicalValue(fp)
 	if err != nil {
-		return Key{}, err
+		return cache.Key{}, err
 	}
-	k.Fingerprint = digest("breakwater-fingerprint-v1", []byte(MessagesEndpoint), canon)
+	k.Fingerprint = cache.Digest("breakwater-fingerprint-v1", []byte(MessagesEndpoint), canon)
 	return k, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -184,80 +185,16 @@ func (r *responseOwners) size() int {
 	return len(r.owner)
 }
 
-// responseIDer is a Format whose answers carry an id the provider keeps
-// (OpenAI's Responses API): the proxy remembers which upstream created it.
-type responseIDer interface {
-	responseID(body []byte) string
-}
-
-// streamIDer is a StreamAssembler that has read its response's id from the
-// stream ("" until then).
-type streamIDer interface {
-	responseID() string
-}
-
-// responseID is the top-level "id" of a Responses answer ("" for anything
-// else): only a response object is read (a compatible server may leave
-// "object" out); an error body has no id. Names are matched exactly. The
-// scan stops once "id" and "object" are read, which the API sends first:
-// decoding the whole answer was 50 us for a 1,000-word one
-// (BenchmarkResponseIDLearn), this is about 3 us.
-// Not cache.DecodeObject: it reads an upstream's answer, not a client's
-// request, and stops after two fields instead of decoding all of it.
-func (responsesAPI) responseID(body []byte) string {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return ""
-	}
-	var id string
-	seenObject := false
-	for dec.More() && (id == "" || !seenObject) {
-		tok, err := dec.Token()
-		if err != nil {
-			return ""
-		}
-		var dst any
-		var str string
-		switch tok {
-		case "id":
-			if id != "" {
-				return "" // a duplicate name: not a response the API sent
-			}
-			dst = &str
-		case "object":
-			if seenObject {
-				return ""
-			}
-			seenObject = true
-			dst = &str
-		default:
-			dst = &json.RawMessage{}
-		}
-		if err := dec.Decode(dst); err != nil {
-			return ""
-		}
-		switch tok {
-		case "id":
-			id = str
-		case "object":
-			if str != "response" {
-				return ""
-			}
-		}
-	}
-	return id
-}
-
 // learnOwner remembers the upstream of an answer's response id, for a Format
 // whose answers have one. Called once per upstream call (inside the call a
 // coalesced flight shares), before the answer reaches any client, so a client
 // that sends the id back at once finds it known.
 func (s *Server) learnOwner(h http.Header, f Format, status int, body []byte, upstreamName string) {
-	r, ok := f.(responseIDer)
+	r, ok := f.(wire.ResponseIDer)
 	if !ok || status < 200 || status > 299 {
 		return
 	}
-	s.addOwner(h, r.responseID(body), upstreamName)
+	s.addOwner(h, r.ResponseID(body), upstreamName)
 }
 
 // ownerOf is the upstream that created the response id, when this process
@@ -289,28 +226,15 @@ func (s *Server) newOwnerForwarders(targets map[string]PassthroughTarget) map[st
 	return out
 }
 
-// handleResponseByID serves GET and DELETE /v1/responses/{id}, GET
-// .../input_items and POST .../cancel
-// (https://platform.openai.com/docs/api-reference/responses/get): to the
-// upstream that created the id when it is known, else as every other /v1/*
-// path (the default upstream).
-func (s *Server) handleResponseByID(c echo.Context) error {
-	up, ok := s.ownerOf(c.Request().Header, c.Param("id"))
-	if !ok {
-		return s.handleForward(c)
-	}
-	return s.forwardToOwner(c, up)
-}
-
 // forwardToOwner passes the request through to upstream up, one of
 // s.ownerFwd's.
 func (s *Server) forwardToOwner(c echo.Context, up string) error {
-	// As handleForward: a ?key= never travels in a URL that may be logged.
-	if err := moveGeminiKey(c.Request()); err != nil {
+	// As handleForward: a key never travels in a URL that may be logged.
+	if err := s.sanitize(c.Request()); err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	if s.log.Enabled(c.Request().Context(), slog.LevelDebug) {
-		s.logger(c).Debug("responses id routed to its upstream", "upstream", up)
+		s.logger(c).Debug("answer id routed to its upstream", "upstream", up)
 	}
 	if s.opts.SharedOwners != nil {
 		// learnPassedThrough shares an id created here for this client's
@@ -326,22 +250,12 @@ func (s *Server) forwardToOwner(c echo.Context, up string) error {
 	return nil
 }
 
-// mountResponseIDs registers the routes of handleResponseByID; echo matches
-// them before the /v1/* catch-all, and any other method or sub-path (POST
-// /v1/responses/input_tokens, ...) still reaches the catch-all.
-func (s *Server) mountResponseIDs(e *echo.Echo) {
-	e.GET("/v1/responses/:id", s.handleResponseByID)
-	e.DELETE("/v1/responses/:id", s.handleResponseByID)
-	e.GET("/v1/responses/:id/input_items", s.handleResponseByID)
-	e.POST("/v1/responses/:id/cancel", s.handleResponseByID)
-}
-
 // passthroughFailed answers a pass-through that reached no upstream, in the
 // client's API shape, naming who did not answer.
 func (s *Server) passthroughFailed(who string) func(http.ResponseWriter, *http.Request, error) {
 	return func(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Warn("pass-through failed", "request_id", r.Header.Get(HeaderRequestID), "path", r.URL.Path, "err", err)
-		status, body := passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: "+who+" did not answer")
+		status, body := s.passthroughFormat(r.Header).Error(http.StatusBadGateway, "upstream_unreachable", "breakwater: "+who+" did not answer")
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_, _ = w.Write(body)
@@ -360,7 +274,7 @@ const maxLearnBytes = 1 << 20
 // relayed untouched and its id stays unknown.
 func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	req := resp.Request
-	if req == nil || req.Method != http.MethodPost || !strings.HasSuffix(req.URL.Path, "/responses") ||
+	if req == nil || req.Method != http.MethodPost || !s.createsIDs(req.URL.Path) ||
 		resp.StatusCode < 200 || resp.StatusCode > 299 || !strings.HasPrefix(resp.Header.Get("Content-Type"), "application/json") {
 		return
 	}
@@ -384,7 +298,7 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	default:
 		return
 	}
-	id := responsesAPI{}.responseID(body)
+	id := s.passedThroughID(req, body)
 	if id == "" || len(id) > maxResponseIDBytes {
 		return
 	}
@@ -401,4 +315,43 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// noteIDFormat keeps f when its answers carry ids a later request may name
+// (wire.ResponseIDer): a create passed through to an upstream teaches the
+// id's owner too.
+func (s *Server) noteIDFormat(f Format) {
+	if _, ok := f.(wire.ResponseIDer); !ok {
+		return
+	}
+	for _, g := range s.idFormats {
+		if g.Endpoint() == f.Endpoint() {
+			return
+		}
+	}
+	s.idFormats = append(s.idFormats, f)
+}
+
+// createsIDs reports whether a request passed through on path creates an
+// answer with an id: a POST to the endpoint of an ids' Format (the path
+// after the API version, as an upstream root may hold its own version).
+func (s *Server) createsIDs(path string) bool {
+	return s.idFormatOf(path) != nil
+}
+
+func (s *Server) idFormatOf(path string) wire.ResponseIDer {
+	for _, f := range s.idFormats {
+		if rest, _ := upstream.CutAPIVersion(f.Endpoint()); strings.HasSuffix(path, rest) {
+			return f.(wire.ResponseIDer)
+		}
+	}
+	return nil
+}
+
+// passedThroughID is the id of the answer body to a create passed through.
+func (s *Server) passedThroughID(req *http.Request, body []byte) string {
+	if f := s.idFormatOf(req.URL.Path); f != nil {
+		return f.ResponseID(body)
+	}
+	return ""
 }

@@ -1,11 +1,13 @@
-package cache
+package responses
 
 import (
 	"errors"
 	"testing"
+
+	"github.com/breakwater-dev/breakwater/cache"
 )
 
-func responsesKey(t *testing.T, body string) Key {
+func responsesKey(t *testing.T, body string) cache.Key {
 	t.Helper()
 	k, err := ResponsesKey("p1", []byte(body))
 	if err != nil {
@@ -121,7 +123,7 @@ func TestResponsesKeyPartition(t *testing.T) {
 		t.Errorf("partitions %q %q", a.Partition, b.Partition)
 	}
 	// Responses and Chat Completions never share an entry.
-	c, err := ChatKey("tenant-a", []byte(`{"model":"gpt-test","messages":[{"role":"user","content":"hi there"}]}`), nil)
+	c, err := cache.ChatKey("tenant-a", []byte(`{"model":"gpt-test","messages":[{"role":"user","content":"hi there"}]}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,8 +199,8 @@ func TestResponsesKeyBadRequest(t *testing.T) {
 	}
 	for name, body := range bad {
 		_, err := ResponsesKey("p1", []byte(body))
-		if !errors.Is(err, ErrBadRequest) {
-			t.Errorf("%s: err = %v, want ErrBadRequest", name, err)
+		if !errors.Is(err, cache.ErrBadRequest) {
+			t.Errorf("%s: err = %v, want cache.ErrBadRequest", name, err)
 		}
 	}
 }
@@ -225,7 +227,7 @@ func BenchmarkResponsesKey(b *testing.B) {
 	b.Run("chat", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := ChatKey("p1", chat, nil); err != nil {
+			if _, err := cache.ChatKey("p1", chat, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,198 @@
+package proxy
+
+import (
+	"log/slog"
+	"net/http"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
+)
+
+// mountedAPI is one registered wire API as this server serves it.
+type mountedAPI struct {
+	wire.API
+	// home is the upstream its requests for a model no route lists go to
+	// (Options.APIUpstreams; "" = the default upstream).
+	home string
+}
+
+// mountAPIs registers every API's routes on e, in the order given. The first
+// API without a Claims is the default one, whose error shape unclaimed
+// requests get.
+func (s *Server) mountAPIs(e *echo.Echo, apis []wire.API) error {
+	seen := make(map[string]bool, len(apis))
+	for _, api := range apis {
+		if api.Name == "" || seen[api.Name] {
+			return errorf("new proxy: API %q: every registered API needs a name of its own", api.Name)
+		}
+		seen[api.Name] = true
+		a := &mountedAPI{API: api, home: s.opts.APIUpstreams[api.Name]}
+		s.apis = append(s.apis, a)
+		if s.defaultErrors == nil && api.Claims == nil && api.Errors != nil {
+			s.defaultErrors = api.Errors
+		}
+		h := &apiHost{s: s, a: a}
+		s.noteIDFormat(api.Errors)
+		for _, r := range api.Routes {
+			var handler echo.HandlerFunc
+			var mw []echo.MiddlewareFunc
+			switch {
+			case r.Format != nil:
+				s.noteIDFormat(r.Format)
+				handler = s.serveFormat(r.Format, a.home)
+				mw = append(mw, s.bodyBudget)
+			case r.Handler != nil:
+				handler = h.wrap(r.Handler(h))
+				if r.Budget {
+					mw = append(mw, s.bodyBudget)
+				}
+			default:
+				return errorf("new proxy: API %q: route %s %s has neither a Format nor a Handler", api.Name, r.Method, r.Path)
+			}
+			if r.Method == "" {
+				e.Any(r.Path, handler, mw...)
+			} else {
+				e.Add(r.Method, r.Path, handler, mw...)
+			}
+		}
+	}
+	for name := range s.opts.APIUpstreams {
+		if !seen[name] {
+			return errorf("new proxy: APIUpstreams names %q, which is no registered API", name)
+		}
+	}
+	if s.defaultErrors == nil {
+		return errorf("new proxy: no registered API without a Claims (the default API) gives an error shape")
+	}
+	return nil
+}
+
+// sanitize runs every registered API's Sanitize on a request about to be
+// passed through.
+func (s *Server) sanitize(r *http.Request) error {
+	for _, a := range s.apis {
+		if a.Sanitize != nil {
+			if err := a.Sanitize(r); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// apiHost is the wire.Host of one registered API.
+type apiHost struct {
+	s *Server
+	a *mountedAPI
+}
+
+// wrap makes the API's error shape that of the route until the handler
+// picks a Format.
+func (h *apiHost) wrap(next echo.HandlerFunc) echo.HandlerFunc {
+	if h.a.Errors == nil {
+		return next
+	}
+	return func(c echo.Context) error {
+		c.Set(formatCtxKey, h.a.Errors)
+		return next(c)
+	}
+}
+
+func (h *apiHost) Serve(c echo.Context, f wire.Format) error {
+	c.Set(formatCtxKey, f)
+	return h.s.serveCached(c, f, h.a.home)
+}
+
+func (h *apiHost) Body(c echo.Context) ([]byte, bool, error) { return h.s.requestBody(c) }
+
+func (h *apiHost) Error(c echo.Context, status int, code, message string) error {
+	return writeError(c, status, code, message, 0)
+}
+
+// Forward answers errors in the shape of the API claiming the request, as
+// the /v1/* catch-all does.
+func (h *apiHost) Forward(c echo.Context) error {
+	c.Set(formatCtxKey, nil)
+	return h.s.handleForward(c)
+}
+
+func (h *apiHost) ForwardHome(c echo.Context) bool {
+	fwd := h.s.ownerFwd[h.a.home]
+	if h.a.home == "" || fwd == nil {
+		return false
+	}
+	c.Response().Header().Set(HeaderCache, OutcomeBypass)
+	h.s.stats.outcome(OutcomeBypass)
+	fwd.ServeHTTP(c.Response(), c.Request())
+	return true
+}
+
+func (h *apiHost) ForwardTo(c echo.Context, up string) error {
+	if h.s.ownerFwd[up] == nil {
+		return h.Forward(c)
+	}
+	return h.s.forwardToOwner(c, up)
+}
+
+func (h *apiHost) OwnerOf(hd http.Header, id string) (string, bool) { return h.s.ownerOf(hd, id) }
+
+func (h *apiHost) Claimant(hd http.Header) string {
+	if a := h.s.claimant(hd); a != nil {
+		return a.Name
+	}
+	return ""
+}
+
+func (h *apiHost) Models() []string { return h.s.opts.Models }
+
+func (h *apiHost) Logger(c echo.Context) *slog.Logger { return h.s.logger(c) }
+
+func (h *apiHost) StoreMaxTokens() bool { return h.s.opts.StoreMaxTokens }
+
+// Call sends an uncached request through the caller and relays its answer.
+func (h *apiHost) Call(c echo.Context, f wire.Format, endpoint string, ureq *upstream.Request) error {
+	s := h.s
+	req := c.Request()
+	c.Set(formatCtxKey, f)
+	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
+	ctl, err := parseControls(req.Header)
+	if err != nil {
+		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
+	}
+	ureq.Header = req.Header
+	ureq.RequestID = req.Header.Get(HeaderRequestID)
+	ureq.Class = ctl.class
+	if ureq.Upstream == "" {
+		ureq.Upstream = h.a.home
+	}
+	s.stats.calls.Add(1)
+	resp, err := s.opts.Caller.Do(req.Context(), ureq)
+	x.called = true
+	if err != nil {
+		if req.Context().Err() != nil {
+			s.finish(x, OutcomeBypass, 499, 0, "")
+			return nil
+		}
+		s.stats.errors.Add(1)
+		s.finish(x, OutcomeBypass, statusOf(err), 0, "")
+		return writeUpstreamError(c, err)
+	}
+	hd := c.Response().Header()
+	hd.Set(HeaderCache, OutcomeBypass)
+	hd.Set(HeaderUpstream, resp.Target)
+	hd.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
+	x.attempts = resp.Attempts
+	ct := resp.Header.Get("Content-Type")
+	if ct == "" {
+		ct = echo.MIMEApplicationJSON
+	}
+	s.finish(x, OutcomeBypass, resp.Status, 0, resp.Target)
+	if resp.Rest != nil {
+		defer resp.Rest.Close()
+		return relayLong(c, resp, ct)
+	}
+	return c.Blob(resp.Status, ct, resp.Body)
+}
