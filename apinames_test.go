@@ -39,8 +39,11 @@ var proxyNames = append([]string{
 // are checked for the wire APIs' names only: they also configure the
 // OpenAI-compatible embedder (embed.openai), the upstreams' auth styles
 // (proxy/upstream's "x-api-key", "x-goog-api-key") and the LLM judge's
-// Chat Completions call, which are not a wire API the proxy serves.
-var coreDirs = map[string][]string{"proxy": proxyNames, "config": wireAPINames, "internal/app": wireAPINames}
+// Chat Completions call, which are not a wire API the proxy serves. cache
+// is checked for the wire APIs' names too: it holds the key library every
+// API's key function is built on, and the key functions (ChatKey among them)
+// live in the APIs' packages.
+var coreDirs = map[string][]string{"cache": wireAPINames, "proxy": proxyNames, "config": wireAPINames, "internal/app": wireAPINames}
 
 // apiNamesIn returns "file:line:col: token" for every identifier or string
 // literal of src that holds an API's name. Comments are left out: they cite

@@ -184,13 +184,24 @@ func chatKey(t *testing.T, partition, system, query string) Key {
 	return chatKeyModel(t, partition, "m", system, query)
 }
 
+// chatKeyModel builds a semantic key the way an API's key function does
+// (proxy/wire/openai.ChatKey, with every model in one cache group): the exact
+// key over the whole request (CommonKey), the fingerprint over the context
+// without the final user text (the system prompt; the group, not the model),
+// and that text as the query. The cache's tests do not depend on an API.
 func chatKeyModel(t *testing.T, partition, model, system, query string) Key {
 	t.Helper()
 	body := fmt.Sprintf(`{"model":%q,"messages":[{"role":"system","content":%q},{"role":"user","content":%q}]}`, model, system, query)
-	k, err := ChatKey(partition, []byte(body), func(string) string { return "group" })
+	obj, err := DecodeObject([]byte(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	k, err := CommonKey(partition, "/test/chat", obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k.Query = query
+	k.Fingerprint = Digest("test-fingerprint", []byte("group"), []byte(system))
 	return k
 }
 

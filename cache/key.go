@@ -20,9 +20,6 @@ import (
 // proxy answers it with 400.
 var ErrBadRequest = errors.New("invalid request")
 
-// ChatEndpoint is the path ChatKey hashes into the exact key.
-const ChatEndpoint = "/v1/chat/completions"
-
 // ignoredFields are top-level request fields that never change the answer, so
 // two requests that differ only in them share an entry. stream is here on
 // purpose: a streamed and a non-streamed request share one entry, replayed as
@@ -93,58 +90,10 @@ func Canonical(body []byte) ([]byte, error) {
 	return CanonicalValue(withoutIgnored(obj))
 }
 
-// ChatKey builds the key of a /v1/chat/completions request. group maps a
-// model to its cache group for the fingerprint, so that models sharing a
-// group share semantic entries; nil (or a result of "") uses the model
-// itself.
-func ChatKey(partition string, body []byte, group func(model string) string) (Key, error) {
-	obj, err := parseObject(body)
-	if err != nil {
-		return Key{}, err
-	}
-	k, err := CommonKey(partition, ChatEndpoint, obj)
-	if err != nil {
-		return Key{}, err
-	}
-	msgs, err := MessagesOf(obj)
-	if err != nil {
-		return Key{}, err
-	}
-
-	fp := GroupFingerprint(obj, k.Model, group)
-	last := msgs[len(msgs)-1].(map[string]any)
-	if last["role"] == "user" {
-		query, rest, err := SplitUserContent(len(msgs)-1, last["content"])
-		if err != nil {
-			return Key{}, err
-		}
-		k.Query = query
-		lastFP := make(map[string]any, len(last))
-		for name, v := range last {
-			lastFP[name] = v
-		}
-		// With the text removed, a string content and an array of only text
-		// parts leave the same thing behind: no content at all.
-		if len(rest) == 0 {
-			delete(lastFP, "content")
-		} else {
-			lastFP["content"] = rest
-		}
-		fpMsgs := slices.Clone(msgs)
-		fpMsgs[len(fpMsgs)-1] = lastFP
-		fp["messages"] = fpMsgs
-	}
-	canon, err := CanonicalValue(fp)
-	if err != nil {
-		return Key{}, err
-	}
-	// No partition here: the index filters on partition separately.
-	k.Fingerprint = Digest("breakwater-fingerprint-v1", []byte(ChatEndpoint), canon)
-	return k, nil
-}
-
-// GenericKey builds the exact-only key of a request to another endpoint, such
-// as /v1/completions or /v1/embeddings.
+// GenericKey builds the exact-only key of a request to an endpoint whose body
+// names its model, such as OpenAI's /v1/completions or /v1/embeddings: it
+// reads nothing beyond what CommonKey reads, so any API may use it for an
+// endpoint without a semantic tier.
 func GenericKey(partition, endpoint string, body []byte) (Key, error) {
 	obj, err := parseObject(body)
 	if err != nil {

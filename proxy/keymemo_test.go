@@ -3,7 +3,7 @@ package proxy
 import (
 	"testing"
 
-	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // TestKeyMemo: a body keyed once is keyed from the memo the second time,
@@ -22,14 +22,14 @@ func TestKeyMemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.c.Wait()
-	if _, ok := m.get(m.digest("tenant-a", cache.ChatEndpoint, body)); !ok {
+	if _, ok := m.get(m.digest("tenant-a", openai.ChatEndpoint, body)); !ok {
 		t.Fatal("the key was not remembered")
 	}
 	again, err := s.requestKey(chatFormat, "tenant-a", nil, body)
 	if err != nil {
 		t.Fatal(err)
 	}
-	parsed, _ := cache.ChatKey("tenant-a", body, nil)
+	parsed, _ := openai.ChatKey("tenant-a", body, nil)
 	if again.Exact != parsed.Exact || again.Fingerprint != parsed.Fingerprint || again.Query != parsed.Query || *again.Temperature != 0.5 {
 		t.Errorf("memo key %+v, parse gives %+v", again, parsed)
 	}

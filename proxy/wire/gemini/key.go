@@ -24,7 +24,7 @@ var geminiIgnored = map[string]bool{"labels": true}
 // model named in the request path ("gemini-2.5-flash", without "models/"):
 // the body does not carry it. stream says whether the path asked for
 // streamGenerateContent. group maps the model to its cache group for the
-// fingerprint, as in ChatKey.
+// fingerprint, as in openai.ChatKey.
 //
 // Every field counts as sent: systemInstruction, the earlier contents,
 // tools, toolConfig, safetySettings, cachedContent and the whole

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // geminiBase is a multi-turn generateContent body as the genai SDKs send it.
@@ -218,7 +219,7 @@ func BenchmarkGeminiKey(b *testing.B) {
 	b.Run("chat", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := cache.ChatKey("p", chat, nil); err != nil {
+			if _, err := openai.ChatKey("p", chat, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

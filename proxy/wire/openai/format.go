@@ -17,7 +17,7 @@ import (
 // The OpenAI formats: Chat Completions (exact and semantic tiers, streams,
 // resumption) and the exact-only /v1/completions and /v1/embeddings.
 var (
-	chatFormat        wire.Format = openAIFormat{endpoint: cache.ChatEndpoint, chat: true}
+	chatFormat        wire.Format = openAIFormat{endpoint: ChatEndpoint, chat: true}
 	completionsFormat wire.Format = openAIFormat{endpoint: "/v1/completions"}
 	embeddingsFormat  wire.Format = openAIFormat{endpoint: "/v1/embeddings", embeddings: true}
 )
@@ -35,7 +35,7 @@ func (f openAIFormat) Semantic() bool { return f.chat }
 
 func (f openAIFormat) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
 	if f.chat {
-		return cache.ChatKey(partition, body, group)
+		return ChatKey(partition, body, group)
 	}
 	return cache.GenericKey(partition, f.endpoint, body)
 }
@@ -277,7 +277,7 @@ var API = wire.API{
 	Name:   "openai",
 	Errors: chatFormat,
 	Routes: []wire.Route{
-		{Method: http.MethodPost, Path: cache.ChatEndpoint, Format: chatFormat},
+		{Method: http.MethodPost, Path: ChatEndpoint, Format: chatFormat},
 		{Method: http.MethodPost, Path: "/v1/completions", Format: completionsFormat},
 		{Method: http.MethodPost, Path: "/v1/embeddings", Format: embeddingsFormat},
 		{Method: http.MethodGet, Path: "/v1/models", Handler: handleModels},

@@ -15,7 +15,7 @@ const ResponsesEndpoint = "/v1/responses"
 // not change the answer. Unlike Chat Completions, "store" is not here: a
 // response created with store=false is unknown to the provider, so serving
 // it to a request that stores would hand out an id that later fails as
-// previous_response_id. "metadata" stays ignored as in ChatKey: it labels the
+// previous_response_id. "metadata" stays ignored as in openai.ChatKey: it labels the
 // request for its owner, it does not shape the answer.
 var responsesIgnored = map[string]bool{
 	"stream":                 true,
@@ -40,7 +40,7 @@ var responsesIgnored = map[string]bool{
 // text only (a string input counts as one); a final turn with images, files
 // or audio, a tool output, or no input at all uses the exact tier only.
 //
-// Unlike ChatKey there is no cache group: a response is served with the id
+// Unlike openai.ChatKey there is no cache group: a response is served with the id
 // its provider gave it, and that id only works as previous_response_id at
 // the provider (and account) that created it. Models sharing a group may be
 // served by different upstreams (the example config groups an OpenAI model

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 func responsesKey(t *testing.T, body string) cache.Key {
@@ -123,7 +124,7 @@ func TestResponsesKeyPartition(t *testing.T) {
 		t.Errorf("partitions %q %q", a.Partition, b.Partition)
 	}
 	// Responses and Chat Completions never share an entry.
-	c, err := cache.ChatKey("tenant-a", []byte(`{"model":"gpt-test","messages":[{"role":"user","content":"hi there"}]}`), nil)
+	c, err := openai.ChatKey("tenant-a", []byte(`{"model":"gpt-test","messages":[{"role":"user","content":"hi there"}]}`), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func BenchmarkResponsesKey(b *testing.B) {
 	b.Run("chat", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := cache.ChatKey("p1", chat, nil); err != nil {
+			if _, err := openai.ChatKey("p1", chat, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -1,0 +1,60 @@
+package openai
+
+import (
+	"slices"
+
+	"github.com/breakwater-dev/breakwater/cache"
+)
+
+// ChatEndpoint is the path ChatKey hashes into the exact key.
+const ChatEndpoint = "/v1/chat/completions"
+
+// ChatKey builds the key of a /v1/chat/completions request. group maps a
+// model to its cache group for the fingerprint, so that models sharing a
+// group share semantic entries; nil (or a result of "") uses the model
+// itself.
+func ChatKey(partition string, body []byte, group func(model string) string) (cache.Key, error) {
+	obj, err := cache.DecodeObject(body)
+	if err != nil {
+		return cache.Key{}, err
+	}
+	k, err := cache.CommonKey(partition, ChatEndpoint, obj)
+	if err != nil {
+		return cache.Key{}, err
+	}
+	msgs, err := cache.MessagesOf(obj)
+	if err != nil {
+		return cache.Key{}, err
+	}
+
+	fp := cache.GroupFingerprint(obj, k.Model, group)
+	last := msgs[len(msgs)-1].(map[string]any)
+	if last["role"] == "user" {
+		query, rest, err := cache.SplitUserContent(len(msgs)-1, last["content"])
+		if err != nil {
+			return cache.Key{}, err
+		}
+		k.Query = query
+		lastFP := make(map[string]any, len(last))
+		for name, v := range last {
+			lastFP[name] = v
+		}
+		// With the text removed, a string content and an array of only text
+		// parts leave the same thing behind: no content at all.
+		if len(rest) == 0 {
+			delete(lastFP, "content")
+		} else {
+			lastFP["content"] = rest
+		}
+		fpMsgs := slices.Clone(msgs)
+		fpMsgs[len(fpMsgs)-1] = lastFP
+		fp["messages"] = fpMsgs
+	}
+	canon, err := cache.CanonicalValue(fp)
+	if err != nil {
+		return cache.Key{}, err
+	}
+	// No partition here: the index filters on partition separately.
+	k.Fingerprint = cache.Digest("breakwater-fingerprint-v1", []byte(ChatEndpoint), canon)
+	return k, nil
+}
