@@ -25,7 +25,7 @@ var layers = []struct {
 	{0, []string{"internal/lib/"}},
 	// Domain libraries: the cache's types and the exact tier, the guard, the
 	// encoder, and their test helpers.
-	{1, []string{"cache", "cache/guard", "cache/indextest", "cache/qdrant/qdranttest", "embed", "embed/internal/"}},
+	{1, []string{"cache", "cache/guard", "cache/indextest", "cache/keytest", "cache/qdrant/qdranttest", "embed", "embed/internal/"}},
 	// Backends and services built on them: the semantic indexes, the judge,
 	// the upstream caller.
 	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream"}},

@@ -209,6 +209,18 @@ func withoutIgnored(obj map[string]any) map[string]any {
 	return out
 }
 
+// Fingerprint is the semantic fingerprint of an endpoint's request from fp,
+// the decoded fields that must match for a semantic hit (everything but the
+// query): a digest of fp's canonical JSON. No partition here: the index
+// filters on partition separately.
+func Fingerprint(endpoint string, fp any) (string, error) {
+	canon, err := CanonicalValue(fp)
+	if err != nil {
+		return "", err
+	}
+	return Digest("breakwater-fingerprint-v1", []byte(endpoint), canon), nil
+}
+
 // CanonicalValue is the canonical JSON of a decoded value (DecodeObject).
 func CanonicalValue(v any) ([]byte, error) {
 	var b bytes.Buffer

@@ -59,11 +59,9 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 			fp["messages"] = fpMsgs
 		}
 	}
-	canon, err := cache.CanonicalValue(fp)
-	if err != nil {
+	if k.Fingerprint, err = cache.Fingerprint(MessagesEndpoint, fp); err != nil {
 		return cache.Key{}, err
 	}
-	k.Fingerprint = cache.Digest("breakwater-fingerprint-v1", []byte(MessagesEndpoint), canon)
 	return k, nil
 }
 

@@ -97,12 +97,9 @@ func GeminiKey(partition, model string, stream bool, body []byte, group func(mod
 			req["contents"] = fpContents
 		}
 	}
-	fpCanon, err := cache.CanonicalValue(map[string]any{"model": fpModel, "request": req})
-	if err != nil {
+	if k.Fingerprint, err = cache.Fingerprint(GeminiEndpoint, map[string]any{"model": fpModel, "request": req}); err != nil {
 		return cache.Key{}, err
 	}
-	// No partition here: the index filters on partition separately.
-	k.Fingerprint = cache.Digest("breakwater-fingerprint-v1", []byte(GeminiEndpoint), fpCanon)
 	return k, nil
 }
 

@@ -50,11 +50,8 @@ func ChatKey(partition string, body []byte, group func(model string) string) (ca
 		fpMsgs[len(fpMsgs)-1] = lastFP
 		fp["messages"] = fpMsgs
 	}
-	canon, err := cache.CanonicalValue(fp)
-	if err != nil {
+	if k.Fingerprint, err = cache.Fingerprint(ChatEndpoint, fp); err != nil {
 		return cache.Key{}, err
 	}
-	// No partition here: the index filters on partition separately.
-	k.Fingerprint = cache.Digest("breakwater-fingerprint-v1", []byte(ChatEndpoint), canon)
 	return k, nil
 }
