@@ -13,12 +13,13 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire/wiretest"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
@@ -450,16 +451,5 @@ func contextWithCancel(t *testing.T) (context.Context, context.CancelFunc) {
 
 func stringsReader(s string) io.Reader { return strings.NewReader(s) }
 
-// jsonEqual reports whether two JSON texts hold the same value, whatever
-// their key order and spacing.
-func jsonEqual(t *testing.T, got, want []byte) bool {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, want)
-	}
-	return reflect.DeepEqual(g, w)
-}
+// jsonEqual: the shared helper (wiretest).
+var jsonEqual = wiretest.JSONEqual

@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/wire/gemini/geminitest"
+
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/anthropic"
@@ -29,18 +31,12 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 	return geminiErrors.Replay(w, flush, stored, nil, time.Time{})
 }
 
-// Real refusals of the Gemini API, as documented and observed (as in
-// proxy/wire/gemini's tests).
+// Real refusals of the Gemini API (geminitest).
 const (
-	geminiPerMinute = `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: gemini-2.5-flash","status":"RESOURCE_EXHAUSTED","details":[
-	  {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash"},"quotaValue":"10"}]},
-	  {"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},
-	  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"21.5s"}]}}`
-	geminiPerDay = `{"error":{"code":429,"message":"You exceeded your current quota.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 250, model: gemini-2.5-flash","status":"RESOURCE_EXHAUSTED","details":[
-	  {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaValue":"250"}]},
-	  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"43s"}]}}`
-	geminiLimitZero  = `{"error":{"code":429,"message":"You exceeded your current quota.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_input_token_count, limit: 0, model: gemini-3-pro","status":"RESOURCE_EXHAUSTED"}}`
-	geminiOverloaded = `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`
+	geminiPerMinute  = geminitest.PerMinute
+	geminiPerDay     = geminitest.PerDay
+	geminiLimitZero  = geminitest.LimitZero
+	geminiOverloaded = geminitest.Overloaded
 )
 
 // homeUpstream makes up the home upstream of the API named api, with root as

@@ -1,9 +1,7 @@
 package gemini
 
 import (
-	"encoding/json"
-	"reflect"
-	"testing"
+	"github.com/breakwater-dev/breakwater/proxy/wire/wiretest"
 
 	"github.com/breakwater-dev/breakwater/cache/keytest"
 
@@ -26,17 +24,7 @@ const resumeInstruction = wire.ResumeInstruction
 
 var errNoResume = wire.ErrNoResume
 
-// jsonEqual is the helper of package proxy's tests that these tests use.
-func jsonEqual(t *testing.T, got, want []byte) bool {
-	t.Helper()
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, got)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("not JSON: %v: %s", err, want)
-	}
-	return reflect.DeepEqual(g, w)
-}
+// jsonEqual: the shared helper (wiretest).
+var jsonEqual = wiretest.JSONEqual
 
 // decodeNumbers and reformat are the key tests' helpers of package cache.

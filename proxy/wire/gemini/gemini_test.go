@@ -12,20 +12,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/wire/gemini/geminitest"
+
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-// Real refusals of the Gemini API, as documented and observed.
+// Real refusals of the Gemini API (geminitest).
 const (
-	geminiPerMinute = `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 10, model: gemini-2.5-flash","status":"RESOURCE_EXHAUSTED","details":[
-	  {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerMinutePerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.5-flash"},"quotaValue":"10"}]},
-	  {"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more about Gemini API quotas","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},
-	  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"21.5s"}]}}`
-	geminiPerDay = `{"error":{"code":429,"message":"You exceeded your current quota.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_requests, limit: 250, model: gemini-2.5-flash","status":"RESOURCE_EXHAUSTED","details":[
-	  {"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaValue":"250"}]},
-	  {"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"43s"}]}}`
-	geminiLimitZero  = `{"error":{"code":429,"message":"You exceeded your current quota.\n* Quota exceeded for metric: generativelanguage.googleapis.com/generate_content_free_tier_input_token_count, limit: 0, model: gemini-3-pro","status":"RESOURCE_EXHAUSTED"}}`
-	geminiOverloaded = `{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}`
+	geminiPerMinute  = geminitest.PerMinute
+	geminiPerDay     = geminitest.PerDay
+	geminiLimitZero  = geminitest.LimitZero
+	geminiOverloaded = geminitest.Overloaded
 )
 
 func TestClassifyGemini(t *testing.T) {
