@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"hash"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,6 +137,23 @@ func CommonKey(partition, endpoint string, obj map[string]any) (Key, error) {
 	}
 	k.Exact = Digest("breakwater-exact-v1", []byte(partition), []byte(endpoint), canon)
 	return k, nil
+}
+
+// WithLastContent is a copy of msgs (MessagesOf) whose last message's
+// content is rest, the parts SplitUserContent left beside the query: the
+// messages a semantic fingerprint covers. With no parts left the content is
+// gone altogether, so that a string content and an array of only text parts
+// leave the same thing behind.
+func WithLastContent(msgs []any, rest []any) []any {
+	last := maps.Clone(msgs[len(msgs)-1].(map[string]any))
+	if len(rest) == 0 {
+		delete(last, "content")
+	} else {
+		last["content"] = rest
+	}
+	out := slices.Clone(msgs)
+	out[len(out)-1] = last
+	return out
 }
 
 // SplitUserContent separates the text of a user message's content from its

@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"slices"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -49,14 +48,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 		}
 		if len(rest) == 0 {
 			k.Query = query
-			lastFP := make(map[string]any, len(last))
-			for name, v := range last {
-				lastFP[name] = v
-			}
-			delete(lastFP, "content")
-			fpMsgs := slices.Clone(msgs)
-			fpMsgs[len(fpMsgs)-1] = lastFP
-			fp["messages"] = fpMsgs
+			fp["messages"] = cache.WithLastContent(msgs, nil)
 		}
 	}
 	if k.Fingerprint, err = cache.Fingerprint(MessagesEndpoint, fp); err != nil {

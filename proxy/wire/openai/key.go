@@ -1,8 +1,6 @@
 package openai
 
 import (
-	"slices"
-
 	"github.com/breakwater-dev/breakwater/cache"
 )
 
@@ -35,20 +33,7 @@ func ChatKey(partition string, body []byte, group func(model string) string) (ca
 			return cache.Key{}, err
 		}
 		k.Query = query
-		lastFP := make(map[string]any, len(last))
-		for name, v := range last {
-			lastFP[name] = v
-		}
-		// With the text removed, a string content and an array of only text
-		// parts leave the same thing behind: no content at all.
-		if len(rest) == 0 {
-			delete(lastFP, "content")
-		} else {
-			lastFP["content"] = rest
-		}
-		fpMsgs := slices.Clone(msgs)
-		fpMsgs[len(fpMsgs)-1] = lastFP
-		fp["messages"] = fpMsgs
+		fp["messages"] = cache.WithLastContent(msgs, rest)
 	}
 	if k.Fingerprint, err = cache.Fingerprint(ChatEndpoint, fp); err != nil {
 		return cache.Key{}, err
