@@ -67,6 +67,37 @@ const (
 // Refusals at a given level come at random to whichever sidecar sends when
 // the model is full, so a sidecar holding more of the model is refused more
 // often: the limits of sidecars that see the same load converge.
+//
+// They converge slowly, though, and not always: a sidecar whose next request
+// goes out the moment its own answer frees the slot is almost never refused,
+// while one that sends at other times finds the model full (per-lane traces of
+// twelve sidecars: lanes that lost the first seconds sat at the floor for
+// half a minute, and their requests reached the deadline while others had
+// answered all of theirs). So a lane that shares the model also weighs its
+// own backlog, its urgency (lane.urgency: the time to send every waiting
+// request at its rate, over the time the newest one has left; above one, the
+// queue cannot be served before the deadline):
+//   - below one slot, its additive growth is multiplied by the urgency
+//     (between urgencyMin and urgencyMax), and goes on at the refused level
+//     instead of waiting there: a lane with time to spare yields growth to one
+//     without;
+//   - an urgent lane below one slot, or refused at one slot or less, grows by
+//     up to urgentGrow per answer (from the floor, doubling within an answer
+//     or two), so the capacity that lanes with empty queues leave is taken
+//     within seconds, not the minutes additive growth needs from the floor;
+//   - an urgent lane's cut is gentler, 1 − backoffRatio ÷ urgency (at most
+//     urgentBackoff): the weighted decrease of weighted AIMD, whose shares
+//     converge to the weights rather than to equal rates, so lanes' backlogs,
+//     and with them their answers, converge;
+//   - when a Retry-After hold ends, it sends one to two pacing gaps later, at
+//     a random phase (lane.restartBucket), so sidecars refused together do
+//     not all come back together.
+//
+// A lane refused before its first answer has no time per answer to pace by:
+// it paces at its limit ÷ half the refusal's Retry-After, down to coldFloor,
+// instead of sending unpaced at every end of a hold (twelve cold sidecars
+// refused each other in rounds, one at each end of a one-second hold: 44 of
+// a run's 123 refusals came in its first five seconds).
 const (
 	backoffRatio = 0.5
 	nearRefused  = 0.85
@@ -78,6 +109,12 @@ const (
 	// after twice as long each time a probe is refused, up to maxProbeWait.
 	countedProbeWait = 8 * time.Second
 	maxProbeWait     = 32 * time.Second
+
+	urgencyMin    = 0.5
+	urgencyMax    = 8
+	urgentGrow    = 0.2
+	urgentBackoff = 0.85
+	coldFloor     = 0.25
 )
 
 // aimd is one lane's adaptive concurrency limit. It is not safe for concurrent
@@ -93,6 +130,7 @@ type aimd struct {
 	probeWait time.Duration       // how long the limit stays at refusedAt before probing beyond it
 	serviceE  float64             // EWMA of answered attempts' durations, seconds; 0 = none yet
 	serviceHi float64             // their upper envelope: up at once, down slowly; seconds
+	coldHold  float64             // before the first answer, half the last refusal's Retry-After: the time it paces by; seconds
 	recent    [rateRing]time.Time // when the last answers came, a ring
 	next, n   int
 }
@@ -121,7 +159,9 @@ func (a *aimd) slots() int {
 // answered records an answer that took d. inflight is how many attempts were
 // in flight when it came back, this one included: the limit only grows while
 // it is used, so an idle lane does not inflate it.
-func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
+//
+// urgency is the lane's (see lane.urgency); 0 when nothing waits.
+func (a *aimd) answered(d time.Duration, inflight int, urgency float64, now time.Time) {
 	a.recent[a.next] = now
 	a.next = (a.next + 1) % rateRing
 	a.n = min(a.n+1, rateRing)
@@ -155,7 +195,7 @@ func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
 			// Refused below one slot: the model is shared. Additive per
 			// unit of time (plain AIMD), so a lane with a small share
 			// grows as fast as a larger one and shares converge.
-			inc = growSlow / a.limit
+			inc = growSlow / a.limit * urgencyWeight(urgency)
 		default:
 			inc = growSlow
 		}
@@ -167,6 +207,11 @@ func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
 			a.beyond = now
 		}
 		since := now.Sub(a.beyond)
+		if a.refusedAt <= 1 {
+			// Shared: additive growth goes on at the level too, so a lane
+			// refused at the floor climbs at its urgency's pace.
+			inc = growSlow / a.limit * urgencyWeight(urgency)
+		}
 		if since < a.probeWait {
 			break
 		}
@@ -174,7 +219,17 @@ func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
 			a.probeWait = probeEvery // a whole slot more was taken: probe as usual
 		}
 		doublings := min(float64((since-a.probeWait)/probeEvery), 16)
-		inc = min(growSlow*math.Pow(2, doublings)/min(a.limit, 1), 1) // never faster than slow start
+		probe := growSlow * math.Pow(2, doublings) / min(a.limit, 1)
+		if a.refusedAt <= 1 {
+			probe *= urgencyWeight(urgency)
+		}
+		inc = min(max(inc, probe), 1) // never faster than slow start
+	}
+	if a.cut && (a.refusedAt <= 1 || a.limit < 1) && urgency > 1 {
+		// Behind: its queue cannot be served before the deadline at this
+		// rate. Multiplicative per unit of time, up to urgentGrow per answer
+		// at twice behind.
+		inc = max(inc, urgentGrow*min(urgency-1, 1))
 	}
 	a.limit = min(a.limit+inc, a.ceiling)
 }
@@ -191,7 +246,7 @@ func (a *aimd) answered(d time.Duration, inflight int, now time.Time) {
 // probe (up to maxProbeWait): a lone sidecar in front of a model that takes
 // four does not lose half its answers every few seconds to find that out
 // again.
-func (a *aimd) refused(sent, now time.Time, inflight int) bool {
+func (a *aimd) refused(sent, now time.Time, inflight int, urgency float64) bool {
 	if a.cut && sent.Before(a.lastCut) {
 		return false // sent before the last cut, which already accounted for it
 	}
@@ -204,7 +259,14 @@ func (a *aimd) refused(sent, now time.Time, inflight int) bool {
 		if held := float64(inflight - 1); held >= 2 && held < a.limit+1 {
 			a.refusedAt, a.counted = min(a.limit, held), true
 		}
-		a.limit = max(a.limit*backoffRatio, minLimit)
+		ratio, floor := backoffRatio, minLimit
+		if a.shared() && urgency > 1 {
+			ratio = min(1-backoffRatio/urgency, urgentBackoff)
+		}
+		if a.serviceE == 0 {
+			floor = coldFloor // paced by a Retry-After, not an answer's time: no lower
+		}
+		a.limit = max(a.limit*ratio, floor)
 		a.probeWait = probeEvery
 		if a.counted {
 			a.probeWait = countedProbeWait
@@ -223,10 +285,14 @@ func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float
 func (a *aimd) serviceLong() time.Duration { return time.Duration(a.serviceHi * float64(time.Second)) }
 
 // pace is the rate at which the lane sends, in attempts per second: its
-// limit over the time per answer (Little's law). 0 (no pacing) before the
-// first answer.
+// limit over the time per answer (Little's law). Before the first answer it
+// is the limit over the last refusal's Retry-After, the one time the lane has
+// learnt, and 0 (no pacing) without one.
 func (a *aimd) pace() float64 {
 	if a.serviceE <= 0 {
+		if a.coldHold > 0 {
+			return a.limit / a.coldHold
+		}
 		return 0
 	}
 	return a.limit / a.serviceE
@@ -261,3 +327,10 @@ func (a *aimd) rate(now time.Time) float64 {
 	}
 	return r
 }
+
+// shared reports whether the model refused the lane at one slot or less: it
+// shares the model with others.
+func (a *aimd) shared() bool { return a.cut && a.refusedAt <= 1 }
+
+// urgencyWeight is what a shared lane's additive growth is multiplied by.
+func urgencyWeight(u float64) float64 { return min(max(u, urgencyMin), urgencyMax) }

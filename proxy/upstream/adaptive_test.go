@@ -13,34 +13,34 @@ func TestAIMDSlowStartThenCut(t *testing.T) {
 	}
 	// Slow start: one more per answer while the limit is used.
 	for range 4 {
-		a.answered(100*time.Millisecond, a.slots(), now)
+		a.answered(100*time.Millisecond, a.slots(), 0, now)
 	}
 	if got, want := a.limit, float64(DefaultInitialLimit+4); got != want {
 		t.Fatalf("limit after 4 answers = %v, want %v", got, want)
 	}
 	// An idle lane does not grow.
-	a.answered(100*time.Millisecond, 1, now)
+	a.answered(100*time.Millisecond, 1, 0, now)
 	if got, want := a.limit, float64(DefaultInitialLimit+4); got != want {
 		t.Errorf("limit after an answer with 1 in flight = %v, want %v (unchanged)", got, want)
 	}
 	sent := now.Add(-50 * time.Millisecond)
-	if !a.refused(sent, now, 1) {
+	if !a.refused(sent, now, 1, 0) {
 		t.Fatal("first refusal did not cut")
 	}
 	if got, want := a.limit, float64(DefaultInitialLimit+4)*backoffRatio; !near(got, want) {
 		t.Fatalf("limit after a refusal = %v, want %v", got, want)
 	}
 	// Refusals of attempts sent before the cut were already accounted for.
-	if a.refused(sent, now.Add(time.Millisecond), 1) {
+	if a.refused(sent, now.Add(time.Millisecond), 1, 0) {
 		t.Error("a refusal of an attempt sent before the cut cut again")
 	}
-	if !a.refused(now.Add(time.Millisecond), now.Add(2*time.Millisecond), 1) {
+	if !a.refused(now.Add(time.Millisecond), now.Add(2*time.Millisecond), 1, 0) {
 		t.Error("a refusal of an attempt sent after the cut did not cut")
 	}
 	// Below one slot the limit keeps falling (the lane paces), to a floor.
 	for i := range 20 {
 		at := now.Add(time.Second + time.Duration(i)*time.Millisecond)
-		a.refused(at, at, 1)
+		a.refused(at, at, 1, 0)
 	}
 	if a.limit >= 0.1 || a.limit < minLimit || a.slots() != 1 {
 		t.Errorf("limit after many refusals = %v (%d slots), want below 0.1, at least %v, one slot", a.limit, a.slots(), minLimit)
@@ -55,11 +55,11 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	a := newAIMD(0)
 	now := time.Now()
 	a.limit = 10
-	a.refused(now, now, 1) // limit 5, refused at 10
+	a.refused(now, now, 1, 0) // limit 5, refused at 10
 	answers := func(n int, at time.Time) float64 {
 		before := a.limit
 		for range n {
-			a.answered(100*time.Millisecond, a.slots(), at)
+			a.answered(100*time.Millisecond, a.slots(), 0, at)
 		}
 		return a.limit - before
 	}
@@ -96,14 +96,14 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	// measured completion rate wins over Little's law.
 	at := now.Add(5 * probeEvery)
 	for i := range rateRing {
-		a.answered(100*time.Millisecond, 0, at.Add(time.Duration(i)*time.Millisecond))
+		a.answered(100*time.Millisecond, 0, 0, at.Add(time.Duration(i)*time.Millisecond))
 	}
 	at = at.Add(rateRing * time.Millisecond)
 	if r, little := a.rate(at), a.limit/0.1; r <= little {
 		t.Errorf("rate = %.1f, want above limit ÷ 100ms = %.1f (answers came back to back)", r, little)
 	}
 	b := newAIMD(0)
-	b.answered(100*time.Millisecond, 1, now)
+	b.answered(100*time.Millisecond, 1, 0, now)
 	if r, want := b.rate(now), b.limit/0.1; !near(r, want) {
 		t.Errorf("rate after one answer = %.1f, want limit ÷ 100ms = %.1f", r, want)
 	}
@@ -116,11 +116,11 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 func TestAIMDCountedLevel(t *testing.T) {
 	a := newAIMD(0)
 	now := time.Now()
-	a.answered(300*time.Millisecond, 1, now)
+	a.answered(300*time.Millisecond, 1, 0, now)
 	for a.limit < 5 {
-		a.answered(300*time.Millisecond, a.slots(), now)
+		a.answered(300*time.Millisecond, a.slots(), 0, now)
 	}
-	if !a.refused(now, now, 5) {
+	if !a.refused(now, now, 5, 0) {
 		t.Fatal("refusal with 5 in flight did not cut")
 	}
 	if !a.counted || a.refusedAt != 4 || !near(a.limit, 5*backoffRatio) {
@@ -128,22 +128,22 @@ func TestAIMDCountedLevel(t *testing.T) {
 	}
 	at := now.Add(time.Millisecond)
 	for range 100 {
-		a.answered(300*time.Millisecond, a.slots(), at)
+		a.answered(300*time.Millisecond, a.slots(), 0, at)
 	}
 	if a.limit != 4 {
 		t.Fatalf("limit after 100 answers = %.3f, want exactly the counted level 4", a.limit)
 	}
 	reached := at
-	a.answered(300*time.Millisecond, a.slots(), reached.Add(countedProbeWait-time.Millisecond))
+	a.answered(300*time.Millisecond, a.slots(), 0, reached.Add(countedProbeWait-time.Millisecond))
 	if a.limit != 4 {
 		t.Fatalf("limit %.3f before countedProbeWait at the counted level, want 4", a.limit)
 	}
 	probe := reached.Add(countedProbeWait + probeEvery)
-	a.answered(300*time.Millisecond, a.slots(), probe)
+	a.answered(300*time.Millisecond, a.slots(), 0, probe)
 	if a.limit <= 4 {
 		t.Fatalf("limit %.3f after countedProbeWait, want a probe beyond 4", a.limit)
 	}
-	if !a.refused(probe, probe.Add(time.Millisecond), 5) {
+	if !a.refused(probe, probe.Add(time.Millisecond), 5, 0) {
 		t.Fatal("a refused probe did not count")
 	}
 	if a.limit != 4 || a.probeWait != 2*countedProbeWait {
@@ -152,9 +152,9 @@ func TestAIMDCountedLevel(t *testing.T) {
 	// A lane that never held three slots alone learns no count: a fleet's
 	// share is an estimate.
 	b := newAIMD(0)
-	b.answered(300*time.Millisecond, 1, now)
+	b.answered(300*time.Millisecond, 1, 0, now)
 	b.limit = 1.4
-	b.refused(now, now, 2)
+	b.refused(now, now, 2, 0)
 	if b.counted || b.refusedAt != 1.4 {
 		t.Errorf("level %.2f counted %v after a refusal with 2 in flight, want 1.4 not counted", b.refusedAt, b.counted)
 	}
@@ -163,9 +163,85 @@ func TestAIMDCountedLevel(t *testing.T) {
 func TestAIMDCeiling(t *testing.T) {
 	a := newAIMD(3)
 	for range 10 {
-		a.answered(time.Millisecond, a.slots(), time.Now())
+		a.answered(time.Millisecond, a.slots(), 0, time.Now())
 	}
 	if got, want := a.slots(), 3; got != want {
 		t.Errorf("slots = %d, want the ceiling %d", got, want)
+	}
+}
+
+// TestAIMDUrgency: of lanes that share a model at the same limit, one whose
+// queue cannot be served before its deadline (urgency above one) grows
+// faster and is cut less than one with time to spare; a lone sidecar's lane,
+// refused at four, moves the same whatever its urgency.
+func TestAIMDUrgency(t *testing.T) {
+	now := time.Now()
+	shared := func(limit float64) aimd {
+		a := newAIMD(0)
+		a.serviceE = 0.3
+		a.cut, a.refusedAt, a.limit = true, limit, limit
+		return a
+	}
+	calm, behind := shared(0.25), shared(0.25)
+	calm.answered(300*time.Millisecond, 1, 0.2, now)
+	behind.answered(300*time.Millisecond, 1, 3, now)
+	if got, want := calm.limit, 0.25+growSlow/0.25*urgencyMin; !near(got, want) {
+		t.Errorf("limit of a lane with time to spare after an answer = %v, want %v (additive growth at half weight)", got, want)
+	}
+	if got, want := behind.limit, 0.25+urgentGrow; !near(got, want) {
+		t.Errorf("limit of a lane behind after an answer = %v, want %v (urgent growth)", got, want)
+	}
+
+	calm, behind = shared(0.4), shared(0.4)
+	calm.refused(now, now, 1, 0.2)
+	behind.refused(now, now, 1, 4)
+	if got, want := calm.limit, 0.4*backoffRatio; !near(got, want) {
+		t.Errorf("limit of a lane with time to spare after a refusal = %v, want %v", got, want)
+	}
+	if got, want := behind.limit, 0.4*urgentBackoff; !near(got, want) {
+		t.Errorf("limit of a lane behind after a refusal = %v, want %v (a gentler cut)", got, want)
+	}
+
+	lone := func() aimd {
+		a := newAIMD(0)
+		a.serviceE = 0.3
+		a.cut, a.refusedAt, a.counted, a.limit = true, 4, true, 2
+		return a
+	}
+	quiet, queued := lone(), lone()
+	quiet.answered(300*time.Millisecond, 2, 0, now)
+	queued.answered(300*time.Millisecond, 2, 5, now)
+	if quiet.limit != queued.limit {
+		t.Errorf("a lone lane's limit after an answer = %v with nothing queued, %v far behind; want the same", quiet.limit, queued.limit)
+	}
+	quiet.refused(now, now, 1, 0)
+	queued.refused(now, now, 1, 5)
+	if quiet.limit != queued.limit {
+		t.Errorf("a lone lane's limit after a refusal = %v with nothing queued, %v far behind; want the same", quiet.limit, queued.limit)
+	}
+}
+
+// TestAIMDColdRefusalPaces: a lane refused before its first answer paces at
+// its limit over half the refusal's Retry-After (it knows no time per answer),
+// and its limit stops at coldFloor.
+func TestAIMDColdRefusalPaces(t *testing.T) {
+	a := newAIMD(0)
+	now := time.Now()
+	if a.pace() != 0 {
+		t.Fatalf("pace of a cold lane = %v, want 0 (unpaced)", a.pace())
+	}
+	for i := range 5 {
+		at := now.Add(time.Duration(i) * time.Second)
+		a.refused(at, at, 1, 0)
+	}
+	if a.limit != coldFloor {
+		t.Errorf("limit of a cold lane after five refusals = %v, want the cold floor %v", a.limit, coldFloor)
+	}
+	if a.pace() != 0 {
+		t.Errorf("pace without a Retry-After = %v, want 0", a.pace())
+	}
+	a.coldHold = 0.5 // the lane sets it from the hold: half a one-second Retry-After
+	if got, want := a.pace(), coldFloor/0.5; !near(got, want) {
+		t.Errorf("pace = %v, want limit ÷ half the Retry-After = %v", got, want)
 	}
 }

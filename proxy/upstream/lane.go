@@ -104,8 +104,9 @@ type lane struct {
 }
 
 type waiter struct {
-	rank  int
-	retry bool // a retry of a refusal: needs a retry budget token
+	rank     int
+	deadline time.Time // the request's: the lane's urgency
+	retry    bool      // a retry of a refusal: needs a retry budget token
 	// noWait: a retry that must not wait for the budget (it can fall
 	// back); budgetShed is set, before ready is closed, when it is turned
 	// away for that instead of granted a slot.
@@ -223,7 +224,7 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		l.mu.Unlock()
 		return shed
 	}
-	w := &waiter{rank: rank, retry: retry, noWait: !mayWait, ready: make(chan struct{})}
+	w := &waiter{rank: rank, deadline: deadline, retry: retry, noWait: !mayWait, ready: make(chan struct{})}
 	e := l.insert(w, now)
 	if retry && l.budget < retryCost {
 		l.t.stats.budgetWaits.Add(1)
@@ -294,10 +295,30 @@ func (l *lane) takeToken(now time.Time) bool {
 	return true
 }
 
+// restartBucket sets the send bucket as of the end of a Retry-After hold. A
+// lane that shares the model, or has no answer yet and requests queued, sends
+// one to two pacing gaps after the end, at a random phase, so sidecars held
+// together do not send together again; a cold lane with nothing queued sends
+// at the end (a lone request is retried as soon as its Retry-After allows).
+// Any other lane keeps its bucket: a lone sidecar refills the model at once
+// when the hold ends (spreading its sends cost it 3 % of its answers to
+// clients that give up after 3 s). The caller holds l.mu.
+func (l *lane) restartBucket(end time.Time) {
+	switch {
+	case l.lim.serviceE == 0 && l.waiters.Len() == 0:
+		l.tokens, l.tokensAt = 1, end
+	case l.lim.shared() || l.lim.serviceE == 0:
+		l.tokens, l.tokensAt = -l.t.c.rand(), end
+	}
+}
+
 // fill adds the tokens earned since the bucket was last filled at rate r,
 // up to the slot count (so an idle lane may send a burst of at most its
 // limit at once). The caller holds l.mu.
 func (l *lane) fill(now time.Time, r float64) {
+	if now.Before(l.tokensAt) {
+		return // restarted as of a hold's end
+	}
 	if !l.tokensAt.IsZero() {
 		l.tokens += now.Sub(l.tokensAt).Seconds() * r
 	}
@@ -390,6 +411,7 @@ func (l *lane) dispatch(now time.Time) {
 			return
 		}
 		if hold := l.pace.wait(now); hold > 0 {
+			l.restartBucket(now.Add(hold))
 			l.wakeIn(now, hold)
 			return
 		}
@@ -464,9 +486,16 @@ func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
 	before, paceBefore := l.lim.limit, l.lim.belowOne()
 	switch v {
 	case success:
-		l.lim.answered(d, l.inflight, now)
+		l.lim.answered(d, l.inflight, l.urgency(now), now)
 	case congested:
-		l.lim.refused(sent, now, l.inflight)
+		l.lim.refused(sent, now, l.inflight, l.urgency(now))
+		hold := l.pace.wait(now) // holdLane set it before done
+		if l.lim.serviceE == 0 {
+			l.lim.coldHold = hold.Seconds() / 2
+		}
+		if hold > 0 {
+			l.restartBucket(now.Add(hold))
+		}
 	}
 	after, paceAfter := l.lim.limit, l.lim.belowOne()
 	l.inflight--
@@ -478,6 +507,23 @@ func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
 	if paceAfter != paceBefore {
 		l.t.paceMoved(paceAfter - paceBefore)
 	}
+}
+
+// urgency is how far behind the lane's queue is: the time to send every
+// waiting request at the lane's rate, over the time the newest one has left
+// before its deadline. Above one, the queue cannot be served in time at this
+// rate; 0 when nothing waits. The caller holds l.mu.
+func (l *lane) urgency(now time.Time) float64 {
+	b := l.waiters.Back()
+	if b == nil {
+		return 0
+	}
+	r := l.lim.rate(now)
+	left := b.Value.(*waiter).deadline.Sub(now).Seconds()
+	if r <= 0 || left <= 0 {
+		return urgencyMax
+	}
+	return float64(l.waiters.Len()) / r / left
 }
 
 // laneStats is one lane's view for TargetStats.

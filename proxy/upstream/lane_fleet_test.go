@@ -263,3 +263,95 @@ func TestRetryAfterHoldsBeforeTheSlotIsPassedOn(t *testing.T) {
 		}
 	}
 }
+
+// TestLaneUrgency: the time to send every waiting request at the lane's rate,
+// over the time the newest one has left.
+func TestLaneUrgency(t *testing.T) {
+	l := testLane(t, 1)
+	l.lim.serviceE = 0.5 // 2 answers a second at one slot
+	l.lifoAfter = time.Hour
+	now := time.Now()
+	if got := l.urgency(now); got != 0 {
+		t.Errorf("urgency of an empty queue = %v, want 0", got)
+	}
+	if err := l.acquire(t.Context(), 2, false, true, now.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	deadline := now.Add(10 * time.Second)
+	for i := range 3 {
+		go l.acquire(context.Background(), 2, false, true, deadline)
+		waitUntil(t, func() bool { return l.t.stats.queued.Load() == int64(i+1) })
+	}
+	l.mu.Lock()
+	at := time.Now()
+	got, want := l.urgency(at), 3/2.0/deadline.Sub(at).Seconds()
+	l.mu.Unlock()
+	if got < want*0.99 || got > want*1.01 {
+		t.Errorf("urgency = %v, want 3 waiting ÷ 2/s ÷ time left = %v", got, want)
+	}
+}
+
+// TestLaneHoldEndsAtARandomPhase: when a Retry-After hold ends, a lane that
+// shares the model sends one to two pacing gaps later (here 1.5, the phase
+// fixed by testLane), not at once; a lane that does not share it (a lone
+// sidecar) sends what its bucket holds at once, refilling the model.
+func TestLaneHoldEndsAtARandomPhase(t *testing.T) {
+	hold := 100 * time.Millisecond
+	refuse := func(l *lane) time.Time {
+		if err := l.acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		sent := time.Now()
+		l.pace.hold(sent.Add(hold)) // as holdLane does before done
+		l.done(sent, time.Millisecond, congested)
+		return sent
+	}
+	t.Run("shared", func(t *testing.T) {
+		l := testLane(t, 0.5)
+		l.lim.serviceE = 0.1
+		refused := refuse(l) // limit 0.25: 2.5 sends a second
+		if err := <-acquireAsync(l, false); err != nil {
+			t.Fatal(err)
+		}
+		// hold + 1.5 gaps of 400 ms = 700 ms; without the restart the
+		// bucket's 0.25 token earned in the hold makes it 400 ms.
+		if d := time.Since(refused); d < 650*time.Millisecond {
+			t.Errorf("sent %s after the refusal, want at least the hold and 1.5 pacing gaps (700 ms)", d)
+		}
+		l.release()
+	})
+	t.Run("alone", func(t *testing.T) {
+		l := testLane(t, 4)
+		l.lim.serviceE = 1
+		l.lim.refusedAt = 8 // refused at eight: not shared
+		l.lifoAfter = time.Hour
+		l.tokens = 4         // a full bucket
+		refused := refuse(l) // limit 2: 2 sends a second, two slots
+		var mu sync.Mutex
+		var at []time.Time
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := l.acquire(context.Background(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				at = append(at, time.Now())
+				mu.Unlock()
+			}()
+		}
+		wg.Wait()
+		if len(at) != 2 {
+			t.Fatalf("%d sends, want 2", len(at))
+		}
+		if d := at[0].Sub(refused); d < hold {
+			t.Errorf("first send %s after the refusal, want after the %s hold", d, hold)
+		}
+		if d := at[1].Sub(at[0]); d > 250*time.Millisecond {
+			t.Errorf("second send %s after the first, want both at the end of the hold (a pacing gap is 500 ms)", d)
+		}
+	})
+}

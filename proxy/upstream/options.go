@@ -164,8 +164,9 @@ type Options struct {
 	// Now is the clock of breakers, pacing and stats; nil means time.Now. Waits and
 	// the deadline always use real timers.
 	Now func() time.Time
-	// Rand returns a number in [0, 1) for the weighted choice of targets; it must be
-	// safe for concurrent use. nil means math/rand/v2.Float64.
+	// Rand returns a number in [0, 1) for the weighted choice of targets and the
+	// phase of a lane's sends after a Retry-After hold; it must be safe for
+	// concurrent use. nil means math/rand/v2.Float64.
 	Rand func() float64
 }
 
