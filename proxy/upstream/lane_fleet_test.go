@@ -327,31 +327,18 @@ func TestLaneHoldEndsAtARandomPhase(t *testing.T) {
 		l.lifoAfter = time.Hour
 		l.tokens = 4         // a full bucket
 		refused := refuse(l) // limit 2: 2 sends a second, two slots
-		var mu sync.Mutex
-		var at []time.Time
-		var wg sync.WaitGroup
-		for range 2 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if err := l.acquire(context.Background(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
-					t.Error(err)
-					return
-				}
-				mu.Lock()
-				at = append(at, time.Now())
-				mu.Unlock()
-			}()
+		first, second := acquireAsync(l, false), acquireAsync(l, false)
+		for _, done := range []chan error{first, second} {
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
 		}
-		wg.Wait()
-		if len(at) != 2 {
-			t.Fatalf("%d sends, want 2", len(at))
+		d := time.Since(refused)
+		if d < hold {
+			t.Errorf("both sent %s after the refusal, want after the %s hold", d, hold)
 		}
-		if d := at[0].Sub(refused); d < hold {
-			t.Errorf("first send %s after the refusal, want after the %s hold", d, hold)
-		}
-		if d := at[1].Sub(at[0]); d > 250*time.Millisecond {
-			t.Errorf("second send %s after the first, want both at the end of the hold (a pacing gap is 500 ms)", d)
+		if d > hold+250*time.Millisecond {
+			t.Errorf("both sent %s after the refusal, want both at the end of the %s hold (a pacing gap is 500 ms)", d, hold)
 		}
 	})
 }
