@@ -302,7 +302,10 @@ func (l *lane) takeToken(now time.Time) bool {
 // at the end (a lone request is retried as soon as its Retry-After allows).
 // Any other lane keeps its bucket: a lone sidecar refills the model at once
 // when the hold ends (spreading its sends cost it 3 % of its answers to
-// clients that give up after 3 s). The caller holds l.mu.
+// clients that give up after 3 s). The refusal restarts the bucket, and so
+// does every dispatch during the hold (a hold set by rate-limit headers has
+// no refusal): a cold lane whose queue fills while held is spread too. The
+// caller holds l.mu.
 func (l *lane) restartBucket(end time.Time) {
 	switch {
 	case l.lim.serviceE == 0 && l.waiters.Len() == 0:
