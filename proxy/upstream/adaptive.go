@@ -40,18 +40,22 @@ const (
 // sends at limit ÷ time per answer (a token bucket, lane.go), so a sidecar
 // that shares a model with others spreads its calls in time and holds no
 // slot it is not using: six sidecars in front of a model that takes four
-// settle near two thirds of a slot each. A limit of one would keep six in
+// settle near two thirds of a slot each. Below one slot such a lane sends in
+// chains of chainLen (lane.go): one send that may find the model full, then
+// the next into the slot its own answer frees. A limit of one would keep six in
 // flight, and every one beyond four is refused.
 //
 // How the limit moves, per answer of a busy lane (one using at least half of
 // its limit) and per refusal:
 //   - slow start, until the first refusal: +1 per answer, so the limit
 //     doubles every round trip;
-//   - a refusal multiplies the limit by backoffRatio, at most once per round
-//     trip (only refusals of attempts sent after the last cut count, as TCP's
-//     fast recovery does), and remembers a level (as TCP CUBIC's W_max): the
-//     limit, or the count of attempts the model took when the lane alone held
-//     three slots or more (see refused);
+//   - a refusal multiplies what the lane had in flight (at most its limit)
+//     by backoffRatio, at most once per round trip (only refusals of
+//     attempts sent after the last cut count, as TCP's fast recovery does),
+//     and remembers a level (as TCP CUBIC's W_max): what it had in flight, or
+//     the count of attempts the model took when the lane alone held three
+//     slots or more (see refused). A lane refused with only the refused
+//     attempt in flight is at one slot or less: it shares the model;
 //   - below nearRefused of that level, or below a counted level, the limit
 //     grows back quickly (growFast per answer);
 //   - between there and the level it grows gently, growSlow per answer
@@ -89,6 +93,13 @@ const (
 //     urgentBackoff): the weighted decrease of weighted AIMD, whose shares
 //     converge to the weights rather than to equal rates, so lanes' backlogs,
 //     and with them their answers, converge;
+//   - a lane with time to spare is cut to the share its backlog needs: by
+//     its urgency, between sharedBackoff and backoffRatio (at urgency 0.3,
+//     to 0.3 of its limit, where the urgency becomes one). Twelve sidecars
+//     whose lanes all halved refused about 95 sends a run, near the quarter
+//     of going straight's refusals that is the target; cutting lanes with
+//     time to spare deeper brought it to 76–94, and the model's spare
+//     capacity went to the lanes behind;
 //   - when a Retry-After hold ends, it sends one to two pacing gaps later, at
 //     a random phase (lane.restartBucket), so sidecars refused together do
 //     not all come back together.
@@ -114,6 +125,7 @@ const (
 	urgencyMax    = 8
 	urgentGrow    = 0.2
 	urgentBackoff = 0.85
+	sharedBackoff = 0.25
 	coldFloor     = 0.25
 )
 
@@ -255,18 +267,25 @@ func (a *aimd) refused(sent, now time.Time, inflight int, urgency float64) bool 
 		a.limit = a.refusedAt
 		a.probeWait = min(2*a.probeWait, maxProbeWait)
 	default:
-		a.refusedAt, a.counted = a.limit, false
+		// The level is what the lane had in flight, not its limit, as TCP
+		// halves its flight size rather than a window it was not using
+		// (RFC 5681, section 3.1, equation 4).
+		used := min(a.limit, float64(inflight))
+		a.refusedAt, a.counted = used, false
 		if held := float64(inflight - 1); held >= 2 && held < a.limit+1 {
 			a.refusedAt, a.counted = min(a.limit, held), true
 		}
 		ratio, floor := backoffRatio, minLimit
-		if a.shared() && urgency > 1 {
+		switch {
+		case a.shared() && urgency > 1:
 			ratio = min(1-backoffRatio/urgency, urgentBackoff)
+		case a.shared():
+			ratio = min(max(urgency, sharedBackoff), backoffRatio)
 		}
 		if a.serviceE == 0 {
 			floor = coldFloor // paced by a Retry-After, not an answer's time: no lower
 		}
-		a.limit = max(a.limit*ratio, floor)
+		a.limit = max(used*ratio, floor)
 		a.probeWait = probeEvery
 		if a.counted {
 			a.probeWait = countedProbeWait

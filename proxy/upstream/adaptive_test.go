@@ -24,7 +24,7 @@ func TestAIMDSlowStartThenCut(t *testing.T) {
 		t.Errorf("limit after an answer with 1 in flight = %v, want %v (unchanged)", got, want)
 	}
 	sent := now.Add(-50 * time.Millisecond)
-	if !a.refused(sent, now, 1, 0) {
+	if !a.refused(sent, now, 6, 0) { // six in flight: more than the limit, no count
 		t.Fatal("first refusal did not cut")
 	}
 	if got, want := a.limit, float64(DefaultInitialLimit+4)*backoffRatio; !near(got, want) {
@@ -55,7 +55,7 @@ func TestAIMDProbesGentlyThenFaster(t *testing.T) {
 	a := newAIMD(0)
 	now := time.Now()
 	a.limit = 10
-	a.refused(now, now, 1, 0) // limit 5, refused at 10
+	a.refused(now, now, 12, 0) // limit 5, refused at 10 (more in flight than the limit: no count)
 	answers := func(n int, at time.Time) float64 {
 		before := a.limit
 		for range n {
@@ -160,6 +160,32 @@ func TestAIMDCountedLevel(t *testing.T) {
 	}
 }
 
+// TestAIMDCutsWhatWasInFlight: a refusal cuts from what the lane had in
+// flight, not from a limit it was not using (RFC 5681's FlightSize); refused
+// with only its own attempt in the model, the lane shares it.
+func TestAIMDCutsWhatWasInFlight(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		inflight      int
+		limit, level  float64
+		counted, shrd bool
+	}{
+		{1, 0.5, 1, false, true},  // the refused one alone: others fill the model
+		{2, 1, 2, false, false},   // one more of its own: an estimate
+		{4, 2, 3, true, false},    // three more of its own: the model took three
+		{9, 2.5, 5, false, false}, // more than the limit (cut since): the limit
+	} {
+		a := newAIMD(0)
+		a.answered(300*time.Millisecond, 1, 0, now)
+		a.limit = 5 // slow start, from answers of a lane that used a slot or two
+		a.refused(now, now, tt.inflight, 0)
+		if !near(a.limit, tt.limit) || !near(a.refusedAt, tt.level) || a.counted != tt.counted || a.shared() != tt.shrd {
+			t.Errorf("refused at limit 5 with %d in flight: limit %v, level %v, counted %v, shared %v; want %v, %v, %v, %v",
+				tt.inflight, a.limit, a.refusedAt, a.counted, a.shared(), tt.limit, tt.level, tt.counted, tt.shrd)
+		}
+	}
+}
+
 func TestAIMDCeiling(t *testing.T) {
 	a := newAIMD(3)
 	for range 10 {
@@ -192,14 +218,17 @@ func TestAIMDUrgency(t *testing.T) {
 		t.Errorf("limit of a lane behind after an answer = %v, want %v (urgent growth)", got, want)
 	}
 
-	calm, behind = shared(0.4), shared(0.4)
-	calm.refused(now, now, 1, 0.2)
-	behind.refused(now, now, 1, 4)
-	if got, want := calm.limit, 0.4*backoffRatio; !near(got, want) {
-		t.Errorf("limit of a lane with time to spare after a refusal = %v, want %v", got, want)
-	}
-	if got, want := behind.limit, 0.4*urgentBackoff; !near(got, want) {
-		t.Errorf("limit of a lane behind after a refusal = %v, want %v (a gentler cut)", got, want)
+	// Cut to what the backlog needs, between a quarter and a half; gentler
+	// when behind.
+	for _, tt := range []struct{ urgency, ratio float64 }{
+		{0, sharedBackoff}, {0.1, sharedBackoff}, {0.4, 0.4}, {0.8, backoffRatio}, {1, backoffRatio},
+		{2, 1 - backoffRatio/2}, {4, urgentBackoff},
+	} {
+		a := shared(0.4)
+		a.refused(now, now, 1, tt.urgency)
+		if got, want := a.limit, 0.4*tt.ratio; !near(got, want) {
+			t.Errorf("limit of a shared lane at urgency %v after a refusal = %v, want %v", tt.urgency, got, want)
+		}
 	}
 
 	lone := func() aimd {
@@ -214,8 +243,8 @@ func TestAIMDUrgency(t *testing.T) {
 	if quiet.limit != queued.limit {
 		t.Errorf("a lone lane's limit after an answer = %v with nothing queued, %v far behind; want the same", quiet.limit, queued.limit)
 	}
-	quiet.refused(now, now, 1, 0)
-	queued.refused(now, now, 1, 5)
+	quiet.refused(now, now, 3, 0)
+	queued.refused(now, now, 3, 5)
 	if quiet.limit != queued.limit {
 		t.Errorf("a lone lane's limit after a refusal = %v with nothing queued, %v far behind; want the same", quiet.limit, queued.limit)
 	}

@@ -44,6 +44,100 @@ func TestLaneBelowOneSlotPaces(t *testing.T) {
 	l.release()
 }
 
+// TestLaneSendsInChains: a lane that shares the model below one slot, with
+// three requests queued, waits until its bucket holds three tokens, sends
+// one, and sends the next the moment that one's answer frees the slot. A
+// lane below one slot that does not share the model (refused at 1.5) saves
+// no more than one token.
+func TestLaneSendsInChains(t *testing.T) {
+	l := testLane(t, 0.5)
+	l.lim.serviceE = 0.1 // 5 sends a second: a gap of 200 ms
+	l.lifoAfter = time.Hour
+	l.mu.Lock()
+	l.tokens, l.tokensAt = 0, time.Now()
+	start := l.tokensAt
+	l.mu.Unlock()
+	var granted []chan error
+	for i := range chainLen {
+		granted = append(granted, acquireAsync(l, false))
+		waitUntil(t, func() bool { return l.t.stats.queued.Load() == int64(i+1) })
+	}
+	if err := <-granted[0]; err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d < time.Duration(chainLen)*180*time.Millisecond {
+		t.Errorf("first of a chain sent %s after the bucket emptied, want after %d gaps of 200 ms", d, chainLen)
+	}
+	for i := 1; i < chainLen; i++ {
+		l.done(time.Now(), time.Millisecond, success)
+		l.mu.Lock()
+		inflight := l.inflight // granted within done, or not at all
+		l.mu.Unlock()
+		if inflight != 1 {
+			t.Fatalf("after answer %d of the chain: %d in flight, want the next sent at once", i, inflight)
+		}
+		if err := <-granted[i]; err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.release()
+
+	alone := testLane(t, 0.5)
+	alone.lim.refusedAt = 1.5
+	alone.lim.serviceE = 0.1
+	alone.mu.Lock()
+	alone.tokens, alone.tokensAt = 0, time.Now()
+	alone.fill(alone.tokensAt.Add(time.Hour), alone.lim.pace())
+	tokens := alone.tokens
+	alone.mu.Unlock()
+	if tokens != 1 {
+		t.Errorf("a lane below one slot that does not share the model saved %v tokens in an hour, want 1", tokens)
+	}
+}
+
+// TestLaneChainsWhenBehind: a lane that shares the model and has time to
+// spare waits for three tokens before a chain, and a refusal of the chain's
+// first send costs it the tokens it saved; a lane behind its deadlines sends
+// on one token and keeps what it saved.
+func TestLaneChainsWhenBehind(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		left    time.Duration // of the waiters' deadlines
+		granted bool          // on one token, three waiting
+		kept    float64       // tokens after a refusal, of two saved (phase 0.5)
+	}{{"time to spare", time.Minute, false, -0.5}, {"behind", 2 * time.Second, true, 1.5}} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := testLane(t, 0.5)
+			l.lim.serviceE = 0.5 // one send a second
+			l.lifoAfter = time.Hour
+			now := time.Now()
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			for range chainLen {
+				l.insert(&waiter{rank: 2, queued: now, deadline: now.Add(tt.left), ready: make(chan struct{})}, now)
+			}
+			if u := l.urgency(now); (u > 1) != tt.granted {
+				t.Fatalf("urgency %v, want behind = %v", u, tt.granted)
+			}
+			l.tokens, l.tokensAt = 1, now
+			l.dispatch(now)
+			if got := l.inflight == 1; got != tt.granted {
+				t.Errorf("on one token with %d waiting: sent = %v, want %v", chainLen, got, tt.granted)
+			}
+			l.tokens, l.tokensAt = 2, now
+			l.restartBucket(now.Add(time.Second))
+			if !near(l.tokens, tt.kept) {
+				t.Errorf("tokens after a hold = %v, want %v", l.tokens, tt.kept)
+			}
+			l.restartBucket(now.Add(time.Second)) // a dispatch during the same hold
+			if !near(l.tokens, tt.kept) {
+				t.Errorf("tokens after a second restart for the same hold = %v, want %v (one phase per hold)", l.tokens, tt.kept)
+			}
+			l.waiters.Init()
+		})
+	}
+}
+
 // TestLaneRetryBudget: retries spend the budget; a retry that finds it
 // spent waits for a token (each first attempt adds a tenth) even though a
 // slot is free, and is never sent before.
@@ -133,6 +227,32 @@ func TestLaneServesNewestFirstUnderSustainedQueueing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLaneServesTheOldestOnceItWaitedHalfItsTime: under sustained queueing
+// the newest goes first, until the oldest has waited as long as it has left
+// before its deadline; then the oldest goes first.
+func TestLaneServesTheOldestOnceItWaitedHalfItsTime(t *testing.T) {
+	l := testLane(t, 1)
+	l.lifoAfter = 0
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	add := func(waited, left time.Duration) *waiter {
+		w := &waiter{rank: 2, queued: now.Add(-waited), deadline: now.Add(left), ready: make(chan struct{})}
+		l.insert(w, w.queued)
+		return w
+	}
+	oldest := add(25*time.Second, 35*time.Second)
+	add(10*time.Second, 50*time.Second)
+	newest := add(0, time.Minute)
+	if got := l.next(now).Value.(*waiter); got != newest {
+		t.Errorf("picked the one queued %s ago, want the newest (LIFO)", now.Sub(got.queued))
+	}
+	later := now.Add(5 * time.Second) // the oldest has waited 30 s, 30 s left
+	if got := l.next(later).Value.(*waiter); got != oldest {
+		t.Errorf("picked the one queued %s ago, want the oldest: it waited as long as it has left", later.Sub(got.queued))
 	}
 }
 
@@ -264,7 +384,7 @@ func TestRetryAfterHoldsBeforeTheSlotIsPassedOn(t *testing.T) {
 	}
 }
 
-// TestLaneUrgency: the time to send every waiting request at the lane's rate,
+// TestLaneUrgency: the time to send every waiting request at the lane's pace,
 // over the time the newest one has left.
 func TestLaneUrgency(t *testing.T) {
 	l := testLane(t, 1)
@@ -289,6 +409,18 @@ func TestLaneUrgency(t *testing.T) {
 	if got < want*0.99 || got > want*1.01 {
 		t.Errorf("urgency = %v, want 3 waiting ÷ 2/s ÷ time left = %v", got, want)
 	}
+	// Answers that came fast before a cut do not make the lane look ahead:
+	// its pace, not its past rate, is what it will send at.
+	l.mu.Lock()
+	for i := range rateRing {
+		l.lim.answered(500*time.Millisecond, 0, 0, at.Add(time.Duration(i-rateRing)*10*time.Millisecond))
+	}
+	fast := l.lim.rate(at)
+	got = l.urgency(at)
+	l.mu.Unlock()
+	if fast < 10 || got < want*0.99 || got > want*1.01 {
+		t.Errorf("after %d answers 10 ms apart (rate %.1f/s): urgency = %v, want %v at the pace of 2/s", rateRing, fast, got, want)
+	}
 }
 
 // TestLaneHoldEndsAtARandomPhase: when a Retry-After hold ends, a lane that
@@ -309,24 +441,32 @@ func TestLaneHoldEndsAtARandomPhase(t *testing.T) {
 	t.Run("shared", func(t *testing.T) {
 		l := testLane(t, 0.5)
 		l.lim.serviceE = 0.1
-		refused := refuse(l) // limit 0.25: 2.5 sends a second
+		refused := refuse(l) // nothing queued: limit 0.125, 1.25 sends a second
 		if err := <-acquireAsync(l, false); err != nil {
 			t.Fatal(err)
 		}
-		// hold + 1.5 gaps of 400 ms = 700 ms; without the restart the
-		// bucket's 0.25 token earned in the hold makes it 400 ms.
-		if d := time.Since(refused); d < 650*time.Millisecond {
-			t.Errorf("sent %s after the refusal, want at least the hold and 1.5 pacing gaps (700 ms)", d)
+		// hold + 1.5 gaps of 800 ms = 1.3 s; without the restart the
+		// bucket's 0.125 token earned in the hold makes it 800 ms.
+		if d := time.Since(refused); d < 1200*time.Millisecond {
+			t.Errorf("sent %s after the refusal, want at least the hold and 1.5 pacing gaps (1.3 s)", d)
 		}
 		l.release()
 	})
 	t.Run("alone", func(t *testing.T) {
 		l := testLane(t, 4)
 		l.lim.serviceE = 1
-		l.lim.refusedAt = 8 // refused at eight: not shared
 		l.lifoAfter = time.Hour
+		// Two in flight, and a third refused: the model took two of this
+		// lane's attempts (a count), so it is not shared.
+		for range 2 {
+			if err := l.acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		l.tokens = 4         // a full bucket
-		refused := refuse(l) // limit 2: 2 sends a second, two slots
+		refused := refuse(l) // limit 1.5: 1.5 sends a second, two slots
+		l.release()
+		l.release()
 		first, second := acquireAsync(l, false), acquireAsync(l, false)
 		for _, done := range []chan error{first, second} {
 			if err := <-done; err != nil {
@@ -338,7 +478,7 @@ func TestLaneHoldEndsAtARandomPhase(t *testing.T) {
 			t.Errorf("both sent %s after the refusal, want after the %s hold", d, hold)
 		}
 		if d > hold+250*time.Millisecond {
-			t.Errorf("both sent %s after the refusal, want both at the end of the %s hold (a pacing gap is 500 ms)", d, hold)
+			t.Errorf("both sent %s after the refusal, want both at the end of the %s hold (a pacing gap is 667 ms)", d, hold)
 		}
 	})
 }

@@ -17,6 +17,7 @@ func testLane(t *testing.T, limit float64) *lane {
 	l := tg.laneFor("")
 	l.lim.limit = limit
 	l.lim.cut, l.lim.refusedAt = true, limit // past its cold start: limit is what it learnt
+	l.tokens = float64(l.lim.slots())        // a bucket filled at that limit
 	c.rand = func() float64 { return 0.5 }   // a fixed phase after a hold: the tests time sends
 	return l
 }
