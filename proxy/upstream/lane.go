@@ -211,7 +211,7 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		// Not even an answer's time is left: an attempt would be cut by the
 		// deadline, after costing the upstream the work.
 		reason = ShedWaitBeyond
-	case ahead == 0 && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now):
+	case ahead == 0 && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now, 1):
 		l.grant(retry)
 		l.mu.Unlock()
 		return nil
@@ -284,12 +284,10 @@ func (l *lane) grant(retry bool) {
 	l.budget = min(l.budget+1, retryBudgetMax)
 }
 
-// takeToken takes a send token from the bucket, reporting whether there was
-// one. Before the first answer the lane is not paced. The caller holds l.mu.
-func (l *lane) takeToken(now time.Time) bool { return l.takeTokens(now, 1) }
-
-// takeTokens takes one token when the bucket holds need. The caller holds l.mu.
-func (l *lane) takeTokens(now time.Time, need float64) bool {
+// takeToken takes a send token from the bucket when it holds need (one, or
+// a chain's worth), reporting whether it did. Before the first answer the
+// lane is not paced. The caller holds l.mu.
+func (l *lane) takeToken(now time.Time, need float64) bool {
 	r := l.lim.pace()
 	if r <= 0 {
 		return true
@@ -486,7 +484,7 @@ func (l *lane) dispatchChain(now time.Time, chained bool) {
 		if l.chains() && !chained && l.urgency(now) <= 1 {
 			need = max(1, min(chainLen, float64(l.waiters.Len())))
 		}
-		if !l.takeTokens(now, need) {
+		if !l.takeToken(now, need) {
 			l.wakeIn(now, time.Duration((need-l.tokens)/l.lim.pace()*float64(time.Second))+time.Millisecond)
 			return
 		}
