@@ -29,6 +29,10 @@ type fakeClaude struct {
 	// answer 529 overloaded_error (with retryAfter, when not "").
 	overload   func(attempt int) bool
 	retryAfter string
+	// refuse, when set, writes the refusal instead of 529 overloaded_error.
+	refuse func(w http.ResponseWriter)
+	// work is how long an answer takes (a refusal comes at once).
+	work time.Duration
 	// cutAfter > 0 ends a stream with an error event after that many text
 	// deltas.
 	cutAfter int
@@ -86,12 +90,17 @@ func (f *fakeClaude) serve(w http.ResponseWriter, r *http.Request) {
 	attempt := f.attempts[question]
 	f.mu.Unlock()
 	if f.overload != nil && f.overload(attempt) {
+		if f.refuse != nil {
+			f.refuse(w)
+			return
+		}
 		if f.retryAfter != "" {
 			w.Header().Set("Retry-After", f.retryAfter)
 		}
 		writeJSON(w, 529, map[string]any{"type": "error", "error": map[string]any{"type": "overloaded_error", "message": "Overloaded"}})
 		return
 	}
+	time.Sleep(f.work) // the model's time to answer, not synchronisation
 	full := "answer to: " + question
 	text := full
 	if prefill != "" && strings.HasPrefix(full, prefill) {

@@ -377,11 +377,18 @@ func avoidLast(groups [][]*member, avoid string) [][]*member {
 
 func (k *call) remaining() time.Duration { return time.Until(k.deadline) }
 
-// deadlineErr is the error of a request whose deadline ran out. The target
-// being tried may have answered others while this request waited (in its
-// queue, a backoff or a Retry-After hold): the deadline is then congestion
-// (429), not a dead upstream (504).
+// deadlineErr is the error of a request whose deadline ran out. When the
+// provider refused its last attempt, that refusal is the answer (see
+// report.exhausted): the request did not go unanswered, it was refused, and
+// the client's SDK knows what to do with a 529, 429 or 503 and its
+// Retry-After, where a 504 timeout_error says the model never answered.
+// Otherwise the target being tried may have answered others while this
+// request waited (in its queue, a backoff or a Retry-After hold): the
+// deadline is then congestion (429), not a dead upstream (504).
 func (k *call) deadlineErr() *Error {
+	if k.rep.lastStatus != 0 {
+		return k.rep.exhausted()
+	}
 	if k.cur != nil && k.cur.answeredWithin(k.c.now(), aliveWindow) {
 		k.rep.alive = true
 	}
@@ -431,6 +438,15 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 	}
 	k.cur = t
 	l := t.laneFor(laneKey(k.req.Header, t.up.cfg))
+	// The request is on the lane until it leaves the target, a live answer
+	// until its body ends (see lane.present).
+	l.enter()
+	live := false
+	defer func() {
+		if !live {
+			l.exit()
+		}
+	}()
 	if t.answeredWithin(c.now(), aliveWindow) {
 		k.rep.alive = true
 	}
@@ -509,6 +525,11 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 		case r.deadline:
 			return nil, k.deadlineErr()
 		case !r.retry && r.err == nil && !r.refusal:
+			if f := r.finish; f != nil {
+				live = true
+				var once sync.Once
+				r.finish = func(err error) { f(err); once.Do(l.exit) }
+			}
 			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts}, nil
 		}
 		k.rep.note(t.name, r.describe())

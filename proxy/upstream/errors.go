@@ -39,9 +39,11 @@ const (
 //     paced out beyond the deadline or otherwise unavailable;
 //   - 504 deadline_exceeded: the deadline ran out during attempts or waits (429
 //     when a target tried answers other requests: it is congested);
-//   - upstream_error: attempts were made and all failed; Status is the last
-//     upstream status when it was 429, 500, 502, 503 or 504, 503 for 529 and other
-//     retryable statuses, 502 after a connection error, 504 after an attempt timeout;
+//   - upstream_error: attempts were made and all failed, or the deadline ran
+//     out after the provider refused the last one; Status is the last
+//     upstream status when it was 429, 500, 502, 503 or 504, 503 for 529 (and
+//     other retryable statuses; 429 for one a Classify verdict calls
+//     congestion), 502 after a connection error, 504 after an attempt timeout;
 //   - 404 model_not_found: no route and no default upstream.
 type Error struct {
 	Status int
@@ -154,12 +156,20 @@ func (r *report) exhausted() *Error {
 	case r.attempts > 0:
 		status := 502
 		switch {
-		case r.congested:
-			// Backpressure is "retry later", not a fault: the app's SDK backs
-			// off on a 429 with Retry-After.
-			status = 429
 		case r.lastStatus == 429, r.lastStatus >= 500 && r.lastStatus <= 504:
+			// The provider's last refusal, as it said it: the app's SDK
+			// retries a 429 or 503 with its Retry-After (OpenAI's and
+			// Anthropic's SDKs retry 429 and 5xx; genai maps them to
+			// RESOURCE_EXHAUSTED and UNAVAILABLE).
 			status = r.lastStatus
+		case r.lastStatus == 529:
+			// Anthropic's overloaded: 503, which Anthropic's shape answers
+			// as 529 overloaded_error and other APIs as unavailable.
+			status = 503
+		case r.congested:
+			// Backpressure in another status (a Classify verdict): "retry
+			// later", not a fault.
+			status = 429
 		case r.lastStatus != 0:
 			status = 503
 		case isTimeout(r.lastErr):

@@ -104,6 +104,12 @@ type lane struct {
 	// it is due, zero when not armed.
 	wake   *time.Timer
 	wakeAt time.Time
+	// present counts the requests on the lane: from their first attempt's
+	// admission request until they leave the target (answered, failed,
+	// fallen back), a live answer until its body ends. A request waiting
+	// out a Retry-After between its attempts is present although it is in
+	// neither the queue nor the model. See lone.
+	present int
 }
 
 type waiter struct {
@@ -134,11 +140,52 @@ const (
 	retryBudgetMax   = 10 * retryCost
 )
 
-// retryBudget reports whether the lane's retry budget has a retry left.
+// retryBudget reports whether the lane's retry budget has a retry left, or
+// the lane is lone and its retries need none.
 func (l *lane) retryBudget() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.budget >= retryCost
+	return l.budget >= retryCost || l.lone()
+}
+
+// loneMax is how many requests a lane may hold and still be lone: as many
+// as a lane that knows nothing lets through (ColdSlots). The issue this
+// answers had four prompts at once, each refused twice.
+const loneMax = ColdSlots
+
+// lone reports whether the lane holds a handful of requests at most (see
+// present), where its pacing has nothing to divide. The caller holds l.mu.
+//
+// Pacing, the send bucket below one slot, the chains and the retry budget
+// share a model among a crowd: a fleet of sidecars each with a queue fed by
+// continuous arrivals, whose retries would multiply the refusals. A lane
+// that holds at most loneMax requests is no crowd, whatever its limit
+// learnt: the retry of a request the model refused is then what a good
+// client's retry is, sent once the refusal's Retry-After (or RetryInfo) has
+// passed (the lane's hold), within the request's attempts and deadline
+// (RFC 9110 §10.2.3: the server said when it can take more). It needs no
+// pacing token, no budget (its attempts bound it), and up to loneMax slots,
+// as a cold lane. The refusals still cut the limit, so a crowd that arrives
+// later starts from what the model said. Paced by its limit instead, a lone
+// request refused twice waited limit ÷ time per answer after the hold, 2 to
+// 8 s for a model answering in 0.3 s, and missed an 8 s deadline that the
+// provider's own 1 s waits fitted three times over; four prompts at once
+// waited for each other's tokens and for a budget that only new requests
+// refill, and three of four reached a 60 s deadline.
+func (l *lane) lone() bool { return l.present <= loneMax }
+
+// enter counts a request on the lane (see present); exit uncounts it.
+func (l *lane) enter() {
+	l.mu.Lock()
+	l.present++
+	l.mu.Unlock()
+}
+
+func (l *lane) exit() {
+	l.mu.Lock()
+	l.present--
+	l.dispatch(time.Now()) // the lane may have become lone
+	l.mu.Unlock()
 }
 
 // lifoAfterDefault is how long the queue must have been non-empty, at least, before
@@ -201,7 +248,11 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		defer l.t.limitMoved(l.lim.limit) // counted from first use
 	}
 	l.used = now
+	alone := retry && l.lone()
 	expected, ahead := l.expectedWait(rank, now)
+	if alone {
+		expected = l.loneWait(ahead, now)
+	}
 	service := l.lim.service()
 	slots := l.lim.slots()
 	var reason string
@@ -211,11 +262,15 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		// Not even an answer's time is left: an attempt would be cut by the
 		// deadline, after costing the upstream the work.
 		reason = ShedWaitBeyond
+	case alone && ahead == 0 && l.inflight < max(slots, loneMax) && l.pace.wait(now) == 0:
+		l.grantLone(now)
+		l.mu.Unlock()
+		return nil
 	case ahead == 0 && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now, 1):
 		l.grant(retry)
 		l.mu.Unlock()
 		return nil
-	case retry && !mayWait && l.budget < retryCost:
+	case retry && !alone && !mayWait && l.budget < retryCost:
 		reason, retryAfter = ShedRetryBudget, max(expected, shedRetryAfter)
 	case l.waiters.Len() >= l.maxQueue:
 		reason, retryAfter = ShedQueueFull, max(expected, shedRetryAfter)
@@ -230,7 +285,7 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 	}
 	w := &waiter{rank: rank, queued: now, deadline: deadline, retry: retry, noWait: !mayWait, ready: make(chan struct{})}
 	e := l.insert(w, now)
-	if retry && l.budget < retryCost {
+	if retry && !alone && l.budget < retryCost {
 		l.t.stats.budgetWaits.Add(1)
 		l.t.c.metrics.retryBudget(l.t.name, "waited")
 	}
@@ -282,6 +337,28 @@ func (l *lane) grant(retry bool) {
 		return
 	}
 	l.budget = min(l.budget+1, retryBudgetMax)
+}
+
+// grantLone admits the retry of a lone lane (see lone): a slot, a pacing
+// token if the bucket has one (the lane's rate stays what it sent), and no
+// retry budget. The caller holds l.mu.
+func (l *lane) grantLone(now time.Time) {
+	l.inflight++
+	if r := l.lim.pace(); r > 0 {
+		l.fill(now, r)
+		if l.tokens >= 1 {
+			l.tokens--
+		}
+	}
+	l.t.stats.loneRetries.Add(1)
+	l.t.c.metrics.retryBudget(l.t.name, "lone")
+}
+
+// loneWait is the expected wait of a lone lane's retry behind ahead others:
+// the hold, then an answer's time for every loneMax ahead. The caller holds
+// l.mu.
+func (l *lane) loneWait(ahead int, now time.Time) time.Duration {
+	return l.pace.wait(now) + time.Duration(ahead/loneMax)*l.lim.service()
 }
 
 // takeToken takes a send token from the bucket when it holds need (one, or
@@ -429,10 +506,11 @@ func (l *lane) waited(d time.Duration) {
 // drained within 15 s after their deadline; 5 to 11 with this).
 func (l *lane) next(now time.Time) *list.Element {
 	lifo := l.lifo(now)
+	lone := l.lone()
 	var pick *list.Element
 	for e := l.waiters.Front(); e != nil; {
 		w := e.Value.(*waiter)
-		if w.retry && l.budget < retryCost {
+		if w.retry && !lone && l.budget < retryCost {
 			next := e.Next()
 			if w.noWait {
 				// Spent since it queued: it falls back instead of waiting.
@@ -470,9 +548,14 @@ func (l *lane) dispatch(now time.Time) { l.dispatchChain(now, false) }
 // slot, which a chain (see chainLen) takes at once with a single token, as
 // does a lane behind. The caller holds l.mu.
 func (l *lane) dispatchChain(now time.Time, chained bool) {
-	for l.inflight < l.lim.slots() {
+	for l.inflight < l.lim.slots() || l.lone() && l.inflight < loneMax {
 		e := l.next(now)
 		if e == nil {
+			return
+		}
+		w := e.Value.(*waiter)
+		alone := w.retry && l.lone() // see lone: the hold is its only pacing
+		if !alone && l.inflight >= l.lim.slots() {
 			return
 		}
 		if hold := l.pace.wait(now); hold > 0 {
@@ -484,16 +567,19 @@ func (l *lane) dispatchChain(now time.Time, chained bool) {
 		if l.chains() && !chained && l.urgency(now) <= 1 {
 			need = max(1, min(chainLen, float64(l.waiters.Len())))
 		}
-		if !l.takeToken(now, need) {
+		if !alone && !l.takeToken(now, need) {
 			l.wakeIn(now, time.Duration((need-l.tokens)/l.lim.pace()*float64(time.Second))+time.Millisecond)
 			return
 		}
-		w := e.Value.(*waiter)
 		l.waiters.Remove(e)
 		if l.waiters.Len() == 0 {
 			l.busySince = time.Time{}
 		}
-		l.grant(w.retry)
+		if alone {
+			l.grantLone(now)
+		} else {
+			l.grant(w.retry)
+		}
 		close(w.ready)
 	}
 }
@@ -629,5 +715,5 @@ func (l *lane) snapshot(now time.Time) laneStats {
 func (l *lane) idle(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.inflight == 0 && l.waiters.Len() == 0 && l.pace.wait(now) == 0
+	return l.inflight == 0 && l.waiters.Len() == 0 && l.present == 0 && l.pace.wait(now) == 0
 }

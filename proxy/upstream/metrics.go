@@ -39,7 +39,7 @@ type Metrics struct {
 //	breakwater_upstream_limit{target}                      adaptive concurrency limit (summed over the target's lanes)
 //	breakwater_upstream_shed_total{target,reason}          requests refused before the upstream, by reason
 //	breakwater_upstream_queue_wait_seconds{target}         time granted requests waited for a slot
-//	breakwater_upstream_retry_budget_total{target,result}  retries of refusals: sent (within the budget) or waited (found it spent)
+//	breakwater_upstream_retry_budget_total{target,result}  retries of refusals: sent (within the budget), waited (found it spent) or lone (a lone lane's, outside it)
 //	breakwater_upstream_pace_rate{target}                  sends per second of lanes below one slot (0: none paced)
 //	breakwater_upstream_abandoned_total{target}            attempts whose client had gone before the answer (made for nobody)
 func NewMetrics(reg prometheus.Registerer) *Metrics {

@@ -104,6 +104,10 @@ type TargetStats struct {
 	// (each first attempt adds 0.1, each retry takes one, at most 10).
 	Retries, RetryBudgetWaits uint64
 	RetryBudget               float64
+	// LoneRetries counts retries of congestion refusals a lone lane sent
+	// once the refusal's Retry-After had passed, outside the budget and the
+	// pacing (a lane holding a handful of requests: see lane.lone).
+	LoneRetries uint64
 	// Abandoned counts attempts whose client went away before the answer:
 	// answers the provider produced (and bills) for nobody.
 	Abandoned uint64
@@ -132,6 +136,8 @@ type targetStats struct {
 	// abandoned attempts whose client went away before the answer (the
 	// provider produced it for nobody).
 	retries, budgetWaits, abandoned atomic.Uint64
+	// loneRetries counts retries a lone lane sent outside the budget.
+	loneRetries atomic.Uint64
 
 	mu   sync.Mutex
 	lat  [latencyRing]time.Duration
@@ -205,6 +211,7 @@ func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 	ts.Limit, ts.Lanes, ts.ServiceRate = roundWeight(sum.limit), sum.count, roundWeight(sum.rate)
 	ts.QueueWait, ts.Paced, ts.PaceRate = sum.wait, sum.paced, roundWeight(sum.pace)
 	ts.Retries, ts.RetryBudgetWaits, ts.Abandoned = s.retries.Load(), s.budgetWaits.Load(), s.abandoned.Load()
+	ts.LoneRetries = s.loneRetries.Load()
 	ts.RetryBudget = roundWeight(t.lanes.shared.snapshot(now).budget)
 	ts.LatencyP50, ts.LatencyP99 = s.percentiles()
 	return ts
