@@ -110,6 +110,8 @@ type lane struct {
 	// out a Retry-After between its attempts is present although it is in
 	// neither the queue nor the model. See lone.
 	present int
+	// crowdAt is when present last exceeded loneMax; zero if it never did.
+	crowdAt time.Time
 }
 
 type waiter struct {
@@ -145,7 +147,7 @@ const (
 func (l *lane) retryBudget() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.budget >= retryCost || l.lone()
+	return l.budget >= retryCost || l.lone(time.Now())
 }
 
 // loneMax is how many requests a lane may hold and still be lone: as many
@@ -153,31 +155,47 @@ func (l *lane) retryBudget() bool {
 // answers had four prompts at once, each refused twice.
 const loneMax = ColdSlots
 
+// crowdMemory is how long a lane that held more than loneMax requests stays
+// a crowd after it last did: the last requests of a peak are still the
+// crowd's (twelve sidecars draining their queues into one model), while a
+// sidecar that served a handful at a time for this long is lone again.
+const crowdMemory = 10 * time.Second
+
 // lone reports whether the lane holds a handful of requests at most (see
-// present), where its pacing has nothing to divide. The caller holds l.mu.
+// present) and has not held more for crowdMemory: its pacing has nothing to
+// divide. The caller holds l.mu.
 //
 // Pacing, the send bucket below one slot, the chains and the retry budget
 // share a model among a crowd: a fleet of sidecars each with a queue fed by
 // continuous arrivals, whose retries would multiply the refusals. A lane
 // that holds at most loneMax requests is no crowd, whatever its limit
-// learnt: the retry of a request the model refused is then what a good
-// client's retry is, sent once the refusal's Retry-After (or RetryInfo) has
-// passed (the lane's hold), within the request's attempts and deadline
-// (RFC 9110 §10.2.3: the server said when it can take more). It needs no
-// pacing token, no budget (its attempts bound it), and up to loneMax slots,
-// as a cold lane. The refusals still cut the limit, so a crowd that arrives
-// later starts from what the model said. Paced by its limit instead, a lone
-// request refused twice waited limit ÷ time per answer after the hold, 2 to
-// 8 s for a model answering in 0.3 s, and missed an 8 s deadline that the
-// provider's own 1 s waits fitted three times over; four prompts at once
-// waited for each other's tokens and for a budget that only new requests
-// refill, and three of four reached a 60 s deadline.
-func (l *lane) lone() bool { return l.present <= loneMax }
+// learnt, and it behaves as a lane that knows nothing (ColdSlots): up to
+// loneMax attempts in flight, no pacing token, no retry budget (each
+// request's attempts bound its retries), and the hold of the upstream's
+// Retry-After (or RetryInfo, or an exhausted rate-limit header) as its only
+// pacing. The retry of a request the model refused is then what a good
+// client's retry is, sent once the wait the provider asked for has passed
+// (RFC 9110 §10.2.3), within the request's attempts and deadline. Its
+// refusals still cut the limit, so a crowd that comes later starts from
+// what the model said.
+//
+// Paced by its limit instead, a lone request refused twice waited a pacing
+// gap after the hold, 2.4 to 4.8 s for a model answering in 0.3 s, and
+// missed an 8 s deadline that the provider's own 1 s waits fitted three
+// times over; four prompts at once waited for each other's tokens and for a
+// budget that only new requests refill, and three of four reached a 60 s
+// deadline.
+func (l *lane) lone(now time.Time) bool {
+	return l.present <= loneMax && (l.crowdAt.IsZero() || now.Sub(l.crowdAt) >= crowdMemory)
+}
 
 // enter counts a request on the lane (see present); exit uncounts it.
 func (l *lane) enter() {
 	l.mu.Lock()
 	l.present++
+	if l.present > loneMax {
+		l.crowdAt = time.Now()
+	}
 	l.mu.Unlock()
 }
 
@@ -248,7 +266,7 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		defer l.t.limitMoved(l.lim.limit) // counted from first use
 	}
 	l.used = now
-	alone := retry && l.lone()
+	alone := l.lone(now)
 	expected, ahead := l.expectedWait(rank, now)
 	if alone {
 		expected = l.loneWait(ahead, now)
@@ -262,8 +280,8 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		// Not even an answer's time is left: an attempt would be cut by the
 		// deadline, after costing the upstream the work.
 		reason = ShedWaitBeyond
-	case alone && ahead == 0 && l.inflight < max(slots, loneMax) && l.pace.wait(now) == 0:
-		l.grantLone(now)
+	case alone && ahead == 0 && l.inflight < l.loneSlots() && l.pace.wait(now) == 0:
+		l.grantLone(now, retry)
 		l.mu.Unlock()
 		return nil
 	case ahead == 0 && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now, 1):
@@ -339,10 +357,11 @@ func (l *lane) grant(retry bool) {
 	l.budget = min(l.budget+1, retryBudgetMax)
 }
 
-// grantLone admits the retry of a lone lane (see lone): a slot, a pacing
-// token if the bucket has one (the lane's rate stays what it sent), and no
-// retry budget. The caller holds l.mu.
-func (l *lane) grantLone(now time.Time) {
+// grantLone admits an attempt of a lone lane (see lone): a slot, a pacing
+// token if the bucket has one (the lane's rate stays what it sent), and for
+// a retry no budget (a first attempt adds to it as ever). The caller holds
+// l.mu.
+func (l *lane) grantLone(now time.Time, retry bool) {
 	l.inflight++
 	if r := l.lim.pace(); r > 0 {
 		l.fill(now, r)
@@ -350,15 +369,23 @@ func (l *lane) grantLone(now time.Time) {
 			l.tokens--
 		}
 	}
+	if !retry {
+		l.budget = min(l.budget+1, retryBudgetMax)
+		return
+	}
 	l.t.stats.loneRetries.Add(1)
 	l.t.c.metrics.retryBudget(l.t.name, "lone")
 }
 
-// loneWait is the expected wait of a lone lane's retry behind ahead others:
+// loneSlots is how many attempts a lone lane lets through: loneMax, as a
+// cold lane, within MaxConcurrency. The caller holds l.mu.
+func (l *lane) loneSlots() int { return max(l.lim.slots(), min(loneMax, int(l.lim.ceiling))) }
+
+// loneWait is the expected wait of a lone lane's request behind ahead others:
 // the hold, then an answer's time for every loneMax ahead. The caller holds
 // l.mu.
 func (l *lane) loneWait(ahead int, now time.Time) time.Duration {
-	return l.pace.wait(now) + time.Duration(ahead/loneMax)*l.lim.service()
+	return l.pace.wait(now) + time.Duration(ahead/l.loneSlots())*l.lim.service()
 }
 
 // takeToken takes a send token from the bucket when it holds need (one, or
@@ -506,7 +533,7 @@ func (l *lane) waited(d time.Duration) {
 // drained within 15 s after their deadline; 5 to 11 with this).
 func (l *lane) next(now time.Time) *list.Element {
 	lifo := l.lifo(now)
-	lone := l.lone()
+	lone := l.lone(now)
 	var pick *list.Element
 	for e := l.waiters.Front(); e != nil; {
 		w := e.Value.(*waiter)
@@ -548,13 +575,13 @@ func (l *lane) dispatch(now time.Time) { l.dispatchChain(now, false) }
 // slot, which a chain (see chainLen) takes at once with a single token, as
 // does a lane behind. The caller holds l.mu.
 func (l *lane) dispatchChain(now time.Time, chained bool) {
-	for l.inflight < l.lim.slots() || l.lone() && l.inflight < loneMax {
+	for l.inflight < l.lim.slots() || l.lone(now) && l.inflight < l.loneSlots() {
 		e := l.next(now)
 		if e == nil {
 			return
 		}
 		w := e.Value.(*waiter)
-		alone := w.retry && l.lone() // see lone: the hold is its only pacing
+		alone := l.lone(now) // see lone: the hold is its only pacing
 		if !alone && l.inflight >= l.lim.slots() {
 			return
 		}
@@ -576,7 +603,7 @@ func (l *lane) dispatchChain(now time.Time, chained bool) {
 			l.busySince = time.Time{}
 		}
 		if alone {
-			l.grantLone(now)
+			l.grantLone(now, w.retry)
 		} else {
 			l.grant(w.retry)
 		}

@@ -1,0 +1,198 @@
+package upstream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+)
+
+// refusedTwice sets l as a lane is after a model refused a request twice:
+// cut to the floor of a shared lane, its bucket restarted at a random phase
+// after the hold (one to two pacing gaps late: 2.4 to 4.8 s at this limit
+// and 0.3 s per answer), the hold running for another hold.
+func refusedTwice(l *lane, hold time.Duration) {
+	now := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lim.limit, l.lim.refusedAt, l.lim.serviceE = 0.125, 0.5, 0.3
+	l.tokens, l.tokensAt = -0.5, now.Add(hold)
+	l.pace.hold(now.Add(hold))
+}
+
+// TestLoneLaneRetriesWhenTheHoldEnds: in a lane holding one request, the
+// retry of a refusal goes the moment the refusal's Retry-After has passed,
+// though the lane's pace would make it wait seconds more and its retry
+// budget is spent; in a crowd the same lane keeps it waiting.
+func TestLoneLaneRetriesWhenTheHoldEnds(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		present int
+		crowdAt time.Duration // ago; 0: never a crowd
+		sent    bool
+	}{
+		{"alone", 1, 0, true},
+		{"nearly alone", loneMax, 0, true},
+		{"alone long after a crowd", 1, crowdMemory + time.Second, true},
+		{"crowd", loneMax + 1, 0, false},
+		{"the last of a crowd", 1, time.Second, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := testLane(t, 1)
+			l.present = tt.present
+			if tt.crowdAt > 0 {
+				l.crowdAt = time.Now().Add(-tt.crowdAt)
+			}
+			l.budget = 0
+			const hold = 50 * time.Millisecond
+			refusedTwice(l, hold)
+			start := time.Now()
+			done := acquireAsync(l, true)
+			waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 }) // held
+			waitUntil(t, func() bool { return l.pace.wait(time.Now()) == 0 })
+			// What the wake timer does when the hold ends.
+			l.mu.Lock()
+			l.dispatch(time.Now())
+			inflight := l.inflight
+			l.mu.Unlock()
+			if !tt.sent {
+				if inflight != 0 || l.t.stats.queued.Load() != 1 {
+					t.Errorf("in flight %d, queued %d after the hold; want the crowd's retry waiting for its budget and pace", inflight, l.t.stats.queued.Load())
+				}
+				return
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if took := time.Since(start); took < hold {
+				t.Errorf("sent after %s, before the %s hold ended", took, hold)
+			}
+			if ts := &l.t.stats; ts.loneRetries.Load() != 1 || ts.retries.Load() != 0 || l.budget != 0 {
+				t.Errorf("lone retries %d, budgeted retries %d, budget %d; want 1, 0, 0 (a lone retry spends no budget)",
+					ts.loneRetries.Load(), ts.retries.Load(), l.budget)
+			}
+		})
+	}
+}
+
+// TestLoneLaneSendsItsFewTogether: four prompts at once, or their retries,
+// are sent at once, though the lane's limit (a quarter slot, its bucket
+// empty) lets one through now and then; a fifth request on the lane makes it
+// a crowd again, paced one by one.
+func TestLoneLaneSendsItsFewTogether(t *testing.T) {
+	for _, retry := range []bool{false, true} {
+		t.Run(fmt.Sprintf("retry=%v", retry), func(t *testing.T) {
+			l := testLane(t, 0.25)
+			l.lim.serviceE = 0.3
+			l.tokens = 0
+			l.present = loneMax
+			deadline := time.Now().Add(time.Minute)
+			for i := range loneMax {
+				if err := l.acquire(t.Context(), 0, retry, true, deadline); err != nil {
+					t.Fatalf("request %d: %v", i+1, err)
+				}
+			}
+			if l.inflight != loneMax {
+				t.Fatalf("in flight %d, want the %d requests", l.inflight, loneMax)
+			}
+			l.present++
+			done := acquireAsync(l, retry)
+			waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 })
+			select {
+			case err := <-done:
+				t.Fatalf("a crowd's request went beyond the limit: %v", err)
+			default:
+			}
+			for range loneMax {
+				l.release()
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// TestCallerCountsRequestsOnTheLane: a request counts on its lane from its
+// first attempt until it leaves the target, through the Retry-After between
+// its attempts, and a live stream until its body ends.
+func TestCallerCountsRequestsOnTheLane(t *testing.T) {
+	first := make(chan struct{})
+	resume := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			close(first)
+			<-resume
+			w.Header().Set("Retry-After-Ms", "10")
+			reply(w, 429, `{"error":{"type":"rate_limit_error"}}`)
+			return
+		}
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(200)
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	})
+	c := newCaller(t, oneTarget(up.url()))
+	req := chat("gpt-4o")
+	tg := c.routes["gpt-4o"].flat[0].t
+	l := tg.laneFor(laneKey(req.Header, tg.up.cfg))
+	present := func() int {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return l.present
+	}
+	type opened struct {
+		s   *StreamResponse
+		err error
+	}
+	got := make(chan opened, 1)
+	go func() {
+		s, err := c.Open(context.Background(), req)
+		got <- opened{s, err}
+	}()
+	<-first
+	if n := present(); n != 1 {
+		t.Errorf("present %d during its first attempt, want 1", n)
+	}
+	close(resume)
+	o := <-got
+	if o.err != nil {
+		t.Fatal(o.err)
+	}
+	if n := present(); n != 1 {
+		t.Errorf("present %d while its stream is live, want 1", n)
+	}
+	o.s.Done(nil)
+	if n := present(); n != 0 {
+		t.Errorf("present %d after the stream ended, want 0", n)
+	}
+}
+
+// TestRefusalNotDeadline: a request whose deadline runs out after the
+// provider refused it ends with that refusal (its status, Retry-After), not
+// with a deadline error: here its retry hangs until the deadline cuts it.
+func TestRefusalNotDeadline(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 {
+			w.Header().Set("Retry-After-Ms", "10")
+			reply(w, 529, `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`)
+			return
+		}
+		<-r.Context().Done()
+	})
+	opts := oneTarget(up.url())
+	opts.Retry = fastRetry
+	opts.Retry.Deadline = 300 * time.Millisecond
+	c := newCaller(t, opts)
+	_, err := c.Do(t.Context(), chat("gpt-4o"))
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("err = %v, want an *Error", err)
+	}
+	if e.Status != 503 || e.Code != CodeUpstreamError || errors.Is(err, context.DeadlineExceeded) || e.RetryAfter <= 0 || e.Attempts != 2 {
+		t.Errorf("status %d code %s attempts %d retry after %s (%v); want the 529 refusal as 503 upstream_error with Retry-After after 2 attempts",
+			e.Status, e.Code, e.Attempts, e.RetryAfter, err)
+	}
+}
