@@ -169,15 +169,21 @@ const crowdMemory = 10 * time.Second
 // share a model among a crowd: a fleet of sidecars each with a queue fed by
 // continuous arrivals, whose retries would multiply the refusals. A lane
 // that holds at most loneMax requests is no crowd, whatever its limit
-// learnt, and it behaves as a lane that knows nothing (ColdSlots): up to
-// loneMax attempts in flight, no pacing token, no retry budget (each
-// request's attempts bound its retries), and the hold of the upstream's
-// Retry-After (or RetryInfo, or an exhausted rate-limit header) as its only
-// pacing. The retry of a request the model refused is then what a good
-// client's retry is, sent once the wait the provider asked for has passed
-// (RFC 9110 §10.2.3), within the request's attempts and deadline. Its
-// refusals still cut the limit, so a crowd that comes later starts from
-// what the model said.
+// learnt, and the requests the model refused behave as in a lane that
+// knows nothing (ColdSlots): their retries, and requests that were already
+// queued when the refusal came, go up to loneMax at once, with no pacing
+// token and no retry budget (each request's attempts bound its retries),
+// the hold of the upstream's Retry-After (or RetryInfo, or an exhausted
+// rate-limit header) their only pacing. The retry of a request the model
+// refused is then what a good client's retry is, sent once the wait the
+// provider asked for has passed (RFC 9110 §10.2.3), within the request's
+// attempts and deadline. A request that arrives after the refusal is new
+// demand, paced by what the lane learnt: twelve sidecars starting cold each
+// hold a handful of requests for their first second, and sending their new
+// arrivals unpaced at the end of every hold, as their retries, refused each
+// other in rounds (103 upstream 429s in a run against 74–78). The refusals
+// still cut the limit, so a crowd that comes later starts from what the
+// model said.
 //
 // Paced by its limit instead, a lone request refused twice waited a pacing
 // gap after the hold, 2.4 to 4.8 s for a model answering in 0.3 s, and
@@ -266,7 +272,7 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		defer l.t.limitMoved(l.lim.limit) // counted from first use
 	}
 	l.used = now
-	alone := l.lone(now)
+	alone := retry && l.lone(now) // a new request is paced as the lane learnt: see lone
 	expected, ahead := l.expectedWait(rank, now)
 	if alone {
 		expected = l.loneWait(ahead, now)
@@ -581,7 +587,9 @@ func (l *lane) dispatchChain(now time.Time, chained bool) {
 			return
 		}
 		w := e.Value.(*waiter)
-		alone := l.lone(now) // see lone: the hold is its only pacing
+		// See lone: the hold is the only pacing of a lone lane's retries,
+		// and of the requests it held when the model refused it.
+		alone := l.lone(now) && (w.retry || w.queued.Before(l.lim.lastCut))
 		if !alone && l.inflight >= l.lim.slots() {
 			return
 		}

@@ -3,7 +3,6 @@ package upstream
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -77,41 +76,76 @@ func TestLoneLaneRetriesWhenTheHoldEnds(t *testing.T) {
 	}
 }
 
-// TestLoneLaneSendsItsFewTogether: four prompts at once, or their retries,
-// are sent at once, though the lane's limit (a quarter slot, its bucket
-// empty) lets one through now and then; a fifth request on the lane makes it
-// a crowd again, paced one by one.
+// TestLoneLaneSendsItsFewTogether: the retries of four prompts refused at
+// once go at once, though the lane's limit (a quarter slot, its bucket
+// empty) lets one through now and then; a fifth request on the lane makes
+// it a crowd again, paced one by one.
 func TestLoneLaneSendsItsFewTogether(t *testing.T) {
-	for _, retry := range []bool{false, true} {
-		t.Run(fmt.Sprintf("retry=%v", retry), func(t *testing.T) {
-			l := testLane(t, 0.25)
-			l.lim.serviceE = 0.3
-			l.tokens = 0
-			l.present = loneMax
-			deadline := time.Now().Add(time.Minute)
-			for i := range loneMax {
-				if err := l.acquire(t.Context(), 0, retry, true, deadline); err != nil {
-					t.Fatalf("request %d: %v", i+1, err)
-				}
-			}
-			if l.inflight != loneMax {
-				t.Fatalf("in flight %d, want the %d requests", l.inflight, loneMax)
-			}
-			l.present++
-			done := acquireAsync(l, retry)
-			waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 })
-			select {
-			case err := <-done:
-				t.Fatalf("a crowd's request went beyond the limit: %v", err)
-			default:
-			}
-			for range loneMax {
-				l.release()
-			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-		})
+	l := testLane(t, 0.25)
+	l.lim.serviceE = 0.3
+	l.tokens = 0
+	l.present = loneMax
+	deadline := time.Now().Add(time.Minute)
+	for i := range loneMax {
+		if err := l.acquire(t.Context(), 0, true, true, deadline); err != nil {
+			t.Fatalf("retry %d: %v", i+1, err)
+		}
+	}
+	if l.inflight != loneMax {
+		t.Fatalf("in flight %d, want the %d retries", l.inflight, loneMax)
+	}
+	l.present++
+	done := acquireAsync(l, true)
+	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 })
+	select {
+	case err := <-done:
+		t.Fatalf("a crowd's retry went beyond the limit: %v", err)
+	default:
+	}
+	for range loneMax {
+		l.release()
+	}
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLoneLaneSendsWhatItHeldAtTheRefusal: requests that were queued when
+// the model refused the lane go together when the hold ends, as its
+// retries do; one that arrived after the refusal is new demand and waits
+// for the lane's pace.
+func TestLoneLaneSendsWhatItHeldAtTheRefusal(t *testing.T) {
+	l := testLane(t, 1)
+	l.present = loneMax
+	deadline := time.Now().Add(time.Minute)
+	if err := l.acquire(t.Context(), 2, false, true, deadline); err != nil { // the slot
+		t.Fatal(err)
+	}
+	early := []chan error{acquireAsync(l, false), acquireAsync(l, false)}
+	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 2 })
+	refusedTwice(l, 20*time.Millisecond) // the model refused: held, cut, bucket empty
+	l.mu.Lock()
+	l.lim.lastCut = time.Now()
+	l.mu.Unlock()
+	late := acquireAsync(l, false)
+	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 3 })
+	l.release() // the refused attempt's slot
+	waitUntil(t, func() bool { return l.pace.wait(time.Now()) == 0 })
+	l.mu.Lock()
+	l.dispatch(time.Now()) // what the wake timer does when the hold ends
+	l.mu.Unlock()
+	for i, done := range early {
+		if err := <-done; err != nil {
+			t.Fatalf("request %d queued before the refusal: %v", i+1, err)
+		}
+	}
+	select {
+	case err := <-late:
+		t.Fatalf("a request that arrived after the refusal went unpaced (%v)", err)
+	default:
+	}
+	if l.t.stats.queued.Load() != 1 {
+		t.Errorf("queued %d, want the late request waiting for its pace", l.t.stats.queued.Load())
 	}
 }
 
