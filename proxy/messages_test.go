@@ -215,11 +215,13 @@ func TestMessages529StormAbsorbed(t *testing.T) {
 	// Every question answered, none sent more than twice: retried on
 	// claude-a within its retry budget (three, plus one per ten first
 	// attempts), sent to claude-b, the fallback, beyond it (or when
-	// claude-a's queue could not fit it).
+	// claude-a's queue could not fit it). The first few questions may be
+	// retried outside the budget: until more than upstream.ColdSlots are on
+	// the lane it is lone, and retries as a client would.
 	a, b := ce.a.messageCalls(), ce.b.messageCalls()
-	if a+b > 48 || a > 24+3+24/10 || b == 0 {
-		t.Errorf("upstream saw %d requests at claude-a and %d at claude-b, want at most 48 in all, at most %d at claude-a (24 and the retry budget), some at claude-b",
-			a, b, 24+3+24/10)
+	if most := 24 + 3 + 24/10 + upstream.ColdSlots; a+b > 48 || a > most || b == 0 {
+		t.Errorf("upstream saw %d requests at claude-a and %d at claude-b, want at most 48 in all, at most %d at claude-a (24, the retry budget and a lone lane's retries), some at claude-b",
+			a, b, most)
 	}
 }
 

@@ -247,7 +247,11 @@ func TestRetrySDKGeminiFourAtOnce(t *testing.T) {
 					t.Errorf("%q: %v", q, errs[i])
 				}
 				if took[i] > 5*time.Second {
-					t.Errorf("%q: answered after %s, want within 5s", q, took[i].Round(time.Millisecond))
+					var at []string
+					for _, a := range r.times(q) {
+						at = append(at, a.Sub(start).Round(time.Millisecond).String())
+					}
+					t.Errorf("%q: answered after %s, want within 5s (attempts at %v)", q, took[i].Round(time.Millisecond), at)
 				}
 				if n := len(r.times(q)); n != 3 {
 					t.Errorf("%q: %d attempts, want 3", q, n)

@@ -112,6 +112,8 @@ type lane struct {
 	present int
 	// crowdAt is when present last exceeded loneMax; zero if it never did.
 	crowdAt time.Time
+	// arrived is when the last request came onto the lane.
+	arrived time.Time
 }
 
 type waiter struct {
@@ -170,15 +172,19 @@ const crowdMemory = 10 * time.Second
 // continuous arrivals, whose retries would multiply the refusals. A lane
 // that holds at most loneMax requests is no crowd, whatever its limit
 // learnt, and the requests the model refused behave as in a lane that
-// knows nothing (ColdSlots): their retries, and requests that were already
-// queued when the refusal came, go up to loneMax at once, with no pacing
+// knows nothing (ColdSlots): their retries, and the requests that came
+// with them, go up to loneMax at once, with no pacing
 // token and no retry budget (each request's attempts bound its retries),
 // the hold of the upstream's Retry-After (or RetryInfo, or an exhausted
 // rate-limit header) their only pacing. The retry of a request the model
 // refused is then what a good client's retry is, sent once the wait the
 // provider asked for has passed (RFC 9110 §10.2.3), within the request's
-// attempts and deadline. A request that arrives after the refusal is new
-// demand, paced by what the lane learnt: twelve sidecars starting cold each
+// attempts and deadline. Requests that came with the refused ones go with
+// the retries, while no request came after them (none since the refusal, or
+// within an answer's time of it: an app's prompts sent at once reach the
+// lane a few milliseconds apart, the refusals of the first ones come back as
+// fast). Once one arrives later, new demand is coming, paced by what the
+// lane learnt: twelve sidecars starting cold each
 // hold a handful of requests for their first second, and sending their new
 // arrivals unpaced at the end of every hold, as their retries, refused each
 // other in rounds (103 upstream 429s in a run against 74–78). The refusals
@@ -195,10 +201,18 @@ func (l *lane) lone(now time.Time) bool {
 	return l.present <= loneMax && (l.crowdAt.IsZero() || now.Sub(l.crowdAt) >= crowdMemory)
 }
 
+// isLone is lone, for a caller that does not hold l.mu.
+func (l *lane) isLone() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lone(time.Now())
+}
+
 // enter counts a request on the lane (see present); exit uncounts it.
 func (l *lane) enter() {
 	l.mu.Lock()
 	l.present++
+	l.arrived = time.Now()
 	if l.present > loneMax {
 		l.crowdAt = time.Now()
 	}
@@ -588,8 +602,8 @@ func (l *lane) dispatchChain(now time.Time, chained bool) {
 		}
 		w := e.Value.(*waiter)
 		// See lone: the hold is the only pacing of a lone lane's retries,
-		// and of the requests it held when the model refused it.
-		alone := l.lone(now) && (w.retry || w.queued.Before(l.lim.lastCut))
+		// and of the requests that came with those the model refused.
+		alone := l.lone(now) && (w.retry || l.arrived.Before(l.lim.lastCut.Add(l.lim.service())))
 		if !alone && l.inflight >= l.lim.slots() {
 			return
 		}

@@ -110,10 +110,10 @@ func TestLoneLaneSendsItsFewTogether(t *testing.T) {
 	}
 }
 
-// TestLoneLaneSendsWhatItHeldAtTheRefusal: requests that were queued when
-// the model refused the lane go together when the hold ends, as its
-// retries do; one that arrived after the refusal is new demand and waits
-// for the lane's pace.
+// TestLoneLaneSendsWhatItHeldAtTheRefusal: requests that were on the lane
+// when the model refused it go together when the hold ends, as its retries
+// do; once one arrives after the refusal, new demand is coming, and it
+// waits for the lane's pace.
 func TestLoneLaneSendsWhatItHeldAtTheRefusal(t *testing.T) {
 	l := testLane(t, 1)
 	l.present = loneMax
@@ -121,14 +121,16 @@ func TestLoneLaneSendsWhatItHeldAtTheRefusal(t *testing.T) {
 	if err := l.acquire(t.Context(), 2, false, true, deadline); err != nil { // the slot
 		t.Fatal(err)
 	}
+	l.arrived = time.Now()
 	early := []chan error{acquireAsync(l, false), acquireAsync(l, false)}
 	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 2 })
 	refusedTwice(l, 20*time.Millisecond) // the model refused: held, cut, bucket empty
+	cut := time.Now()
 	l.mu.Lock()
-	l.lim.lastCut = time.Now()
+	l.lim.lastCut, l.lim.serviceE = cut, 0.01
 	l.mu.Unlock()
-	late := acquireAsync(l, false)
-	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 3 })
+	// Later than an answer's time after the refusal: new demand.
+	waitUntil(t, func() bool { return time.Since(cut) > 10*time.Millisecond })
 	l.release() // the refused attempt's slot
 	waitUntil(t, func() bool { return l.pace.wait(time.Now()) == 0 })
 	l.mu.Lock()
@@ -139,6 +141,15 @@ func TestLoneLaneSendsWhatItHeldAtTheRefusal(t *testing.T) {
 			t.Fatalf("request %d queued before the refusal: %v", i+1, err)
 		}
 	}
+	// Then one arrives after the refusal, with one more still queued.
+	l.mu.Lock()
+	l.arrived = time.Now()
+	l.mu.Unlock()
+	late := acquireAsync(l, false)
+	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 1 })
+	l.mu.Lock()
+	l.dispatch(time.Now())
+	l.mu.Unlock()
 	select {
 	case err := <-late:
 		t.Fatalf("a request that arrived after the refusal went unpaced (%v)", err)
