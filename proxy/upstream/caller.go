@@ -465,11 +465,11 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			return nil, err
 		}
 		x.startAttempt(k.rep.attempts + 1)
-		// A lone lane's request waits out the hold in the lane's queue, so
-		// it goes with the retries it came with when the hold ends (see
+		// A lone lane's burst waits out the hold in the lane's queue, so it
+		// goes with the retries it came with when the hold ends (see
 		// lane.lone); waiting outside, it reached the lane just after their
 		// next refusal, and the next hold: a second lost for nothing.
-		if wait := l.pace.wait(c.now()); wait > 0 && (wait >= k.remaining() || !l.isLone()) {
+		if wait := l.pace.wait(c.now()); wait > 0 && (wait >= k.remaining() || !l.waitsInQueue()) {
 			if wait >= k.remaining() {
 				k.shed(t, ShedRateLimited, wait, fmt.Sprintf(
 					"breakwater: the upstream's rate limit holds %s back for another %s, beyond the deadline; retry after %s",

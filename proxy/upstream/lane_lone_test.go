@@ -110,38 +110,35 @@ func TestLoneLaneSendsItsFewTogether(t *testing.T) {
 	}
 }
 
-// TestLoneLaneSendsWhatItHeldAtTheRefusal: requests that were on the lane
-// when the model refused it go together when the hold ends, as its retries
-// do; once one arrives after the refusal, new demand is coming, and it
-// waits for the lane's pace.
+// TestLoneLaneSendsWhatItHeldAtTheRefusal: requests that came onto the
+// lane together (a burst) go together when the hold ends, as its retries
+// do; one that arrives apart from them is new demand, and it waits for the
+// lane's pace.
 func TestLoneLaneSendsWhatItHeldAtTheRefusal(t *testing.T) {
 	l := testLane(t, 1)
 	l.present = loneMax
 	deadline := time.Now().Add(time.Minute)
-	if err := l.acquire(t.Context(), 2, false, true, deadline); err != nil { // the slot
+	if err := l.acquire(t.Context(), 2, false, true, deadline); err != nil { // the refused attempt's slot
 		t.Fatal(err)
 	}
-	l.arrived = time.Now()
+	refusedTwice(l, 20*time.Millisecond) // the model refused: held, cut, bucket empty
+	l.mu.Lock()
+	l.arrived, l.firstArrived = time.Now(), time.Now() // a burst
+	l.mu.Unlock()
 	early := []chan error{acquireAsync(l, false), acquireAsync(l, false)}
 	waitUntil(t, func() bool { return l.t.stats.queued.Load() == 2 })
-	refusedTwice(l, 20*time.Millisecond) // the model refused: held, cut, bucket empty
-	cut := time.Now()
-	l.mu.Lock()
-	l.lim.lastCut, l.lim.serviceE = cut, 0.01
-	l.mu.Unlock()
-	// Later than an answer's time after the refusal: new demand.
-	waitUntil(t, func() bool { return time.Since(cut) > 10*time.Millisecond })
-	l.release() // the refused attempt's slot
+	l.release()
 	waitUntil(t, func() bool { return l.pace.wait(time.Now()) == 0 })
 	l.mu.Lock()
 	l.dispatch(time.Now()) // what the wake timer does when the hold ends
 	l.mu.Unlock()
 	for i, done := range early {
 		if err := <-done; err != nil {
-			t.Fatalf("request %d queued before the refusal: %v", i+1, err)
+			t.Fatalf("request %d of the burst: %v", i+1, err)
 		}
 	}
-	// Then one arrives after the refusal, with one more still queued.
+	// Then one arrives apart from the others: new demand.
+	waitUntil(t, func() bool { return time.Since(l.firstArrived) > burstWindow })
 	l.mu.Lock()
 	l.arrived = time.Now()
 	l.mu.Unlock()
@@ -152,7 +149,7 @@ func TestLoneLaneSendsWhatItHeldAtTheRefusal(t *testing.T) {
 	l.mu.Unlock()
 	select {
 	case err := <-late:
-		t.Fatalf("a request that arrived after the refusal went unpaced (%v)", err)
+		t.Fatalf("a request that came apart from the burst went unpaced (%v)", err)
 	default:
 	}
 	if l.t.stats.queued.Load() != 1 {
