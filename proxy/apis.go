@@ -52,6 +52,7 @@ func (s *Server) mountAPIs(e *echo.Echo, apis []wire.API) error {
 			default:
 				return errorf("new proxy: API %q: route %s %s has neither a Format nor a Handler", api.Name, r.Method, r.Path)
 			}
+			mw = append([]echo.MiddlewareFunc{s.modelRoute}, mw...)
 			if r.Method == "" {
 				e.Any(r.Path, handler, mw...)
 			} else {
@@ -125,7 +126,7 @@ func (h *apiHost) ForwardHome(c echo.Context) bool {
 		return false
 	}
 	c.Response().Header().Set(HeaderCache, OutcomeBypass)
-	h.s.stats.outcome(OutcomeBypass)
+	h.s.countBypass(c)
 	fwd.ServeHTTP(c.Response(), c.Request())
 	return true
 }
