@@ -305,7 +305,7 @@ func New(opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	e.Any("/v1/*", s.handleForward, s.modelRoute)
+	e.Any("/v1/*", s.modelRoute(s.handleForward))
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
 	e.GET("/stats", s.handleStats)
