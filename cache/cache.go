@@ -507,8 +507,14 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 	if e.Expired(now) {
 		return
 	}
+	eligible := key.SemanticEligible()
+	if !eligible {
+		// Only the semantic tier reads a stored query: an exact-only entry
+		// does not hold one (a long one would weigh more than its answer).
+		e.Query = ""
+	}
 	c.exact.Set(e)
-	if !key.SemanticEligible() {
+	if !eligible {
 		return
 	}
 	if c.ix() != nil {

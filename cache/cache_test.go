@@ -477,6 +477,54 @@ func TestLongTextRule(t *testing.T) {
 	}
 }
 
+// A query longer than MaxQueryBytes is served by the exact tier alone: it
+// is neither embedded nor written to the index, and the stored entry does
+// not hold it (a large prompt is kept once, in the request).
+func TestLongQueryExactTierOnly(t *testing.T) {
+	long := strings.Repeat("word ", MaxQueryBytes/5+1)
+	emb := vectorEmbedder(map[string][]float32{long: vec(1), qBase: vec(1)})
+	var embeddedLong atomic.Int64
+	inner := emb.EmbedFunc
+	emb.EmbedFunc = func(ctx context.Context, texts []string) ([][]float32, error) {
+		for _, t := range texts {
+			if len(t) > MaxQueryBytes {
+				embeddedLong.Add(1)
+			}
+		}
+		return inner(ctx, texts)
+	}
+	idx := newMemIndex()
+	c := newCache(t, Options{Index: idx, Embedder: emb, Threshold: 0.9})
+	k := chatKey(t, "A", "S", long)
+	if k.SemanticEligible() {
+		t.Errorf("a query of %d bytes is eligible for the semantic tier (MaxQueryBytes %d)", len(long), MaxQueryBytes)
+	}
+	c.Store(t.Context(), k, Entry{Model: "m", Body: []byte("answer")})
+	c.Store(t.Context(), chatKey(t, "A", "S", qBase), Entry{Model: "m", Body: []byte("paris")})
+	waitIndexed(t, idx, 1) // the short question's entry only
+	r, ok := c.Lookup(t.Context(), k, LookupOptions{})
+	if !ok || r.Tier != TierExact || string(r.Entry.Body) != "answer" {
+		t.Fatalf("repeat of the long question = %q %q, %v; want an exact hit", r.Tier, r.Entry.Body, ok)
+	}
+	if r.Entry.Query != "" {
+		t.Errorf("the exact tier holds the %d-byte query of an exact-only entry", len(r.Entry.Query))
+	}
+	if _, ok := c.Lookup(t.Context(), chatKey(t, "A", "S", long+"!"), LookupOptions{}); ok {
+		t.Error("another long question was answered")
+	}
+	if n := embeddedLong.Load(); n != 0 {
+		t.Errorf("the embedder was given %d long queries, want 0", n)
+	}
+	k.DropLongQuery()
+	if k.Query != "" {
+		t.Error("DropLongQuery kept a long query")
+	}
+	short := chatKey(t, "A", "S", qBase)
+	if short.DropLongQuery(); short.Query != qBase {
+		t.Errorf("DropLongQuery changed a short query to %q", short.Query)
+	}
+}
+
 func TestGuard(t *testing.T) {
 	guard := func(query, candidate string) (bool, string) {
 		if strings.Contains(query, "Spain") != strings.Contains(candidate, "Spain") {

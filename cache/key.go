@@ -73,10 +73,30 @@ type Key struct {
 	Vector []float32
 }
 
+// MaxQueryBytes is the longest query the semantic tier embeds, searches
+// for and stores. The built-in encoder reads the first 128 tokens of a text
+// (a few hundred bytes of prose), and OpenAI's embedding models refuse an
+// input over 8,192 tokens (their API reference, "input"), about 32 KiB of
+// English: past 64 KiB no encoder sees the whole query, and the long-text
+// rule (Lookup) would serve a candidate only for the identical text, which
+// the exact tier answers anyway. A longer query is dropped from its key
+// (DropLongQuery): the request is served by the exact tier alone, and the
+// prompt is held once, in the request body, rather than again in the exact
+// tier's entry, the write-back queue, the index and the encoder's buffers.
+const MaxQueryBytes = 64 << 10
+
 // SemanticEligible reports whether the request may be answered from, and
 // written to, the semantic tier.
 func (k Key) SemanticEligible() bool {
-	return k.Query != "" && k.Fingerprint != "" && k.Partition != ""
+	return k.Query != "" && len(k.Query) <= MaxQueryBytes && k.Fingerprint != "" && k.Partition != ""
+}
+
+// DropLongQuery empties a query longer than MaxQueryBytes, so that nothing
+// keeps it past the key's building: the request is exact-tier only.
+func (k *Key) DropLongQuery() {
+	if len(k.Query) > MaxQueryBytes {
+		k.Query = ""
+	}
 }
 
 // Canonical returns the canonical JSON of an OpenAI request body: object keys

@@ -52,10 +52,17 @@ func (s *Server) mountAPIs(e *echo.Echo, apis []wire.API) error {
 			default:
 				return errorf("new proxy: API %q: route %s %s has neither a Format nor a Handler", api.Name, r.Method, r.Path)
 			}
+			// Composed once here: echo applies a route's middleware anew on
+			// every request (one closure each), and modelRoute is the
+			// outermost, so that a 503 of the body budget is counted too.
+			for i := len(mw) - 1; i >= 0; i-- {
+				handler = mw[i](handler)
+			}
+			handler = s.modelRoute(handler)
 			if r.Method == "" {
-				e.Any(r.Path, handler, mw...)
+				e.Any(r.Path, handler)
 			} else {
-				e.Add(r.Method, r.Path, handler, mw...)
+				e.Add(r.Method, r.Path, handler)
 			}
 		}
 	}
@@ -125,7 +132,7 @@ func (h *apiHost) ForwardHome(c echo.Context) bool {
 		return false
 	}
 	c.Response().Header().Set(HeaderCache, OutcomeBypass)
-	h.s.stats.outcome(OutcomeBypass)
+	h.s.countBypass(c)
 	fwd.ServeHTTP(c.Response(), c.Request())
 	return true
 }

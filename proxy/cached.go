@@ -400,7 +400,7 @@ func statusOf(err error) int {
 
 // finish records the request's outcome in stats, metrics and one log line.
 func (s *Server) finish(x *exchange, outcome string, status int, similarity float32, target string) {
-	s.stats.outcome(outcome)
+	s.count(x.c, outcome)
 	if status/100 == 2 && x.c.Request().Context().Err() == nil {
 		s.stats.delivered.Add(1)
 	}

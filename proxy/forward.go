@@ -57,7 +57,7 @@ func (s *Server) handleForward(c echo.Context) error {
 		return writeError(c, http.StatusNotFound, "not_found", "breakwater: "+c.Request().URL.Path+" is not served (no default upstream configured)", 0)
 	}
 	c.Response().Header().Set(HeaderCache, OutcomeBypass)
-	s.stats.outcome(OutcomeBypass)
+	s.countBypass(c)
 	fwd.ServeHTTP(c.Response(), c.Request())
 	return nil
 }

@@ -51,13 +51,17 @@ func (m *keyMemo) digest(partition, endpoint string, body []byte) string {
 	// (a typical chat body does), instead of a hash.Hash on the heap.
 	var stack [1024]byte
 	in := stack[:0]
-	if n := 16 + len(partition) + len(endpoint) + len(body); n > len(stack) {
-		in = make([]byte, 0, n)
-	}
 	in = binary.BigEndian.AppendUint64(in, uint64(len(partition)))
 	in = append(in, partition...)
 	in = binary.BigEndian.AppendUint64(in, uint64(len(endpoint)))
 	in = append(in, endpoint...)
+	if len(in)+len(body) > len(stack) {
+		// A large body is hashed where it is, not copied first.
+		h := sha256.New()
+		h.Write(in)
+		h.Write(body)
+		return string(h.Sum(stack[:0]))
+	}
 	in = append(in, body...)
 	sum := sha256.Sum256(in)
 	return string(sum[:])
@@ -88,9 +92,14 @@ func (m *keyMemo) close() { m.c.Close() }
 
 // requestKey builds the cache key of body, from the memo when these exact
 // bytes were keyed before.
+// A query too long for the semantic tier is dropped from the key
+// (cache.MaxQueryBytes), so neither the memo nor the request holds a second
+// copy of a large prompt.
 func (s *Server) requestKey(f Format, partition string, h http.Header, body []byte) (cache.Key, error) {
 	if _, ok := f.(wire.BodyKeyed); !ok || s.keys == nil {
-		return f.Key(partition, h, body, s.opts.Group)
+		k, err := f.Key(partition, h, body, s.opts.Group)
+		k.DropLongQuery()
+		return k, err
 	}
 	d := s.keys.digest(partition, f.Endpoint(), body)
 	if k, ok := s.keys.get(d); ok {
@@ -98,6 +107,7 @@ func (s *Server) requestKey(f Format, partition string, h http.Header, body []by
 	}
 	k, err := f.Key(partition, h, body, s.opts.Group)
 	if err == nil {
+		k.DropLongQuery()
 		s.keys.put(d, k)
 	}
 	return k, err

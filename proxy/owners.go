@@ -245,7 +245,7 @@ func (s *Server) forwardToOwner(c echo.Context, up string) error {
 	h := c.Response().Header()
 	h.Set(HeaderCache, OutcomeBypass)
 	h.Set(HeaderUpstream, up)
-	s.stats.outcome(OutcomeBypass)
+	s.countBypass(c)
 	s.ownerFwd[up].ServeHTTP(c.Response(), c.Request())
 	return nil
 }

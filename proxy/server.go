@@ -305,7 +305,7 @@ func New(opts Options) (*Server, error) {
 		s.Close()
 		return nil, err
 	}
-	e.Any("/v1/*", s.handleForward)
+	e.Any("/v1/*", s.modelRoute(s.handleForward))
 	e.GET("/healthz", s.handleHealthz)
 	e.GET("/readyz", s.handleReadyz)
 	e.GET("/stats", s.handleStats)
@@ -376,10 +376,6 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		h := c.Response().Header()
 		h.Set(HeaderRequestID, id)
-		// Every response says whether the cache answered: "bypass" until a
-		// cached route names its outcome (errors before the lookup, /stats,
-		// pass-through paths keep it). Shared slice: net/http only reads it.
-		h[HeaderCache] = bypassValue
 		c.Set("request_id", id)
 		c.Set(serverCtxKey, s)
 		return next(c)
@@ -387,6 +383,43 @@ func (s *Server) requestID(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 var bypassValue = []string{OutcomeBypass}
+
+// countedKey marks a request whose outcome /stats has counted.
+const countedKey = "breakwater.counted"
+
+// modelRoute wraps every model-API route (cached, an API's own handlers,
+// pass-through): its response says whether the cache answered, "bypass"
+// until the flow names another outcome, and every response that says so is
+// counted in /stats once. A request answered before the flow counted it (a
+// body too large, not JSON, an unknown field, a bad header, a 503 of the
+// body budget) is counted here as the bypass its header says. Shared slice:
+// net/http only reads it. Administrative and metrics endpoints are not
+// wrapped and carry no outcome.
+func (s *Server) modelRoute(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header()[HeaderCache] = bypassValue
+		err := next(c)
+		if c.Get(countedKey) == nil {
+			s.countBypass(c)
+		}
+		return err
+	}
+}
+
+// count records the outcome of a model-API request in /stats, and marks it
+// counted so modelRoute does not count it again.
+func (s *Server) count(c echo.Context, outcome string) {
+	c.Set(countedKey, true)
+	s.stats.outcome(outcome)
+}
+
+// countBypass counts a request answered without the cache and without the
+// cached flow's finish (a pass-through, an error before the lookup), in
+// /stats and its rolling windows.
+func (s *Server) countBypass(c echo.Context) {
+	s.count(c, OutcomeBypass)
+	s.window.record(s.opts.Now(), OutcomeBypass, false, false)
+}
 
 func (s *Server) logger(c echo.Context) *slog.Logger {
 	return s.log.With("request_id", requestIDOf(c))

@@ -15,6 +15,7 @@ import (
 // counters are the process-lifetime totals behind /stats.
 type counters struct {
 	requests, hitsExact, hitsSemantic, misses, bypass, stale atomic.Uint64
+	missesSampled                                            atomic.Uint64
 	calls, coalesced, errors                                 atomic.Uint64
 	delivered                                                atomic.Uint64
 }
@@ -30,6 +31,8 @@ func (c *counters) outcome(o string) {
 		c.hitsSemantic.Add(1)
 	case OutcomeMiss:
 		c.misses.Add(1)
+	case OutcomeMissSampled:
+		c.missesSampled.Add(1)
 	case OutcomeBypass:
 		c.bypass.Add(1)
 	case OutcomeStale:
@@ -39,18 +42,21 @@ func (c *counters) outcome(o string) {
 
 // Stats is the body of GET /stats.
 type Stats struct {
-	Requests     uint64            `json:"requests"`
-	HitsExact    uint64            `json:"hits_exact"`
-	HitsSemantic uint64            `json:"hits_semantic"`
-	Misses       uint64            `json:"misses"`
-	Bypass       uint64            `json:"bypass"`
-	Stale        uint64            `json:"stale"`
-	HitRate      float64           `json:"hit_rate"`
-	Upstream     UpstreamStats     `json:"upstream"`
-	Entries      EntryStats        `json:"entries"`
-	WriteBack    WriteBackStats    `json:"write_back"`
-	Models       []ModelStatsJSON  `json:"models"`
-	Degraded     map[string]string `json:"degraded,omitempty"`
+	Requests     uint64 `json:"requests"`
+	HitsExact    uint64 `json:"hits_exact"`
+	HitsSemantic uint64 `json:"hits_semantic"`
+	Misses       uint64 `json:"misses"`
+	// MissesSampled are would-be semantic hits answered fresh to measure
+	// the false-hit rate (X-Breakwater-Cache: miss-sampled).
+	MissesSampled uint64            `json:"misses_sampled"`
+	Bypass        uint64            `json:"bypass"`
+	Stale         uint64            `json:"stale"`
+	HitRate       float64           `json:"hit_rate"`
+	Upstream      UpstreamStats     `json:"upstream"`
+	Entries       EntryStats        `json:"entries"`
+	WriteBack     WriteBackStats    `json:"write_back"`
+	Models        []ModelStatsJSON  `json:"models"`
+	Degraded      map[string]string `json:"degraded,omitempty"`
 	// Windows are rolling figures over the last "1m", "15m" and "1h".
 	Windows map[string]WindowStats `json:"windows"`
 	// Timeline is the last hour, one point per minute that had requests,
@@ -198,12 +204,13 @@ type LatencyMS struct {
 func (s *Server) Snapshot() Stats {
 	c := s.stats
 	st := Stats{
-		Requests:     c.requests.Load(),
-		HitsExact:    c.hitsExact.Load(),
-		HitsSemantic: c.hitsSemantic.Load(),
-		Misses:       c.misses.Load(),
-		Bypass:       c.bypass.Load(),
-		Stale:        c.stale.Load(),
+		Requests:      c.requests.Load(),
+		HitsExact:     c.hitsExact.Load(),
+		HitsSemantic:  c.hitsSemantic.Load(),
+		Misses:        c.misses.Load(),
+		MissesSampled: c.missesSampled.Load(),
+		Bypass:        c.bypass.Load(),
+		Stale:         c.stale.Load(),
 	}
 	hits := st.HitsExact + st.HitsSemantic + st.Stale
 	if eligible := st.Requests - st.Bypass; eligible > 0 {

@@ -1,8 +1,10 @@
 package app
 
 import (
+	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -50,4 +52,30 @@ func TestAdminListenerSplitsRoutes(t *testing.T) {
 		t.Errorf("GET /v1/models on the admin listener = %d, want 404", got)
 	}
 	answersMeanwhile(t, r)
+}
+
+// TestOnlyModelRoutesClaimAnOutcome: the operator's endpoints (metrics,
+// stats, health, dashboard, the index page, admin) carry no
+// X-Breakwater-Cache; a model-API request does.
+func TestOnlyModelRoutesClaimAnOutcome(t *testing.T) {
+	us := httptest.NewServer(&model{})
+	defer us.Close()
+	r := start(t, fmt.Sprintf(baseConfig, "0.93"), us.URL, us.URL)
+	if code, h, body := r.chat(t, "is this counted"); code != http.StatusOK || h.Get("X-Breakwater-Cache") != "miss" {
+		t.Fatalf("chat: %d, X-Breakwater-Cache %q, want 200 and miss: %s", code, h.Get("X-Breakwater-Cache"), body)
+	}
+	for _, c := range []struct{ method, path string }{
+		{http.MethodGet, "/metrics"}, {http.MethodGet, "/stats"}, {http.MethodGet, "/healthz"}, {http.MethodGet, "/readyz"},
+		{http.MethodGet, "/dashboard"}, {http.MethodGet, "/"}, {http.MethodDelete, "/admin/cache"},
+	} {
+		req, _ := http.NewRequest(c.method, r.url+c.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if v, ok := resp.Header["X-Breakwater-Cache"]; ok {
+			t.Errorf("%s %s (%d): X-Breakwater-Cache %q, want none", c.method, c.path, resp.StatusCode, v)
+		}
+	}
 }

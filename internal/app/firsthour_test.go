@@ -13,8 +13,10 @@ import (
 	"time"
 )
 
-// TestEveryResponseSaysCache: a 502 (the upstream is down), a 400 (bad
-// JSON), an unknown path, GET / and /stats all carry X-Breakwater-Cache.
+// TestEveryResponseSaysCache: every response of a model-API route says
+// X-Breakwater-Cache, a 502 (the upstream is down), a 400 (bad JSON) and a
+// pass-through that reached no upstream included; a path outside the APIs,
+// GET / and /stats claim no cache outcome.
 func TestEveryResponseSaysCache(t *testing.T) {
 	down := httptest.NewServer(http.NotFoundHandler())
 	downURL := down.URL
@@ -35,9 +37,10 @@ func TestEveryResponseSaysCache(t *testing.T) {
 		want               string
 	}{
 		{"POST", "/v1/chat/completions", `{"model":`, http.StatusBadRequest, "bypass"},
-		{"GET", "/nowhere", "", http.StatusNotFound, "bypass"},
-		{"GET", "/", "", http.StatusOK, "bypass"},
-		{"GET", "/stats", "", http.StatusOK, "bypass"},
+		{"GET", "/v1/files", "", http.StatusBadGateway, "bypass"},
+		{"GET", "/nowhere", "", http.StatusNotFound, ""},
+		{"GET", "/", "", http.StatusOK, ""},
+		{"GET", "/stats", "", http.StatusOK, ""},
 	} {
 		req, _ := http.NewRequest(tc.method, r.url+tc.path, strings.NewReader(tc.body))
 		req.Header.Set("Content-Type", "application/json")

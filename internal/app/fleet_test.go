@@ -549,15 +549,25 @@ func TestFleetSharesOneCache(t *testing.T) {
 			qs = append(qs, q)
 		}
 		var stored int
+		var running uint64 // write-backs the running replicas counted lost
 		waitFor(t, "the answered questions' write-backs to land", func() bool {
-			var now uint64
+			running = 0
 			for i := range 3 {
-				now += writesLost(f.replica(i))
+				running += writesLost(f.replica(i))
 			}
+			// -1: the count failed; ask again rather than read it as a
+			// number.
 			stored = q.countQueries(t, f.coll, qs...)
-			return uint64(stored)+lost+now >= uint64(len(qs))
+			return stored >= 0 && stored+int(lost+running) >= len(qs)
 		})
-		t.Logf("rolling restart: %d questions answered, %d stored in Qdrant, %d write-backs counted lost by stopped replicas", len(qs), stored, lost)
+		t.Logf("rolling restart: %d questions answered, %d stored in Qdrant, %d write-backs counted lost by stopped replicas, %d by running ones", len(qs), stored, lost, running)
+		// A write-back counted lost excuses its missing entry, but a
+		// rolling restart drains each replica and flushes its queue (and a
+		// new replica takes requests once its index is open): losing more
+		// than a tenth of them is a failure, not an excuse.
+		if total := lost + running; len(qs) == 0 || total > uint64(len(qs))/10 {
+			t.Errorf("%d of %d write-backs were counted lost during the rolling restart, want at most a tenth", total, len(qs))
+		}
 	})
 	t.Run("Qdrant killed for 10s under load", func(t *testing.T) {
 		if q.live {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -292,15 +293,39 @@ func TestSpansCarryNoSecrets(t *testing.T) {
 	r := start(t, tracedConfig, u.URL, u.URL, otlp.srv.URL)
 	const key = "sk-live-7f3a9c2e5b1d"
 	const prompt = "my mother's maiden name is Quetzalcoatl"
-	for range 2 {
-		if code, _, body := r.chat(t, prompt, "Authorization", "Bearer "+key); code != 200 {
-			t.Fatalf("%d: %s", code, body)
+	for _, want := range []string{"miss", "hit-exact"} {
+		code, h, body := r.chat(t, prompt, "Authorization", "Bearer "+key)
+		if code != 200 || h.Get("X-Breakwater-Cache") != want || !strings.Contains(body, "Quetzalcoatl") {
+			t.Fatalf("%d, X-Breakwater-Cache %q, want 200 and %s: %s", code, h.Get("X-Breakwater-Cache"), want, body)
 		}
+	}
+	// The same question streamed: the stored answer replayed as SSE.
+	req, _ := http.NewRequest(http.MethodPost, r.url+"/v1/chat/completions",
+		strings.NewReader(`{"model":"gpt-test","stream":true,"messages":[{"role":"user","content":`+jsonString(prompt)+`}]}`))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	streamed, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("X-Breakwater-Cache") != "hit-exact" ||
+		!strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") || !strings.Contains(string(streamed), "[DONE]") {
+		t.Fatalf("streamed repeat: %d, X-Breakwater-Cache %q, Content-Type %q, want 200, hit-exact and a replayed stream: %s",
+			resp.StatusCode, resp.Header.Get("X-Breakwater-Cache"), resp.Header.Get("Content-Type"), streamed)
 	}
 	r.stop()
 	spans := otlp.spans()
-	if len(spans) < 2 {
-		t.Fatalf("%d spans exported, want the miss's and the hit's", len(spans))
+	var outcomes []string
+	for _, s := range spans {
+		if s.Kind == tracepb.Span_SPAN_KIND_SERVER {
+			outcomes = append(outcomes, attrString(s, "breakwater.cache.outcome"))
+		}
+	}
+	slices.Sort(outcomes)
+	if got, want := strings.Join(outcomes, ","), "hit-exact,hit-exact,miss"; got != want {
+		t.Fatalf("server spans' outcomes %s, want %s: the miss, the exact hit and the streamed hit (%d spans)", got, want, len(spans))
 	}
 	secrets := []string{key, "Quetzalcoatl", "answer to:"}
 	check := func(where string, kvs []*commonpb.KeyValue) {

@@ -17,21 +17,29 @@ import (
 
 func post(t *testing.T, url, body string) (*http.Response, []byte) {
 	t.Helper()
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	resp, b, err := postErr(t, url, body)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return resp, b
+}
+
+// postErr is post for goroutines other than the test's, which must not
+// call t.Fatal (testing: "FailNow must be called from the goroutine running
+// the test"): the caller reports the error with t.Error.
+func postErr(t *testing.T, url, body string) (*http.Response, []byte, error) {
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		return nil, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	return resp, b, err
 }
 
 func chatBody(q string, stream bool) string {
@@ -150,7 +158,11 @@ func TestCapacity(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			resp, b := post(t, srv.URL+"/v1/chat/completions", chatBody("same question", false))
+			resp, b, err := postErr(t, srv.URL+"/v1/chat/completions", chatBody("same question", false))
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			codes[i], headers[i], bodies[i] = resp.StatusCode, resp.Header, string(b)
 		})
 	}
@@ -296,7 +308,11 @@ func TestCapacitySteps(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range codes {
 		wg.Go(func() {
-			resp, _ := post(t, srv.URL+"/v1/chat/completions", chatBody("q", false))
+			resp, _, err := postErr(t, srv.URL+"/v1/chat/completions", chatBody("q", false))
+			if err != nil {
+				t.Error(err)
+				return
+			}
 			codes[i] = resp.StatusCode
 		})
 	}
