@@ -62,7 +62,8 @@ func (s *Sim) attempt(path string, body []byte) int {
 }
 
 // Attempts is how many calls the model received for the prompt whose last
-// user text is question (kept only with Options.RefuseFirst above 0).
+// user text is question (kept with Options.RefuseFirst above 0 or
+// CountPrompts).
 func (s *Sim) Attempts(question string) int {
 	s.idMu.Lock()
 	defer s.idMu.Unlock()

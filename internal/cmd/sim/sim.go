@@ -60,9 +60,13 @@ type Options struct {
 	// RefuseFirst calls, whatever its capacity, in the API's own shape (see
 	// refuse), and admit the calls after them as usual: a model overloaded
 	// for a moment, as a client retrying one prompt meets it. A prompt is
-	// the API and the last user text of the request; Attempts counts its
-	// calls. Zero: no such refusals.
+	// the last user text of the request, whatever its API. Zero: no such
+	// refusals.
 	RefuseFirst int
+	// CountPrompts keeps each prompt's count of calls for Attempts (it is
+	// kept whenever RefuseFirst is above 0). Off, a call is not parsed for
+	// its prompt, so a benchmark's upstream costs no more.
+	CountPrompts bool
 	// Seed makes jitter and errors reproducible. Zero: 1.
 	Seed uint64
 	// Models are the names /v1/models lists. Nil: ["gpt-test"].
@@ -209,10 +213,12 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 		if s.first(r.Header.Get("X-Request-Id")) {
 			s.distinct.Add(1)
 		}
-		if s.opts.RefuseFirst > 0 && s.attempt(r.URL.Path, body) <= s.opts.RefuseFirst {
-			s.limited.Add(1)
-			s.refuse(w, r.URL.Path, "the model is overloaded for a moment")
-			return
+		if s.opts.RefuseFirst > 0 || s.opts.CountPrompts {
+			if s.attempt(r.URL.Path, body) <= s.opts.RefuseFirst {
+				s.limited.Add(1)
+				s.refuse(w, r.URL.Path, "the model is overloaded for a moment")
+				return
+			}
 		}
 		n := s.inflight.Add(1)
 		if c := s.capacity(); c > 0 && n > int64(c) {
