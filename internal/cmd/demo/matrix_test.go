@@ -25,14 +25,16 @@ func failing(c peakCase) []string {
 // meets every target at its edge passes; one figure beyond it fails that
 // target alone, and Problems names it.
 func TestPeakTargets(t *testing.T) {
-	straight := Counts{Sent: 600, Answered: 189, RateLimited: 411, Upstream: 600, Upstream429: 411}
-	// At the edges: 102 upstream 429s is ≤ 25 % of 411 (102.75), 103 is not.
-	through := Counts{Sent: 600, Answered: 190, Upstream: 703, Upstream429: 102, Reached: 600}
+	// Every figure below is at its target's edge: 103 upstream 429s is 25 %
+	// of 412, 171 delivered 90 % of 190, 540 answers 90 % of 600, 690 calls
+	// 1.15 × 600, 160 answers 80 % of 200, 20 for nobody 10 % of 200.
+	straight := Counts{Sent: 600, Answered: 190, RateLimited: 410, Upstream: 600, Upstream429: 412}
+	through := Counts{Sent: 600, Answered: 191, Upstream: 703, Upstream429: 103, Reached: 600}
 	fleet := through
 	fleet.Answered, fleet.Upstream = 540, 690 // 90 % of 600; 1.15 × 600
-	impatient := Counts{Sent: 600, Answered: 189, Upstream: 300, Upstream429: 100, Abandoned: 20, Reached: 300}
+	impatient := Counts{Sent: 600, Answered: 190, Upstream: 300, Upstream429: 100, Abandoned: 20, Reached: 300}
 	noHeader := impatient
-	noHeader.Answered = 171 // ≥ 90 % of 189 (170.1)
+	noHeader.Answered = 171
 	one := Counts{Answered: 600}
 	cases := []struct {
 		name   string
@@ -41,9 +43,9 @@ func TestPeakTargets(t *testing.T) {
 		want   string // the figure that fails once broken
 	}{
 		{"one sidecar: upstream 429s", peakCase{Straight: straight, Run: PeakRun{Replicas: 1, Side: Side{Total: through}}},
-			func(c *peakCase) { c.Run.Total.Upstream429 = 103 }, "upstream 429s 103"},
+			func(c *peakCase) { c.Run.Total.Upstream429 = 104 }, "upstream 429s 104"},
 		{"one sidecar: answered", peakCase{Straight: straight, Run: PeakRun{Replicas: 1, Side: Side{Total: through}}},
-			func(c *peakCase) { c.Run.Total.Answered = 189 }, "answered 189/600"},
+			func(c *peakCase) { c.Run.Total.Answered = 190 }, "answered 190/600"},
 		{"one sidecar: 5xx", peakCase{Straight: straight, Run: PeakRun{Replicas: 1, Side: Side{Total: through}}},
 			func(c *peakCase) { c.Run.Total.ServerError = 1 }, "5xx to the app 1"},
 		{"one sidecar: Retry-After", peakCase{Straight: straight, Run: PeakRun{Replicas: 1, Side: Side{Total: through}}},
@@ -59,7 +61,7 @@ func TestPeakTargets(t *testing.T) {
 		{"fleet: fairness", peakCase{Straight: straight, One: one, Run: PeakRun{Replicas: 3, Side: Side{Total: fleet, PerReplica: []int{160, 200, 180}}}},
 			func(c *peakCase) { c.Run.PerReplica[0] = 159 }, "answers per replica 159–200"},
 		{"header: delivered", peakCase{Straight: straight, ClientTimeout: 3 * time.Second, Run: PeakRun{Replicas: 1, Header: "X-Stainless-Timeout", Side: Side{Total: impatient}}},
-			func(c *peakCase) { c.Run.Total.Answered = 188 }, "delivered 188"},
+			func(c *peakCase) { c.Run.Total.Answered = 189 }, "delivered 189"},
 		{"header: for nobody", peakCase{Straight: straight, ClientTimeout: 3 * time.Second, Run: PeakRun{Replicas: 1, Header: "X-Stainless-Timeout", Side: Side{Total: impatient}}},
 			func(c *peakCase) { c.Run.Total.Abandoned = 21 }, "made for nobody 21 of 200"},
 		{"no header: delivered", peakCase{Straight: straight, ClientTimeout: 3 * time.Second, Run: PeakRun{Replicas: 6, Side: Side{Total: noHeader}}},
@@ -196,6 +198,53 @@ func TestMatrixStorm(t *testing.T) {
 				if !strings.Contains(out.String(), want) {
 					t.Errorf("table lacks %q:\n%s", want, out.String())
 				}
+			}
+		})
+	}
+}
+
+// TestStormTargets evaluates a storm's targets on made-up prompts: four
+// answered 200 within the target after exactly three attempts pass; each
+// figure broken fails its target alone.
+func TestStormTargets(t *testing.T) {
+	st := Storms[0]
+	good := func() *StormResult {
+		r := &StormResult{Storm: st}
+		for range st.Prompts {
+			r.Prompts = append(r.Prompts, StormPrompt{Status: 200, Latency: st.Within, Attempts: st.Refusals + 1})
+		}
+		return r
+	}
+	if st.Prompts != 4 || st.Refusals != 2 || st.Within != 5*time.Second {
+		t.Fatalf("storm %+v: want issue 39's four prompts refused twice, answered within 5s", st)
+	}
+	for _, tc := range []struct {
+		name   string
+		mutate func(p *StormPrompt)
+		want   string
+	}{
+		{"refused", func(p *StormPrompt) { p.Status = 429 }, "answered 200: 3/4 (1 × 429)"},
+		{"no answer", func(p *StormPrompt) { p.Status = 0 }, "answered 200: 3/4 (1 × no answer in 15s)"},
+		{"late", func(p *StormPrompt) { p.Latency = st.Within + time.Millisecond }, "slowest answer 5.001s"},
+		{"too few attempts", func(p *StormPrompt) { p.Attempts = 2 }, "upstream attempts per prompt [3 2 3 3]"},
+		{"too many attempts", func(p *StormPrompt) { p.Attempts = 4 }, "upstream attempts per prompt [3 4 3 3]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := good()
+			for _, c := range r.checks("storm") {
+				if !c.Pass {
+					t.Fatalf("at the edges, %q fails", c.Figure)
+				}
+			}
+			tc.mutate(&r.Prompts[1])
+			var failed []string
+			for _, c := range r.checks("storm") {
+				if !c.Pass {
+					failed = append(failed, c.Figure)
+				}
+			}
+			if len(failed) != 1 || failed[0] != tc.want {
+				t.Errorf("failing %q, want only %q", failed, tc.want)
 			}
 		})
 	}
