@@ -365,27 +365,34 @@ func ask(ctx context.Context, client *http.Client, url string, i int, timeout ti
 		"messages": []map[string]string{{"role": "user",
 			"content": "Request " + strconv.Itoa(i) + ": " + prompt(i)}},
 	})
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return outcome{latency: time.Since(start)}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer sk-demo")
+	h := http.Header{"Authorization": {"Bearer sk-demo"}}
 	if header != "" {
-		req.Header.Set(header, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+		h.Set(header, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
 	}
+	status, rh, latency := post(ctx, client, url+"/v1/chat/completions", body, h)
+	return outcome{status: status, hasRA: rh.Get("Retry-After") != "", latency: latency}
+}
+
+// post sends a JSON body to url with header and reads the whole answer:
+// its status (0 for a transport error, a client that gave up or a cut
+// body), its headers and the time it took.
+func post(ctx context.Context, client *http.Client, url string, body []byte, header http.Header) (int, http.Header, time.Duration) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, http.Header{}, time.Since(start)
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return outcome{latency: time.Since(start)}
+		return 0, http.Header{}, time.Since(start)
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	o := outcome{status: resp.StatusCode, hasRA: resp.Header.Get("Retry-After") != "", latency: time.Since(start)}
-	if err != nil {
-		o.status = 0
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, resp.Header, time.Since(start)
 	}
-	return o
+	return resp.StatusCode, resp.Header, time.Since(start)
 }
 
 var (

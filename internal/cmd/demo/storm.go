@@ -1,7 +1,6 @@
 package demo
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -144,22 +143,8 @@ func askAPI(ctx context.Context, client *http.Client, url, api, question string,
 		body = map[string]any{"model": "gpt-test", "messages": []map[string]string{{"role": "user", "content": question}}}
 	}
 	b, _ := json.Marshal(body)
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+path, bytes.NewReader(b))
-	if err != nil {
-		return StormPrompt{Latency: time.Since(start)}
-	}
-	req.Header = header
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return StormPrompt{Latency: time.Since(start)}
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return StormPrompt{Latency: time.Since(start)}
-	}
-	return StormPrompt{Status: resp.StatusCode, Latency: time.Since(start)}
+	status, _, latency := post(ctx, client, url+path, b, header)
+	return StormPrompt{Status: status, Latency: latency}
 }
 
 // stormTarget is one target of a storm.
