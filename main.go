@@ -14,6 +14,7 @@
 //	breakwater bench -url URL -rate N -duration D   an open-loop load generator
 //	breakwater overhead -target NAME=URL ...     latency a proxy adds (closed loop)
 //	breakwater demo                             see Breakwater absorb a peak, no keys needed
+//	breakwater demo -matrix [-short]            every peak scenario against its targets
 //	breakwater help [COMMAND]                   this list, or one command's flags
 package main
 
@@ -69,7 +70,7 @@ func commands(env func(string) string, environ []string) []command {
 			func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 				return app.Main(ctx, args, stdout, stderr, env, environ)
 			}},
-		{"demo", "[-api openai|anthropic]", "see Breakwater absorb a peak in front of a simulated model, no keys needed", demo.Run},
+		{"demo", "[-api openai|anthropic] [-matrix [-short]]", "see Breakwater absorb a peak in front of a simulated model, no keys needed (-matrix: every peak scenario against its targets)", demo.Run},
 		{"sim", "[-listen ADDR]", "serve a simulated model endpoint (OpenAI, Anthropic and Gemini shapes) for trying things out", sim.Run},
 		{"eval", "-pairs FILE.jsonl | -from-pairs FILE | -trace FILE", "measure the semantic tier's precision and recall, or replay a trace static vs verified", evalcmd.Run},
 		{"calibrate", "-pairs FILE.jsonl", "pick the similarity threshold that meets a false-hit target", evalcmd.Calibrate},

@@ -37,6 +37,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.CutRate, "cut-rate", 0.1, "-api anthropic: share of the model's streams cut by an error event halfway, in [0,1]")
 	replicas := fs.Int("replicas", 1, `peak scenarios: also run the load through this many sidecars (each its own server, caller and data, sharing nothing) in front of the same model`)
 	clientTimeout := fs.Duration("client-timeout", 0, `peak scenarios: every client gives up after this long (0: clients wait); adds runs whose clients state it in X-Stainless-Timeout and X-Stainless-Read-Timeout`)
+	matrix := fs.Bool("matrix", false, `run every peak scenario and each API's retry storm, each row against its targets; print one table (row, figure, target, PASS/FAIL) and fail if any target is missed (about 15 min; -scenario, -replicas, -client-timeout and the model and workload flags do not apply)`)
+	short := fs.Bool("short", false, "with -matrix: the CI subset (the capacity peak cut to 6s through one sidecar and 3 replicas, and the retry storms; a few minutes)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	verbose := fs.Bool("v", false, "show Breakwater's log (warnings and errors) on stderr")
 	if err := fs.Parse(args); err != nil {
@@ -44,6 +46,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("parse flags: unexpected argument %q", fs.Arg(0))
+	}
+	if *short && !*matrix {
+		return fmt.Errorf("parse flags: -short: only with -matrix")
+	}
+	if *matrix {
+		return runMatrix(ctx, fs, *short, *asJSON, *verbose, stdout, stderr)
 	}
 	if *replicas < 1 || *replicas > 64 {
 		return fmt.Errorf("parse flags: -replicas %d: must be in [1,64]", *replicas)
@@ -118,4 +126,40 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// runMatrix is demo -matrix: the rows of MatrixRows, one table, and an
+// error (a non-zero exit) when a check fails. It takes no flag that would
+// change a row: the rows are the targets' scenarios.
+func runMatrix(ctx context.Context, fs *flag.FlagSet, short, asJSON, verbose bool, stdout, stderr io.Writer) error {
+	var bad []string
+	fs.Visit(func(f *flag.Flag) {
+		switch f.Name {
+		case "matrix", "short", "json", "v":
+		default:
+			bad = append(bad, "-"+f.Name)
+		}
+	})
+	if len(bad) > 0 {
+		return fmt.Errorf("parse flags: %s: not with -matrix (its rows are fixed; -short, -json and -v apply)", strings.Join(bad, ", "))
+	}
+	logger := slog.New(slog.DiscardHandler)
+	if verbose {
+		logger = app.NewLogger(stderr, "warn", "text")
+	}
+	res, err := Matrix(ctx, MatrixRows(short), logger, stderr)
+	if err != nil {
+		return err
+	}
+	res.Short = short
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(res); err != nil {
+			return fmt.Errorf("write result: %w", err)
+		}
+	} else {
+		res.WriteTable(stdout)
+	}
+	return res.Err()
 }

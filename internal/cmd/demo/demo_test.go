@@ -81,7 +81,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestRunBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-capacity", "0"}, {"-repeat", "2"}, {"extra"}, {"-scenario", "nope"}} {
+	for _, args := range [][]string{{"-capacity", "0"}, {"-repeat", "2"}, {"extra"}, {"-scenario", "nope"}, {"-short"}, {"-matrix", "-replicas", "3"}, {"-matrix", "-scenario", "drop"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
 			if err := Run(t.Context(), args, &out, &errb); err == nil {

@@ -141,56 +141,17 @@ type PeakResult struct {
 // deadline header, and one more run each sends X-Stainless-Timeout and
 // X-Stainless-Read-Timeout.
 func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Writer) (*PeakResult, error) {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
 	deadline := config.Default().Retry.Deadline.D()
 	res := &PeakResult{Scenario: sc, Deadline: deadline}
-	simOpts := sim.Options{Capacity: sc.Capacity, Steps: sc.Steps, Latency: sc.Latency, Jitter: sc.Jitter,
-		Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1}
-
-	direct := sim.New(simOpts)
-	dsrv := httptest.NewServer(direct)
-	defer dsrv.Close()
-	statusf(status, "%s: %.0f req/s for %s straight at the model", sc.Name, sc.Rate, sc.Duration)
-	side, err := drive(ctx, sc, []string{dsrv.URL}, direct, deadline, "")
-	if err != nil {
-		return nil, fmt.Errorf("drive the model: %w", err)
+	var err error
+	if res.Straight, err = runStraight(ctx, sc, status); err != nil {
+		return nil, err
 	}
-	res.Straight = side
-
-	through := func(replicas int, header string) (Side, error) {
-		model := sim.New(simOpts)
-		msrv := httptest.NewServer(model)
-		defer msrv.Close()
-		urls := make([]string, 0, replicas)
-		for range replicas {
-			url, stop, err := startBreakwater(ctx, Options{Logger: logger}.withLogger(), msrv.URL+"/v1")
-			if err != nil {
-				return Side{}, err
-			}
-			defer stop()
-			urls = append(urls, url)
-		}
-		what := "one sidecar"
-		if replicas > 1 {
-			what = fmt.Sprintf("%d sidecars", replicas)
-		}
-		if header != "" {
-			what += ", clients sending " + header
-		}
-		statusf(status, "%s: the same load through %s (default settings)", sc.Name, what)
-		side, err := drive(ctx, sc, urls, model, deadline, header)
-		if err != nil {
-			return Side{}, fmt.Errorf("drive breakwater: %w", err)
-		}
-		return side, nil
-	}
-	if res.Through, err = through(1, ""); err != nil {
+	if res.Through, err = runThrough(ctx, sc, 1, "", logger, status); err != nil {
 		return nil, err
 	}
 	if sc.Replicas > 1 {
-		side, err := through(sc.Replicas, "")
+		side, err := runThrough(ctx, sc, sc.Replicas, "", logger, status)
 		if err != nil {
 			return nil, err
 		}
@@ -198,7 +159,7 @@ func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Write
 	}
 	if sc.ClientTimeout > 0 {
 		for _, h := range deadlineHeaders {
-			side, err := through(1, h)
+			side, err := runThrough(ctx, sc, 1, h, logger, status)
 			if err != nil {
 				return nil, err
 			}
@@ -206,6 +167,60 @@ func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Write
 		}
 	}
 	return res, nil
+}
+
+// peakModel is the simulated model of a scenario.
+func peakModel(sc Scenario) *sim.Sim {
+	return sim.New(sim.Options{Capacity: sc.Capacity, Steps: sc.Steps, Latency: sc.Latency, Jitter: sc.Jitter,
+		Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1})
+}
+
+// runStraight sends the scenario's load straight at a fresh simulated model.
+func runStraight(ctx context.Context, sc Scenario, status io.Writer) (Side, error) {
+	direct := peakModel(sc)
+	dsrv := httptest.NewServer(direct)
+	defer dsrv.Close()
+	statusf(status, "%s: %.0f req/s for %s straight at the model", sc.Name, sc.Rate, sc.Duration)
+	side, err := drive(ctx, sc, []string{dsrv.URL}, direct, config.Default().Retry.Deadline.D(), "")
+	if err != nil {
+		return Side{}, fmt.Errorf("drive the model: %w", err)
+	}
+	return side, nil
+}
+
+// runThrough sends the scenario's load through replicas sidecars (default
+// configuration, only the upstream's URL set), round-robin, in front of a
+// fresh simulated model; header, if set, is the deadline header the clients
+// state their timeout in.
+func runThrough(ctx context.Context, sc Scenario, replicas int, header string, logger *slog.Logger, status io.Writer) (Side, error) {
+	model := peakModel(sc)
+	msrv := httptest.NewServer(model)
+	defer msrv.Close()
+	urls := make([]string, 0, replicas)
+	for range replicas {
+		url, stop, err := startBreakwater(ctx, Options{Logger: logger}.withLogger(), msrv.URL+"/v1")
+		if err != nil {
+			return Side{}, err
+		}
+		defer stop()
+		urls = append(urls, url)
+	}
+	what := "one sidecar"
+	if replicas > 1 {
+		what = fmt.Sprintf("%d sidecars", replicas)
+	}
+	if header != "" {
+		what += ", clients sending " + header
+	}
+	if sc.ClientTimeout > 0 {
+		what += fmt.Sprintf(", clients giving up after %s", sc.ClientTimeout)
+	}
+	statusf(status, "%s: the same load through %s (default settings)", sc.Name, what)
+	side, err := drive(ctx, sc, urls, model, config.Default().Retry.Deadline.D(), header)
+	if err != nil {
+		return Side{}, fmt.Errorf("drive breakwater: %w", err)
+	}
+	return side, nil
 }
 
 // deadlineHeaders are the client deadline headers the demo tries: what the
@@ -350,27 +365,34 @@ func ask(ctx context.Context, client *http.Client, url string, i int, timeout ti
 		"messages": []map[string]string{{"role": "user",
 			"content": "Request " + strconv.Itoa(i) + ": " + prompt(i)}},
 	})
-	start := time.Now()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
-	if err != nil {
-		return outcome{latency: time.Since(start)}
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer sk-demo")
+	h := http.Header{"Authorization": {"Bearer sk-demo"}}
 	if header != "" {
-		req.Header.Set(header, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
+		h.Set(header, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))
 	}
+	status, rh, latency := post(ctx, client, url+"/v1/chat/completions", body, h)
+	return outcome{status: status, hasRA: rh.Get("Retry-After") != "", latency: latency}
+}
+
+// post sends a JSON body to url with header and reads the whole answer:
+// its status (0 for a transport error, a client that gave up or a cut
+// body), its headers and the time it took.
+func post(ctx context.Context, client *http.Client, url string, body []byte, header http.Header) (int, http.Header, time.Duration) {
+	start := time.Now()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return 0, http.Header{}, time.Since(start)
+	}
+	req.Header = header.Clone()
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
-		return outcome{latency: time.Since(start)}
+		return 0, http.Header{}, time.Since(start)
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	o := outcome{status: resp.StatusCode, hasRA: resp.Header.Get("Retry-After") != "", latency: time.Since(start)}
-	if err != nil {
-		o.status = 0
+	defer resp.Body.Close()
+	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+		return 0, resp.Header, time.Since(start)
 	}
-	return o
+	return resp.StatusCode, resp.Header, time.Since(start)
 }
 
 var (

@@ -3,7 +3,6 @@ package demo
 import (
 	"fmt"
 	"io"
-	"slices"
 	"text/tabwriter"
 )
 
@@ -88,66 +87,14 @@ func pick(s Side, p int) Counts {
 	return s.Phases[p]
 }
 
-// Problems lists the targets this run misses. Every run through Breakwater:
-// upstream 429s at most 25 % of straight's; no 5xx to the app; Retry-After on
-// every 429 and 503; no answer past the deadline. Clients that wait: more
-// answered than straight, and no other errors. A fleet: at least what
-// straight answers and 90 % of what one sidecar answers, upstream calls at
-// most 1.15 × the requests that reached the model, and the replica with the
-// fewest answers at least 80 % of the one with the most. Impatient clients:
-// with a deadline header at least what straight delivers, without one 90 %
-// of it, and at most 10 % of the model's answers made for nobody.
+// Problems lists the targets (peakTargets) this run misses, one line each.
 func (r *PeakResult) Problems() []string {
-	s := r.Straight.Total
 	var out []string
 	for _, run := range r.sides()[1:] {
-		t := run.Total
-		name := run.Name
-		if 4*t.Upstream429 > s.Upstream429 {
-			out = append(out, fmt.Sprintf("%s: upstream 429s %d, more than a quarter of straight's %d", name, t.Upstream429, s.Upstream429))
-		}
-		if t.ServerError > 0 {
-			out = append(out, fmt.Sprintf("%s: %d 5xx reached the app", name, t.ServerError))
-		}
-		if t.NoRetryAfter > 0 {
-			out = append(out, fmt.Sprintf("%s: %d 429/503 answers without Retry-After", name, t.NoRetryAfter))
-		}
-		if t.PastDeadline > 0 {
-			out = append(out, fmt.Sprintf("%s: %d answers past the deadline", name, t.PastDeadline))
-		}
-		if r.Scenario.ClientTimeout > 0 {
-			want := s.Answered
-			if run.Header == "" {
-				want = (9*s.Answered + 9) / 10
-			}
-			if t.Answered < want {
-				out = append(out, fmt.Sprintf("%s: delivered %d, want at least %d (straight %d)", name, t.Answered, want, s.Answered))
-			}
-			if made := t.Upstream - t.Upstream429; 10*t.Abandoned > made {
-				out = append(out, fmt.Sprintf("%s: %d of the model's %d answers made for nobody, more than 10 %%", name, t.Abandoned, made))
-			}
-			continue
-		}
-		if t.Other > 0 {
-			out = append(out, fmt.Sprintf("%s: %d other errors", name, t.Other))
-		}
-		if run.Replicas <= 1 {
-			if t.Answered <= s.Answered {
-				out = append(out, fmt.Sprintf("%s answered %d, straight %d", name, t.Answered, s.Answered))
-			}
-			continue
-		}
-		one := r.Through.Total.Answered
-		if t.Answered < s.Answered || 10*t.Answered < 9*one {
-			out = append(out, fmt.Sprintf("%s answered %d, want at least straight's %d and 90 %% of one sidecar's %d", name, t.Answered, s.Answered, one))
-		}
-		if 100*t.Upstream > 115*t.Reached {
-			out = append(out, fmt.Sprintf("%s: %d upstream calls for %d requests that reached the model, more than 1.15×", name, t.Upstream, t.Reached))
-		}
-		if len(run.PerReplica) > 0 {
-			lo, hi := slices.Min(run.PerReplica), slices.Max(run.PerReplica)
-			if 5*lo < 4*hi {
-				out = append(out, fmt.Sprintf("%s: answers per replica from %d to %d, the fewest under 80 %% of the most", name, lo, hi))
+		c := peakCase{Straight: r.Straight.Total, One: r.Through.Total, Run: run, ClientTimeout: r.Scenario.ClientTimeout}
+		for _, ch := range c.checks(run.Name) {
+			if !ch.Pass {
+				out = append(out, fmt.Sprintf("%s: %s, want %s", ch.Row, ch.Figure, ch.Target))
 			}
 		}
 	}

@@ -28,6 +28,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	steps := fs.String("steps", "", `capacity changes counted from the first call, e.g. "5s:2,10s:8"`)
 	fs.DurationVar(&o.RetryAfter, "retry-after", time.Second, "wait a 429 asks for")
 	fs.Float64Var(&o.ErrorRate, "error-rate", 0, "share of admitted calls answered 503, in [0,1]")
+	fs.IntVar(&o.RefuseFirst, "refuse-first", 0, "refuse each prompt's first N calls in the API's own shape (OpenAI 429, Anthropic 529, Gemini 429 RESOURCE_EXHAUSTED), then answer it")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for jitter and injected errors")
 	models := fs.String("models", "gpt-test", "comma-separated model names listed by /v1/models")
 	fs.IntVar(&o.Dimension, "dim", 64, "length of /v1/embeddings vectors")
@@ -39,6 +40,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if !ValidDist(o.Dist) {
 		return fmt.Errorf("parse flags: -dist %q: must be exponential, lognormal or uniform", o.Dist)
+	}
+	if o.RefuseFirst < 0 {
+		return fmt.Errorf("parse flags: -refuse-first %d: must be >= 0", o.RefuseFirst)
 	}
 	if o.ErrorRate < 0 || o.ErrorRate > 1 {
 		return fmt.Errorf("parse flags: -error-rate %v: must be in [0,1]", o.ErrorRate)
@@ -56,7 +60,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	fmt.Fprintf(stdout, "breakwater sim: serving an OpenAI-compatible model on http://%s/v1 (capacity %d, latency %s + %s %s jitter); stats at /sim/stats\n",
+	fmt.Fprintf(stdout, "breakwater sim: serving a model (OpenAI, Anthropic and Gemini shapes) on http://%s/v1 (capacity %d, latency %s + %s %s jitter); stats at /sim/stats\n",
 		ln.Addr(), o.Capacity, o.Latency, o.Jitter, o.Dist)
 	return Serve(ctx, ln, New(o))
 }

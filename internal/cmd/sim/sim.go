@@ -56,6 +56,17 @@ type Options struct {
 	// CutRate is the share of /v1/messages streams that end halfway with an
 	// overloaded_error event after the 200, in [0, 1].
 	CutRate float64
+	// RefuseFirst, above 0, makes the model refuse each prompt's first
+	// RefuseFirst calls, whatever its capacity, in the API's own shape (see
+	// refuse), and admit the calls after them as usual: a model overloaded
+	// for a moment, as a client retrying one prompt meets it. A prompt is
+	// the last user text of the request, whatever its API. Zero: no such
+	// refusals.
+	RefuseFirst int
+	// CountPrompts keeps each prompt's count of calls for Attempts (it is
+	// kept whenever RefuseFirst is above 0). Off, a call is not parsed for
+	// its prompt, so a benchmark's upstream costs no more.
+	CountPrompts bool
 	// Seed makes jitter and errors reproducible. Zero: 1.
 	Seed uint64
 	// Models are the names /v1/models lists. Nil: ["gpt-test"].
@@ -113,12 +124,14 @@ type Sim struct {
 
 	idMu         sync.Mutex
 	ids          map[string]struct{}
+	prompts      map[string]int // calls per prompt, kept when RefuseFirst > 0
 	promptTokens atomic.Int64
 	outputTokens atomic.Int64
 }
 
 // NewHandler returns a simulated model endpoint serving /v1/chat/completions,
-// /v1/messages (Anthropic),
+// /v1/messages (Anthropic), /v1beta/models/{model}:generateContent and
+// :streamGenerateContent (Gemini, also under /v1),
 // /v1/completions, /v1/embeddings, /v1/models and GET /sim/stats.
 func NewHandler(opts Options) http.Handler { return New(opts) }
 
@@ -145,6 +158,10 @@ func New(opts Options) *Sim {
 	s.mux.HandleFunc("POST /v1/completions", s.model(s.completion))
 	s.mux.HandleFunc("POST /v1/embeddings", s.model(s.embeddings))
 	s.mux.HandleFunc("POST /v1/messages", s.model(s.messages))
+	// Gemini: /{version}/models/{model}:{method}; a wildcard cannot hold
+	// part of a segment, so gemini splits the model from the method.
+	s.mux.HandleFunc("POST /v1beta/models/{target}", s.model(s.gemini))
+	s.mux.HandleFunc("POST /v1/models/{target}", s.model(s.gemini))
 	s.mux.HandleFunc("GET /v1/models", s.models)
 	s.mux.HandleFunc("GET /sim/stats", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, s.Stats())
@@ -196,20 +213,18 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 		if s.first(r.Header.Get("X-Request-Id")) {
 			s.distinct.Add(1)
 		}
+		if s.opts.RefuseFirst > 0 || s.opts.CountPrompts {
+			if s.attempt(r.URL.Path, body) <= s.opts.RefuseFirst {
+				s.limited.Add(1)
+				s.refuse(w, r.URL.Path, "the model is overloaded for a moment")
+				return
+			}
+		}
 		n := s.inflight.Add(1)
 		if c := s.capacity(); c > 0 && n > int64(c) {
 			s.inflight.Add(-1)
 			s.limited.Add(1)
-			ra := s.opts.RetryAfter
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra.Seconds()))))
-			w.Header().Set("retry-after-ms", strconv.FormatInt(ra.Milliseconds(), 10))
-			if r.URL.Path == "/v1/messages" {
-				// Anthropic's answer to a model at capacity.
-				writeAnthropicError(w, 529, "overloaded_error", "Overloaded")
-				return
-			}
-			writeError(w, http.StatusTooManyRequests, "rate_limit_error", "rate_limit_exceeded",
-				fmt.Sprintf("model is at capacity (%d requests in flight); retry after %s", s.capacity(), ra))
+			s.refuse(w, r.URL.Path, fmt.Sprintf("model is at capacity (%d requests in flight)", c))
 			return
 		}
 		for {
