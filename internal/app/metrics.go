@@ -127,6 +127,14 @@ func (t timedEmbedder) Truncated(text string) bool {
 	return false
 }
 
+// Covers forwards the encoder's coverage report (embed.Coverer).
+func (t timedEmbedder) Covers(text string) bool {
+	if c, ok := t.Embedder.(embed.Coverer); ok {
+		return c.Covers(text)
+	}
+	return true
+}
+
 // timedIndex measures the index calls on the request path and write-back.
 type timedIndex struct {
 	cache.Index
