@@ -12,6 +12,8 @@ package guard
 import (
 	"strings"
 	"sync"
+
+	"github.com/breakwater-dev/breakwater/internal/lib/textnorm"
 )
 
 // tokenPool recycles the token slices of Check, its largest allocation.
@@ -97,7 +99,15 @@ func New(opts Options) *Guard {
 // expected to have run first.
 // A nil Guard accepts everything.
 func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
-	if g == nil || query == candidate {
+	if g == nil {
+		return true, ""
+	}
+	// The rules reason on the folded text: an Arabic-Indic digit is a digit
+	// to the number rule, a fullwidth or ideographic full stop a dot to the
+	// identifier rule (issue 42). Printable ASCII is returned as it is.
+	query, _ = textnorm.Semantic(query)
+	candidate, _ = textnorm.Semantic(candidate)
+	if query == candidate {
 		return true, ""
 	}
 	bufs := tokenPool.Get().(*[2][]token)

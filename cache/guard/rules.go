@@ -229,7 +229,7 @@ func deniedIn(a, b [][]string) bool {
 func identifiers(t *text) []string {
 	var out []string
 	for _, tk := range t.toks {
-		if tk.code || isIdentifier(tk.raw) {
+		if tk.code || tk.other || isIdentifier(tk.raw) {
 			out = append(out, tk.low)
 		}
 	}
