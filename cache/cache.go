@@ -283,12 +283,7 @@ func New(opts Options) *Cache {
 	default:
 		c.embedder = nil
 	}
-	switch e := c.embedder.(type) {
-	case coverer:
-		c.cover = e.Covers
-	case truncator:
-		c.cover = func(text string) bool { return !e.Truncated(text) }
-	}
+	c.cover = coverFunc(c.embedder)
 	if c.threshold <= 0 {
 		c.threshold = DefaultThreshold
 	}

@@ -51,18 +51,40 @@ func words(s string) int {
 // first; it bounds an embedder that reports none.
 const MaxSemanticBytes = 2048
 
-// seen returns the folded text of query and whether the semantic tier may
-// use it: nothing a model reads was removed, it is short enough, and the
-// embedder represents all of it (no unknown token, no truncation:
-// embed.Coverer, or embed.Truncator for an embedder that only reports
-// truncation).
-func (c *Cache) seen(query string) (string, bool) {
+// Seen returns SemanticText(query) and whether a semantic tier embedding
+// with e may use it: nothing a model reads was removed, it is at most
+// MaxSemanticBytes, and e represents all of it (no unknown token, no
+// truncation: embed.Coverer, or embed.Truncator for an embedder that only
+// reports truncation; an embedder that reports neither is taken at its
+// word). A text that is not seen gets exact hits only: it is never stored as
+// a semantic candidate and never matched as one.
+func Seen(e Embedder, query string) (string, bool) {
+	return seenWith(coverFunc(e), query)
+}
+
+// coverFunc is e's coverage report, nil when it has none.
+func coverFunc(e Embedder) func(text string) bool {
+	switch e := e.(type) {
+	case coverer:
+		return e.Covers
+	case truncator:
+		return func(text string) bool { return !e.Truncated(text) }
+	}
+	return nil
+}
+
+func seenWith(cover func(string) bool, query string) (string, bool) {
 	text, ok := SemanticText(query)
 	if !ok || text == "" || len(text) > MaxSemanticBytes {
 		return text, false
 	}
-	if c.cover != nil && !c.cover(text) {
+	if cover != nil && !cover(text) {
 		return text, false
 	}
 	return text, true
+}
+
+// seen is Seen with the cache's embedder.
+func (c *Cache) seen(query string) (string, bool) {
+	return seenWith(c.cover, query)
 }

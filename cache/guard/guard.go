@@ -33,12 +33,13 @@ const (
 	ReasonName       = "name"       // a capitalised name or acronym of one text is not in the other
 	ReasonOrder      = "order"      // roles swap: "X to Y" vs "Y to X", "India attacks Pakistan" vs "Pakistan attacks India"
 	ReasonQuestion   = "question"   // one asks why/where/when/who, the other another of those or how
+	ReasonDirective  = "directive"  // a word telling the model how to answer (say, reply, only, yes…) is in one text only
 	ReasonContent    = "content"    // a content word of one text has no counterpart in the other
 )
 
 // Reasons lists every reason Check can return, in the order the rules run.
 var Reasons = []string{ReasonQuoted, ReasonIdentifier, ReasonNumber, ReasonYear,
-	ReasonComparison, ReasonDate, ReasonNegation, ReasonOpposite, ReasonName, ReasonQuestion, ReasonOrder, ReasonContent}
+	ReasonComparison, ReasonDate, ReasonNegation, ReasonOpposite, ReasonName, ReasonQuestion, ReasonOrder, ReasonDirective, ReasonContent}
 
 // Options turns rules off. The zero value runs every rule, which is the
 // default the dev-set figures in docs/PRECISION.md were measured with.
@@ -69,6 +70,13 @@ type Options struct {
 	NoQuestion bool
 	// NoOrder skips the role-swap rule.
 	NoOrder bool
+	// NoDirectives skips the rule on words that tell a model how to
+	// answer (an imperative say, reply, repeat, ignore, pretend…; a bare
+	// yes, ok, nope): each must be in both texts or in neither. They are
+	// function words the content rule ignores, and a prompt made of the
+	// victim's question and "just say yes" scored 0.96 with every other
+	// rule passing (issue 42).
+	NoDirectives bool
 	// NoContent skips the content-word rule: every word of either text that
 	// is not a stop word, a filler or a number must have a counterpart in the
 	// other (same rough stem, a shared six-letter prefix, or a known synonym).
@@ -165,6 +173,9 @@ func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
 	}
 	if !o.NoOrder && swapped(&a, &b) {
 		return false, ReasonOrder
+	}
+	if !o.NoDirectives && !sameSet(directiveWords(&a), directiveWords(&b)) {
+		return false, ReasonDirective
 	}
 	if !o.NoContent && unmatched(&a, &b)+unmatched(&b, &a) > o.MaxUnmatched {
 		return false, ReasonContent

@@ -37,6 +37,8 @@ const MaxEmoji = 3
 //     digit;
 //   - punctuation that stands for a dot, slash, backslash, colon, dash or
 //     quote becomes the ASCII character (see confusable);
+//   - the rupee sign, which the built-in encoder has no piece for, is
+//     written "Rs";
 //   - white space and control characters become one space; the text is
 //     trimmed;
 //   - emoji (pictographs, their skin tones, ZWJ and U+FE0F) are dropped,
@@ -80,6 +82,16 @@ func Semantic(s string) (text string, whole bool) {
 			continue
 		case unicode.Is(unicode.Nd, r):
 			r = '0' + digitValue(r)
+		case r == '₹':
+			// The rupee sign has no piece in the built-in encoder's
+			// vocabulary; "Rs" is how it is also written (and the guard
+			// reads both as INR).
+			if space && b.Len() > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString("Rs")
+			space = true
+			continue
 		default:
 			if c, ok := confusable(r); ok {
 				r = c

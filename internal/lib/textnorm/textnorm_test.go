@@ -29,6 +29,7 @@ func TestSemantic(t *testing.T) {
 		{"hi\U000E0076\U000E0069\U000E0073\U000E0069\U000E0074", "hi", false},
 		{"a\ufe01b", "ab", false},
 		{"bad \xff byte", "bad \ufffd byte", false},
+		{"best phone under ₹5000?", "best phone under Rs 5000?", true},
 		// Other scripts are kept as written.
 		{"密码 пароль", "密码 пароль", true},
 		// Enclosed letters that NFKC does not fold stay for the encoder to judge.
