@@ -1,0 +1,5 @@
+//go:build !race
+
+package evalcmd
+
+const raceEnabled = false
