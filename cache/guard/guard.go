@@ -104,7 +104,8 @@ func New(opts Options) *Guard {
 // names the first rule that rejected it (one of Reasons). Case, punctuation,
 // the order of ordinary words, contractions, plurals and the synonyms the
 // content rule knows do not matter to any rule; the cosine threshold is
-// expected to have run first.
+// expected to have run first. Both texts are folded first (NFKC, every
+// decimal digit and confusable punctuation in ASCII: textnorm.Semantic).
 // A nil Guard accepts everything.
 func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
 	if g == nil {
