@@ -94,11 +94,11 @@ type CacheStats struct {
 	LongTextRejections uint64            `json:"long_text_rejections"`
 	// ExactOnly counts lookups whose query the encoder cannot see in full
 	// (cache.Stats.ExactOnly): answered from the exact tier only.
-	ExactOnly uint64 `json:"exact_only"`
-	Promotions         uint64            `json:"promotions"`
-	EmbedErrors        uint64            `json:"embed_errors"`
-	IndexErrors        uint64            `json:"index_errors"`
-	WriteFailures      uint64            `json:"write_failures"`
+	ExactOnly     uint64 `json:"exact_only"`
+	Promotions    uint64 `json:"promotions"`
+	EmbedErrors   uint64 `json:"embed_errors"`
+	IndexErrors   uint64 `json:"index_errors"`
+	WriteFailures uint64 `json:"write_failures"`
 	// IndexState is the semantic tier's index: off, opening, ready or failed
 	// (cache.Index*); IndexOpenSeconds how long its open took (so far).
 	IndexState       string  `json:"index_state"`
