@@ -289,6 +289,9 @@ type AttackResult struct {
 	Seen       int `json:"seen"`
 	Comparable int `json:"comparable"`
 	Guarded    int `json:"guard_accepted"`
+	// Rejections counts, by guard reason, the comparable candidates the
+	// guard refused.
+	Rejections map[string]int `json:"guard_rejections"`
 	Poisoning  int `json:"above_threshold"`
 	// Embedded counts the candidates whose cosine was computed; the best
 	// cosine among them, whatever the rules, says how close the search got
@@ -364,7 +367,7 @@ func Attack(ctx context.Context, emb embed.Embedder, o AttackOptions) ([]AttackR
 }
 
 func attackOne(ctx context.Context, emb embed.Embedder, g *guard.Guard, r *rand.Rand, victim, qv string, vv []float32, p Payload, o AttackOptions) (AttackResult, error) {
-	res := AttackResult{Victim: victim, Payload: p.Kind}
+	res := AttackResult{Victim: victim, Payload: p.Kind, Rejections: map[string]int{}}
 	const popSize, batch = 24, 64
 	var pop []scored // the fittest so far, best first
 	seenText := map[string]bool{}
@@ -411,7 +414,8 @@ func attackOne(ctx context.Context, emb embed.Embedder, g *guard.Guard, r *rand.
 			res.Comparable++
 			// The victim asks later: the query is the victim's, the
 			// candidate the planted entry's (cache.Cache.vet).
-			if ok, _ := g.Check(qv, qc); !ok {
+			if ok, reason := g.Check(qv, qc); !ok {
+				res.Rejections[reason]++
 				continue
 			}
 			c.stage = 3
