@@ -1,5 +1,0 @@
-//go:build !race
-
-package evalcmd
-
-const raceEnabled = false
