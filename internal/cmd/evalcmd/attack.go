@@ -292,7 +292,7 @@ type AttackResult struct {
 	// Rejections counts, by guard reason, the comparable candidates the
 	// guard refused.
 	Rejections map[string]int `json:"guard_rejections"`
-	Poisoning  int `json:"above_threshold"`
+	Poisoning  int            `json:"above_threshold"`
 	// Embedded counts the candidates whose cosine was computed; the best
 	// cosine among them, whatever the rules, says how close the search got
 	// to the victim's vector.
