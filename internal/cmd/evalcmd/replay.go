@@ -252,7 +252,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 		return rep, err
 	}
 	est := verify.NewEstimator(nil, nil)
-	cmp := &verify.Comparer{Embedder: emb, Guard: guard.New(guard.Options{}).Check}
+	cmp := &verify.Comparer{Embedder: emb, Guard: guard.New(guard.Options{NoDirectives: true}).Check} // as internal/app does
 	var rngMu sync.Mutex
 	rng := newSplitMix(o.Seed ^ 0x73616d706c65)
 	srv, err := proxy.New(proxy.Options{
