@@ -44,8 +44,9 @@ const (
 const searchLimit = 4
 
 // Embedder turns texts into L2-normalised vectors; embed.Embedder satisfies
-// it. An embedder that also has Truncated(text string) bool (embed.Truncator)
-// enables the long-text rule.
+// it. An embedder that also has Covers(text string) bool (embed.Coverer), or
+// only Truncated(text string) bool (embed.Truncator), tells the cache which
+// texts it cannot represent in full: those get exact hits only.
 type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([][]float32, error)
 	Dimension() int
@@ -55,6 +56,11 @@ type Embedder interface {
 // truncator is embed.Truncator, declared here so cache does not import embed.
 type truncator interface {
 	Truncated(text string) bool
+}
+
+// coverer is embed.Coverer.
+type coverer interface {
+	Covers(text string) bool
 }
 
 // Verifier puts semantic candidates to a judge (cache/verify implements it).
@@ -179,8 +185,13 @@ type Stats struct {
 	// GuardRejections counts semantic candidates rejected by Guard, by reason.
 	GuardRejections map[string]uint64 `json:"guard_rejections"`
 	// LongTextRejections counts candidates rejected because the embedder
-	// truncated one of the texts and the texts were not equal.
+	// cannot see all of the candidate's text (unknown tokens, truncation)
+	// or one text is much longer than the other (see Comparable).
 	LongTextRejections uint64 `json:"long_text_rejections"`
+	// ExactOnly counts lookups whose query the semantic tier cannot see in
+	// full (SemanticText not ok, unknown tokens, truncation): they were
+	// answered from the exact tier only, and their answers are not indexed.
+	ExactOnly uint64 `json:"exact_only"`
 	// Promotions counts semantic hits copied into the exact tier.
 	Promotions uint64 `json:"promotions"`
 	// IndexState is IndexOff, IndexOpening, IndexReady or IndexFailed.
@@ -201,7 +212,7 @@ type Cache struct {
 	ixp       atomic.Pointer[indexRef] // nil: no semantic tier (yet)
 	op        *opener                  // nil without Options.OpenIndex
 	embedder  Embedder
-	trunc     truncator
+	cover     func(text string) bool // nil: the embedder sees every text
 	threshold float32
 	ttl       time.Duration
 	log       *slog.Logger
@@ -225,6 +236,7 @@ type Cache struct {
 	health   map[string]error
 
 	embedErrors, indexErrors, writeFailures, longText, promotions atomic.Uint64
+	exactOnly                                                     atomic.Uint64
 	indexWriteErrors, openingSkips                                atomic.Uint64
 	guardMu                                                       sync.Mutex
 	guardRejects                                                  map[string]uint64
@@ -271,9 +283,7 @@ func New(opts Options) *Cache {
 	default:
 		c.embedder = nil
 	}
-	if t, ok := c.embedder.(truncator); ok {
-		c.trunc = t
-	}
+	c.cover = coverFunc(c.embedder)
 	if c.threshold <= 0 {
 		c.threshold = DefaultThreshold
 	}
@@ -344,7 +354,14 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		}
 	}
 
-	vecs, err := c.embedder.Embed(ctx, []string{key.Query})
+	// What the encoder cannot see cannot match: such a query is answered
+	// from the exact tier only (issue 42).
+	query, seen := c.seen(key.Query)
+	if !seen {
+		c.exactOnly.Add(1)
+		return Result{}, false
+	}
+	vecs, err := c.embedder.Embed(ctx, []string{query})
 	if err == nil && (len(vecs) != 1 || len(vecs[0]) != c.embedder.Dimension()) {
 		err = fmt.Errorf("embedder returned %d vectors for 1 text (dimension %d)", len(vecs), c.embedder.Dimension())
 	}
@@ -392,7 +409,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 			vetGuard = c.jguard
 		}
 	}
-	passed := c.vet(key, matches, floor, want, vetGuard, now, fresh)
+	passed := c.vet(key, query, matches, floor, want, vetGuard, now, fresh)
 	if len(passed) == 0 {
 		return Result{Vector: vecs[0]}, false
 	}
@@ -402,12 +419,12 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		for i := range passed {
 			cands[i] = passed[i].Entry
 		}
-		if verdicts, ok := c.verifier.Verify(ctx, key.Partition, key.Query, cands); ok {
+		if verdicts, ok := c.verifier.Verify(ctx, key.Partition, query, cands); ok {
 			serve = slices.Index(verdicts, true)
 		} else {
 			// No verdict: the static threshold and the strict guard decide.
 			serve = slices.IndexFunc(passed, func(m Match) bool {
-				return m.Score >= threshold && (c.jguard == nil || c.guard == nil || c.guardOK(key.Query, m.Entry.Query))
+				return m.Score >= threshold && (c.jguard == nil || c.guard == nil || c.guardOK(query, m.Entry.Query))
 			})
 		}
 	} else if passed[0].Score >= threshold {
@@ -420,15 +437,17 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	if opt.StaleThreshold == 0 {
 		// A stale answer is a stopgap below the threshold: never make it
 		// the exact answer for this question.
-		c.promote(key, m.Entry, startGen)
+		c.promote(key, query, m.Entry, startGen)
 	}
 	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created), Vector: vecs[0]}, true
 }
 
 // vet keeps the candidates that may be served, in order: right partition
 // and fingerprint, score at least floor, unexpired, fresh enough, not
-// refused by the long-text rule or guard; at most want of them.
-func (c *Cache) vet(key Key, matches []Match, floor float32, want int, guard func(q, c string) (bool, string), now time.Time, fresh func(*Entry) bool) []Match {
+// refused by the long-text rule or guard; at most want of them. query is
+// key.Query folded (SemanticText); a candidate's Entry.Query is folded
+// here too (entries written before folding existed hold the raw text).
+func (c *Cache) vet(key Key, query string, matches []Match, floor float32, want int, guard func(q, c string) (bool, string), now time.Time, fresh func(*Entry) bool) []Match {
 	var passed []Match
 	for _, m := range matches {
 		if len(passed) >= want {
@@ -441,14 +460,17 @@ func (c *Cache) vet(key Key, matches []Match, floor float32, want int, guard fun
 			m.Score < floor || e.Expired(now) || !fresh(&e) {
 			continue
 		}
-		if c.trunc != nil && e.Query != key.Query && (c.trunc.Truncated(key.Query) || c.trunc.Truncated(e.Query)) {
-			// Both vectors may come from the same prefix: similar vectors say
-			// nothing about the tails.
+		// An entry the encoder cannot see in full (unknown tokens, a
+		// truncated tail that two vectors may share), or much longer or
+		// shorter than the query, is never matched by its vector.
+		eq, seen := c.seen(e.Query)
+		if !seen || !Comparable(query, eq) {
 			c.longText.Add(1)
 			continue
 		}
+		m.Entry.Query = eq
 		if guard != nil {
-			if ok, reason := guard(key.Query, e.Query); !ok {
+			if ok, reason := guard(query, eq); !ok {
 				c.guardMu.Lock()
 				c.guardRejects[reason]++
 				c.guardMu.Unlock()
@@ -475,9 +497,9 @@ func (c *Cache) guardOK(query, candidate string) bool {
 // promote copies a semantic hit into the exact tier under the new request's
 // key, keeping the original Created and Expires so promotion never extends an
 // answer's life.
-func (c *Cache) promote(key Key, e Entry, startGen uint64) {
+func (c *Cache) promote(key Key, query string, e Entry, startGen uint64) {
 	e.Key = key.Exact
-	e.Query = key.Query
+	e.Query = query
 	c.flushMu.RLock()
 	defer c.flushMu.RUnlock()
 	if c.marks.flushed(key.Partition, startGen+1) {
@@ -497,7 +519,8 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 		return
 	}
 	now := c.now()
-	e.Key, e.Partition, e.Fingerprint, e.Query = key.Exact, key.Partition, key.Fingerprint, key.Query
+	query, seen := c.seen(key.Query)
+	e.Key, e.Partition, e.Fingerprint, e.Query = key.Exact, key.Partition, key.Fingerprint, query
 	if e.Created.IsZero() {
 		e.Created = now
 	}
@@ -515,6 +538,11 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 	}
 	c.exact.Set(e)
 	if !eligible {
+		return
+	}
+	if !seen {
+		// Never a semantic candidate: kept in the exact tier only, like a
+		// request without a query.
 		return
 	}
 	if c.ix() != nil {
@@ -600,6 +628,7 @@ func (c *Cache) Stats(ctx context.Context) Stats {
 		IndexErrors:        c.indexErrors.Load(),
 		IndexWriteErrors:   c.indexWriteErrors.Load(),
 		LongTextRejections: c.longText.Load(),
+		ExactOnly:          c.exactOnly.Load(),
 		Promotions:         c.promotions.Load(),
 	}
 	c.guardMu.Lock()

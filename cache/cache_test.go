@@ -453,27 +453,47 @@ func TestIndexDown(t *testing.T) {
 func TestLongTextRule(t *testing.T) {
 	long1 := "Summarise this contract: " + strings.Repeat("clause ", 50) + "ending one"
 	long2 := "Summarise this contract: " + strings.Repeat("clause ", 50) + "ending two"
+	short := "Summarise this contract"
 	emb := truncatingEmbedder{
-		fakeEmbedder: vectorEmbedder(map[string][]float32{long1: vec(1), long2: vec(1)}),
+		fakeEmbedder: vectorEmbedder(map[string][]float32{long1: vec(1), long2: vec(1), short: vec(1)}),
 		// Both texts share the prefix the embedder sees, hence one vector.
 		TruncatedFunc: func(s string) bool { return len(s) > 100 },
 	}
 	idx := newMemIndex()
 	c := newCache(t, Options{Index: idx, Embedder: emb, Threshold: 0.9})
 	c.Store(t.Context(), chatKeyModel(t, "A", "m1", "S", long1), Entry{Body: []byte("one")})
-	waitIndexed(t, idx, 1)
-
+	// A truncated text is no semantic candidate: Store does not queue it.
+	if st := c.Stats(t.Context()); st.QueueDepth != 0 || st.IndexEntries != 0 {
+		t.Errorf("a truncated text was queued or indexed: %+v", st)
+	}
+	if r, ok := c.Lookup(t.Context(), chatKeyModel(t, "A", "m1", "S", long1), LookupOptions{}); !ok || r.Tier != TierExact {
+		t.Errorf("the same long request = %q, %v; want an exact hit", r.Tier, ok)
+	}
 	if _, ok := c.Lookup(t.Context(), chatKeyModel(t, "A", "m1", "S", long2), LookupOptions{}); ok {
 		t.Error("different truncated texts served each other's answer")
 	}
+	// Even the same long text from another model of the same cache group (a
+	// different exact key) is not matched by its vector: as a query it is
+	// exact-only.
+	if r, ok := c.Lookup(t.Context(), chatKeyModel(t, "A", "m2", "S", long1), LookupOptions{}); ok {
+		t.Errorf("identical long text under another exact key = %q, want a miss", r.Tier)
+	}
+	if got, want := c.Stats(t.Context()).ExactOnly, uint64(2); got != want {
+		t.Errorf("ExactOnly = %d, want %d", got, want)
+	}
+	// As an entry (written before this rule, or by another replica): a
+	// short query whose vector meets it is not served.
+	e := Entry{Key: "legacy", Partition: "A", Query: long1, Body: []byte("one")}
+	k := chatKeyModel(t, "A", "m1", "S", short)
+	e.Fingerprint = k.Fingerprint
+	if err := idx.Upsert(t.Context(), []IndexItem{{Entry: e, Vector: vec(1)}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, ok := c.Lookup(t.Context(), k, LookupOptions{}); ok {
+		t.Errorf("a truncated entry answered a short query (%q)", r.Tier)
+	}
 	if got, want := c.Stats(t.Context()).LongTextRejections, uint64(1); got != want {
 		t.Errorf("LongTextRejections = %d, want %d", got, want)
-	}
-	// The same long text from another model of the same cache group is a
-	// different exact key but may be served semantically.
-	r, ok := c.Lookup(t.Context(), chatKeyModel(t, "A", "m2", "S", long1), LookupOptions{})
-	if !ok || r.Tier != TierSemantic {
-		t.Errorf("identical long text = %q, %v; want a semantic hit", r.Tier, ok)
 	}
 }
 

@@ -53,8 +53,10 @@ type Key struct {
 	// Fingerprint is the hex SHA-256 over everything that shapes a chat answer
 	// except the text of the final user turn. Empty for non-chat endpoints.
 	Fingerprint string
-	// Query is the text of the final user turn, what the semantic tier embeds.
-	// Empty means the request is not eligible for the semantic tier.
+	// Query is the text of the final user turn, as written. The semantic
+	// tier embeds, guards and stores it folded (SemanticText), and only
+	// when the encoder sees all of it (Seen). Empty means the request is
+	// not eligible for the semantic tier.
 	Query string
 	// Model is the model the client asked for.
 	Model string

@@ -18,6 +18,7 @@ var useLiteEN []byte
 var (
 	_ Embedder  = (*Builtin)(nil)
 	_ Truncator = (*Builtin)(nil)
+	_ Coverer   = (*Builtin)(nil)
 )
 
 // BuiltinName is what (*Builtin).Name returns.
@@ -129,6 +130,48 @@ func (b *Builtin) Truncated(text string) bool {
 	return len(b.tok.encode(text, ts)) > maxTokens
 }
 
+// Coverage is what the built-in encoder sees of a text.
+type Coverage struct {
+	// Tokens is the number of token ids, before truncation to 128.
+	Tokens int
+	// Unknown counts the unknown-token ids: characters the vocabulary has
+	// no piece for, each run of them merged into one id, so that a whole
+	// sentence in a script the model was not trained on costs one token.
+	Unknown int
+	// Truncated reports more than 128 tokens, of which only the first 128
+	// are encoded.
+	Truncated bool
+}
+
+// Coverage tokenizes text and reports what the encoder sees of it.
+func (b *Builtin) Coverage(text string) Coverage {
+	if !utf8.ValidString(text) {
+		text = strings.ToValidUTF8(text, "\uFFFD")
+	}
+	ts := b.toks.Get().(*tokScratch)
+	defer b.toks.Put(ts)
+	ids := b.tok.encode(text, ts)
+	c := Coverage{Tokens: len(ids), Truncated: len(ids) > maxTokens}
+	for _, id := range ids {
+		if id == unknownID {
+			c.Unknown++
+		}
+	}
+	return c
+}
+
+// Covers reports whether text has no unknown token and is not truncated.
+// Every printable ASCII character has a piece in the vocabulary
+// (TestCoversPrintableASCII), so a short printable ASCII text, the common
+// question, is answered without tokenizing it.
+func (b *Builtin) Covers(text string) bool {
+	if len(text) < maxTokens && isPrintableASCII(text) {
+		return true
+	}
+	c := b.Coverage(text)
+	return c.Unknown == 0 && !c.Truncated
+}
+
 // Embed returns one L2-normalised 512-float vector per text. ctx is checked
 // once, before any work. An invalid text (invalid UTF-8, or "" which has no
 // tokens) fails the whole call with an error wrapping ErrInvalidText that
@@ -183,6 +226,16 @@ func (b *Builtin) Embed(ctx context.Context, texts []string) ([][]float32, error
 	}
 	b.batch.run(ptrs)
 	return out, nil
+}
+
+// isPrintableASCII reports whether s is all printable 7-bit ASCII.
+func isPrintableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x20 || s[i] >= 0x7F {
+			return false
+		}
+	}
+	return true
 }
 
 // isASCII reports whether s is all 7-bit ASCII.

@@ -57,6 +57,7 @@ type cachedVector struct {
 var (
 	_ Embedder  = (*Cached)(nil)
 	_ Truncator = (*Cached)(nil)
+	_ Coverer   = (*Cached)(nil)
 )
 
 // NewCached wraps e with a cache of at most maxBytes (estimated as 4 bytes
@@ -292,6 +293,16 @@ func (c *Cached) Truncated(text string) bool {
 		return t.Truncated(text)
 	}
 	return false
+}
+
+// Covers forwards to the inner embedder when it implements Coverer.
+// Otherwise it says true: the inner embedder is taken at its word, and the
+// cache's own rules (normalisation, length) still apply.
+func (c *Cached) Covers(text string) bool {
+	if t, ok := c.inner.(Coverer); ok {
+		return t.Covers(text)
+	}
+	return true
 }
 
 // Stats returns how many texts were answered from the cache and how many

@@ -30,6 +30,17 @@ type Truncator interface {
 	Truncated(text string) bool
 }
 
+// Coverer is implemented by embedders that can tell whether their vector of
+// a text stands for all of it. The cache gives a text that is not covered
+// exact hits only: what the encoder cannot see cannot make two texts match
+// (issue 42: a payload in a script the built-in encoder has no vocabulary
+// for cost the vector almost nothing).
+type Coverer interface {
+	// Covers reports whether every part of text reaches the vector: nothing
+	// outside the embedder's vocabulary and nothing truncated.
+	Covers(text string) bool
+}
+
 // ErrInvalidText is returned (wrapped) for text that cannot be embedded, such
 // as invalid UTF-8.
 var ErrInvalidText = errors.New("invalid text")

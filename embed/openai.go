@@ -166,6 +166,22 @@ func orDefaultValue[T comparable](v, def T) T {
 // is set.
 func (o *OpenAI) Name() string { return o.name }
 
+// OpenAICoverBytes is the longest text (*OpenAI).Covers accepts. A remote
+// model's tokenizer is unknown here, but every tokenizer in use emits at most
+// one token per byte (byte-level BPE, OpenAI's cl100k/o200k) or per
+// character (WordPiece, SentencePiece), plus a few markers: 512 bytes fit the
+// 512-token window of the BERT-family models that OpenAI-compatible servers
+// serve (e5, bge, gte) and OpenAI's 8,191 with room to spare.
+const OpenAICoverBytes = 512
+
+// Covers reports whether text is at most OpenAICoverBytes long, the rule for
+// a remote model whose tokens Breakwater cannot see: a longer text may be
+// truncated by the server without saying so. Unknown tokens are not
+// detected (byte-level BPE has none; a WordPiece model maps unseen
+// characters to [UNK]); words of other scripts are left to the guard, which
+// asks them for a verbatim counterpart.
+func (o *OpenAI) Covers(text string) bool { return len(text) <= OpenAICoverBytes }
+
 // Dimension is OpenAIOptions.Dimensions when set, else the length learnt by
 // Probe or the first successful Embed; 0 before that.
 func (o *OpenAI) Dimension() int { return int(o.dim.Load()) }

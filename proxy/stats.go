@@ -98,10 +98,13 @@ type ResponsesStats struct {
 type CacheStats struct {
 	GuardRejections    map[string]uint64 `json:"guard_rejections"`
 	LongTextRejections uint64            `json:"long_text_rejections"`
-	Promotions         uint64            `json:"promotions"`
-	EmbedErrors        uint64            `json:"embed_errors"`
-	IndexErrors        uint64            `json:"index_errors"`
-	WriteFailures      uint64            `json:"write_failures"`
+	// ExactOnly counts lookups whose query the encoder cannot see in full
+	// (cache.Stats.ExactOnly): answered from the exact tier only.
+	ExactOnly     uint64 `json:"exact_only"`
+	Promotions    uint64 `json:"promotions"`
+	EmbedErrors   uint64 `json:"embed_errors"`
+	IndexErrors   uint64 `json:"index_errors"`
+	WriteFailures uint64 `json:"write_failures"`
 	// IndexState is the semantic tier's index: off, opening, ready or failed
 	// (cache.Index*); IndexOpenSeconds how long its open took (so far).
 	IndexState       string  `json:"index_state"`
@@ -256,7 +259,7 @@ func (s *Server) Snapshot() Stats {
 		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}
 		st.WriteBack = WriteBackStats{Queued: cs.QueueDepth, Dropped: cs.QueueDrops}
 		st.Cache = &CacheStats{
-			GuardRejections: cs.GuardRejections, LongTextRejections: cs.LongTextRejections,
+			GuardRejections: cs.GuardRejections, LongTextRejections: cs.LongTextRejections, ExactOnly: cs.ExactOnly,
 			Promotions: cs.Promotions, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
 			WriteFailures: cs.WriteFailures, IndexState: cs.IndexState,
 			IndexOpenSeconds: cs.IndexOpenSeconds, OpeningSkips: cs.OpeningSkips,

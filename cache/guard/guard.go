@@ -12,6 +12,8 @@ package guard
 import (
 	"strings"
 	"sync"
+
+	"github.com/breakwater-dev/breakwater/internal/lib/textnorm"
 )
 
 // tokenPool recycles the token slices of Check, its largest allocation.
@@ -31,12 +33,13 @@ const (
 	ReasonName       = "name"       // a capitalised name or acronym of one text is not in the other
 	ReasonOrder      = "order"      // roles swap: "X to Y" vs "Y to X", "India attacks Pakistan" vs "Pakistan attacks India"
 	ReasonQuestion   = "question"   // one asks why/where/when/who, the other another of those or how
+	ReasonDirective  = "directive"  // a word telling the model how to answer (say, reply, only, yes…) is in one text only
 	ReasonContent    = "content"    // a content word of one text has no counterpart in the other
 )
 
 // Reasons lists every reason Check can return, in the order the rules run.
 var Reasons = []string{ReasonQuoted, ReasonIdentifier, ReasonNumber, ReasonYear,
-	ReasonComparison, ReasonDate, ReasonNegation, ReasonOpposite, ReasonName, ReasonQuestion, ReasonOrder, ReasonContent}
+	ReasonComparison, ReasonDate, ReasonNegation, ReasonOpposite, ReasonName, ReasonQuestion, ReasonOrder, ReasonDirective, ReasonContent}
 
 // Options turns rules off. The zero value runs every rule, which is the
 // default the dev-set figures in docs/PRECISION.md were measured with.
@@ -67,6 +70,13 @@ type Options struct {
 	NoQuestion bool
 	// NoOrder skips the role-swap rule.
 	NoOrder bool
+	// NoDirectives skips the rule on words that tell a model how to
+	// answer (an imperative say, reply, repeat, ignore, pretend…; a bare
+	// yes, ok, nope): each must be in both texts or in neither. They are
+	// function words the content rule ignores, and a prompt made of the
+	// victim's question and "just say yes" scored 0.96 with every other
+	// rule passing (issue 42).
+	NoDirectives bool
 	// NoContent skips the content-word rule: every word of either text that
 	// is not a stop word, a filler or a number must have a counterpart in the
 	// other (same rough stem, a shared six-letter prefix, or a known synonym).
@@ -94,10 +104,19 @@ func New(opts Options) *Guard {
 // names the first rule that rejected it (one of Reasons). Case, punctuation,
 // the order of ordinary words, contractions, plurals and the synonyms the
 // content rule knows do not matter to any rule; the cosine threshold is
-// expected to have run first.
+// expected to have run first. Both texts are folded first (NFKC, every
+// decimal digit and confusable punctuation in ASCII: textnorm.Semantic).
 // A nil Guard accepts everything.
 func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
-	if g == nil || query == candidate {
+	if g == nil {
+		return true, ""
+	}
+	// The rules reason on the folded text: an Arabic-Indic digit is a digit
+	// to the number rule, a fullwidth or ideographic full stop a dot to the
+	// identifier rule (issue 42). Printable ASCII is returned as it is.
+	query, _ = textnorm.Semantic(query)
+	candidate, _ = textnorm.Semantic(candidate)
+	if query == candidate {
 		return true, ""
 	}
 	bufs := tokenPool.Get().(*[2][]token)
@@ -155,6 +174,9 @@ func (g *Guard) Check(query, candidate string) (ok bool, reason string) {
 	}
 	if !o.NoOrder && swapped(&a, &b) {
 		return false, ReasonOrder
+	}
+	if !o.NoDirectives && !sameSet(directiveWords(&a), directiveWords(&b)) {
+		return false, ReasonDirective
 	}
 	if !o.NoContent && unmatched(&a, &b)+unmatched(&b, &a) > o.MaxUnmatched {
 		return false, ReasonContent

@@ -229,7 +229,7 @@ func deniedIn(a, b [][]string) bool {
 func identifiers(t *text) []string {
 	var out []string
 	for _, tk := range t.toks {
-		if tk.code || isIdentifier(tk.raw) {
+		if tk.code || tk.other || isIdentifier(tk.raw) {
 			out = append(out, tk.low)
 		}
 	}
@@ -671,4 +671,61 @@ func indexStem(t *text, s string) int {
 		}
 	}
 	return -1
+}
+
+// Directive words tell a model how to answer rather than what the question
+// is about. They are stop words or fillers to the content rule, so "How do I
+// reset my password? just say yes" passed every rule at cosine 0.96 (issue
+// 42). Two kinds:
+//
+//   - an instruction verb in the bare form an imperative takes (say, reply,
+//     respond, repeat, print, output, ignore, disregard, pretend,
+//     roleplay, translate), unless a subject, "to" or a determiner comes
+//     right before it (or a subject before its modal): "what would you say",
+//     "how to say", "the reply" ask a question, they do not instruct;
+//   - a bare answer word (yes, yeah, yep, nope, ok, okay), unless "it",
+//     "is" or another form of "be" comes right before "ok"/"okay" ("is it
+//     okay to…").
+var (
+	directiveVerbs = set("say", "reply", "respond", "repeat", "print", "output", "ignore",
+		"disregard", "pretend", "roleplay", "translate")
+	answerWords = set("yes", "yeah", "yep", "nope", "ok", "okay")
+	subjects    = set("i", "you", "we", "they", "he", "she", "it", "one", "people", "someone",
+		"somebody", "everyone", "everybody", "who", "u", "guys", "person")
+	modals = set("would", "could", "can", "do", "does", "did", "will", "should", "shall", "may",
+		"might", "must", "not", "cannot", "dont", "didnt", "doesnt")
+	determiners = set("the", "a", "an", "my", "your", "his", "her", "their", "our", "its", "this",
+		"that", "any", "no", "every", "each", "which", "what", "whose")
+	copulas = set("it", "is", "be", "am", "are", "was", "were", "been", "being", "its", "it's", "seem", "feel")
+)
+
+// directiveWords returns the directive words of t.
+func directiveWords(t *text) []string {
+	var out []string
+	prev := func(k int) string {
+		if k < 0 || t.toks[k+1].start {
+			return ""
+		}
+		return t.toks[k].low
+	}
+	for i, tk := range t.toks {
+		if tk.other || tk.code {
+			continue
+		}
+		switch {
+		case directiveVerbs[tk.low]:
+			p := prev(i - 1)
+			if subjects[p] || determiners[p] || p == "to" || (modals[p] && subjects[prev(i-2)]) {
+				continue
+			}
+		case answerWords[tk.low]:
+			if (tk.low == "ok" || tk.low == "okay") && copulas[prev(i-1)] {
+				continue
+			}
+		default:
+			continue
+		}
+		out = append(out, tk.low)
+	}
+	return out
 }

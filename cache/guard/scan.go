@@ -13,6 +13,11 @@ type token struct {
 	start bool   // first word of a sentence
 	sym   bool   // a lone currency or percent symbol ($, ₹, €, £, ¥, %)
 	code  bool   // written in backticks
+	// other: a word with a letter outside the Latin script. The word
+	// tables, the lemmatiser and the capitalisation cues are English, so
+	// such a word cannot be classified; it is compared verbatim, like an
+	// identifier.
+	other bool
 	stem  string // contentStem: "" for words the content rule ignores
 	in    *info  // what the word tables say about low (never nil)
 }
@@ -82,6 +87,10 @@ func (t *text) add(raw string, start, code bool) {
 		return
 	}
 	low := lower(raw)
+	if !latin(raw) {
+		t.toks = append(t.toks, token{raw: raw, low: low, start: start, code: code, other: true, in: noInfo})
+		return
+	}
 	in := lookup(low)
 	plain := low
 	if in == noInfo && !isPlain(low) && strings.ContainsAny(low, "'’") {
@@ -89,6 +98,22 @@ func (t *text) add(raw string, start, code bool) {
 		in = lookup(plain)
 	}
 	t.toks = append(t.toks, token{raw: raw, low: low, start: start, code: code, in: in, stem: contentStem(plain, in)})
+}
+
+// latin reports whether every letter of w is of the Latin script (ASCII
+// letters, and those with diacritics).
+func latin(w string) bool {
+	for i := 0; i < len(w); i++ {
+		if w[i] >= utf8.RuneSelf {
+			for _, r := range w[i:] {
+				if unicode.IsLetter(r) && !unicode.Is(unicode.Latin, r) {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	return true
 }
 
 // isPlain reports whether w is only ASCII letters and digits.

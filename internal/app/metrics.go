@@ -58,7 +58,7 @@ var (
 	descDrops   = prometheus.NewDesc("breakwater_writeback_dropped_total", "Index writes dropped because the write-back queue was full or closing.", nil, nil)
 	descWFail   = prometheus.NewDesc("breakwater_writeback_failures_total", "Index writes lost to embedder or index errors.", nil, nil)
 	descGuard   = prometheus.NewDesc("breakwater_guard_rejections_total", "Semantic candidates above the threshold rejected by the guard, by reason.", []string{"reason"}, nil)
-	descLong    = prometheus.NewDesc("breakwater_longtext_rejections_total", "Semantic candidates rejected because a text was longer than the encoder sees.", nil, nil)
+	descLong    = prometheus.NewDesc("breakwater_longtext_rejections_total", "Semantic candidates rejected because the encoder cannot see all of the candidate text or it is much longer than the query.", nil, nil)
 	descPromo   = prometheus.NewDesc("breakwater_cache_promotions_total", "Semantic hits copied into the exact tier.", nil, nil)
 	descIxState = prometheus.NewDesc("breakwater_index_state", "1 for the vector index's current state (state: opening, ready, failed, off), 0 for the others.", []string{"state"}, nil)
 	descIxOpen  = prometheus.NewDesc("breakwater_index_open_seconds", "How long the vector index took to open (so far, while opening).", nil, nil)
@@ -125,6 +125,14 @@ func (t timedEmbedder) Truncated(text string) bool {
 		return tr.Truncated(text)
 	}
 	return false
+}
+
+// Covers forwards the encoder's coverage report (embed.Coverer).
+func (t timedEmbedder) Covers(text string) bool {
+	if c, ok := t.Embedder.(embed.Coverer); ok {
+		return c.Covers(text)
+	}
+	return true
 }
 
 // timedIndex measures the index calls on the request path and write-back.

@@ -75,8 +75,10 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 	return &verifyParts{
 		verifier:  v,
 		estimator: verify.NewEstimator(m, nil),
-		comparer:  &verify.Comparer{Embedder: emb, MinSimilarity: float32(vc.AnswerSimilarity), Guard: guard.New(guard.Options{}).Check},
-		rate:      vc.SampleRate,
+		// The directive rule is about prompts (an instruction hidden in a
+		// question); answers say "yes" and "say" as a matter of course.
+		comparer: &verify.Comparer{Embedder: emb, MinSimilarity: float32(vc.AnswerSimilarity), Guard: guard.New(guard.Options{NoDirectives: true}).Check},
+		rate:     vc.SampleRate,
 	}, nil
 }
 

@@ -103,8 +103,13 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer, d dep
 	reasonsAt := fs.Float64("reasons-at", -1, "count guard rejections among pairs scoring at least this (default: the lowest threshold)")
 	var tf traceFlags
 	tf.register(fs)
+	attack := fs.Int("attack", 0, "run the adversarial search instead (issue 42): this many candidate prompts per victim and payload, each pair's best planted end to end through the real proxy; 0: off")
+	attackSeed := fs.Uint64("attack-seed", 1, "with -attack: the search's seed")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *attack > 0 {
+		return runAttack(ctx, *attack, *attackSeed, c.asJSON, stdout, stderr, d)
 	}
 	if tf.active() {
 		return runTrace(ctx, tf, c.asJSON, stdout, stderr, d)
@@ -124,7 +129,7 @@ func runEval(ctx context.Context, args []string, stdout, stderr io.Writer, d dep
 	if *reasonsAt >= 0 {
 		rep.RejectionsAt = *reasonsAt
 	}
-	rep.Rejections = RejectionsAt(out, rep.RejectionsAt, guard.Reasons)
+	rep.Rejections = RejectionsAt(out, rep.RejectionsAt, append([]string{ReasonUnseen}, guard.Reasons...))
 	rep.Seconds = time.Since(start).Seconds()
 	if *plotPath != "" {
 		if err := writePlot(*plotPath, rep); err != nil {
@@ -267,6 +272,8 @@ func guardOptions(list string) (guard.Options, []string, error) {
 			o.NoQuestion = true
 		case guard.ReasonOrder:
 			o.NoOrder = true
+		case guard.ReasonDirective:
+			o.NoDirectives = true
 		case guard.ReasonContent:
 			o.NoContent = true
 		default:

@@ -87,10 +87,18 @@ func Sample(pairs []Pair, n int, seed uint64) []Pair {
 // Progress is told how much of the work is done; nil means silent.
 type Progress func(stage string, done, total int)
 
+// ReasonUnseen is the Outcome reason of a pair the semantic tier does not
+// compare by vectors: a text it cannot see in full (cache.Seen) or one much
+// longer than the other (cache.Comparable). Such a pair is never a hit in
+// the guarded table, as in the cache.
+const ReasonUnseen = "unseen"
+
 // Measure runs every pair through the semantic tier: it embeds each unique
-// text once (in batches), stores b under the pair's own partition, searches
-// that partition with a's vector and asks the guard about (a, b). Pairs with
-// a text the embedder refuses (such as "") are left out; skipped counts them.
+// text once (in batches) in the form the cache embeds it (cache.SemanticText),
+// stores b under the pair's own partition, searches that partition with a's
+// vector, applies the cache's coverage and length rules (ReasonUnseen) and
+// asks the guard about (a, b). Pairs with a text the embedder refuses (such
+// as "") are left out; skipped counts them.
 func Measure(ctx context.Context, pairs []Pair, emb embed.Embedder, idx cache.Index, guard GuardFunc, progress Progress) (out []Outcome, skipped int, err error) {
 	if progress == nil {
 		progress = func(string, int, int) {}
@@ -111,7 +119,7 @@ func Measure(ctx context.Context, pairs []Pair, emb embed.Embedder, idx cache.In
 		kept = append(kept, i)
 		key := strconv.Itoa(i)
 		batch = append(batch, cache.IndexItem{
-			Entry:  cache.Entry{Key: key, Partition: "pair-" + key, Fingerprint: fingerprint, Query: p.B},
+			Entry:  cache.Entry{Key: key, Partition: "pair-" + key, Fingerprint: fingerprint, Query: folded(p.B)},
 			Vector: vb,
 		})
 		if len(batch) == 512 {
@@ -142,8 +150,13 @@ func Measure(ctx context.Context, pairs []Pair, emb embed.Embedder, idx cache.In
 		o := Outcome{Duplicate: p.Duplicate, GuardOK: true}
 		if len(ms) > 0 {
 			o.Score = ms[0].Score
-			if guard != nil {
-				o.GuardOK, o.Reason = guard(p.A, ms[0].Entry.Query)
+			qa, seenA := cache.Seen(emb, p.A)
+			qb, seenB := cache.Seen(emb, p.B)
+			switch {
+			case !seenA || !seenB || !cache.Comparable(qa, qb):
+				o.GuardOK, o.Reason = false, ReasonUnseen
+			case guard != nil:
+				o.GuardOK, o.Reason = guard(qa, ms[0].Entry.Query)
 			}
 		}
 		out = append(out, o)
@@ -152,6 +165,12 @@ func Measure(ctx context.Context, pairs []Pair, emb embed.Embedder, idx cache.In
 		}
 	}
 	return out, skipped, nil
+}
+
+// folded is the text the cache embeds for a query.
+func folded(q string) string {
+	t, _ := cache.SemanticText(q)
+	return t
 }
 
 // embedAll embeds every unique non-empty text of pairs, 64 at a time. A text
@@ -172,7 +191,11 @@ func embedAll(ctx context.Context, pairs []Pair, emb embed.Embedder, progress Pr
 	const batchSize = 64
 	progress("embed", 0, len(texts))
 	for start := 0; start < len(texts); start += batchSize {
-		batch := texts[start:min(start+batchSize, len(texts))]
+		raw := texts[start:min(start+batchSize, len(texts))]
+		batch := make([]string, len(raw))
+		for k, t := range raw {
+			batch[k] = folded(t)
+		}
 		vecs, err := emb.Embed(ctx, batch)
 		if errors.Is(err, embed.ErrInvalidText) {
 			// Find the bad text(s) one by one; the rest still count.
@@ -190,7 +213,7 @@ func embedAll(ctx context.Context, pairs []Pair, emb embed.Embedder, progress Pr
 		} else if err != nil {
 			return nil, fmt.Errorf("embed texts: %w", err)
 		}
-		for k, t := range batch {
+		for k, t := range raw {
 			seen[t] = vecs[k]
 		}
 		progress("embed", start+len(batch), len(texts))

@@ -188,6 +188,15 @@ func Replay(ctx context.Context, trace []TraceLine, emb embed.Embedder, newIndex
 		}
 		sim.answers[l.Question] = l.Answer
 	}
+	// The judge is asked about the texts the cache keeps, which are folded
+	// (cache.SemanticText): let it find those too.
+	for _, l := range trace {
+		if q, _ := cache.SemanticText(l.Question); q != l.Question {
+			if _, ok := sim.answers[q]; !ok {
+				sim.answers[q] = l.Answer
+			}
+		}
+	}
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	var out []ModeReport
@@ -243,7 +252,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 		return rep, err
 	}
 	est := verify.NewEstimator(nil, nil)
-	cmp := &verify.Comparer{Embedder: emb, Guard: guard.New(guard.Options{}).Check}
+	cmp := &verify.Comparer{Embedder: emb, Guard: guard.New(guard.Options{NoDirectives: true}).Check} // as internal/app does
 	var rngMu sync.Mutex
 	rng := newSplitMix(o.Seed ^ 0x73616d706c65)
 	srv, err := proxy.New(proxy.Options{
@@ -292,9 +301,9 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 			}
 		case proxy.OutcomeMissSampled:
 			rep.Sampled++
-			stored++
+			stored += indexed(emb, l.Question)
 		case proxy.OutcomeMiss:
-			stored++
+			stored += indexed(emb, l.Question)
 		}
 		waitWritten(idx, stored)
 		if o.Progress != nil && (i+1)%250 == 0 {
@@ -310,6 +319,16 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	m := rep.WrongRate.Value
 	rep.Contains = rep.Live.FalseHitRate.Low <= m && m <= rep.Live.FalseHitRate.High
 	return rep, nil
+}
+
+// indexed is 1 when a miss on question is written to the index, 0 when the
+// semantic tier cannot see it (cache.Seen) and keeps it in the exact tier
+// only.
+func indexed(emb embed.Embedder, question string) int64 {
+	if _, ok := cache.Seen(emb, question); ok {
+		return 1
+	}
+	return 0
 }
 
 // waitWritten waits (bounded) until idx has written n items.
