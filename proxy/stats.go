@@ -93,9 +93,14 @@ type CacheStats struct {
 	GuardRejections    map[string]uint64 `json:"guard_rejections"`
 	LongTextRejections uint64            `json:"long_text_rejections"`
 	Promotions         uint64            `json:"promotions"`
-	EmbedErrors        uint64            `json:"embed_errors"`
-	IndexErrors        uint64            `json:"index_errors"`
-	WriteFailures      uint64            `json:"write_failures"`
+	// CrossUserRefusals are semantic candidates another end user created
+	// that the scope refused; Agreements answers stored as agreed
+	// (cache.semantic.cross_user).
+	CrossUserRefusals uint64 `json:"cross_user_refusals"`
+	Agreements        uint64 `json:"agreements"`
+	EmbedErrors       uint64 `json:"embed_errors"`
+	IndexErrors       uint64 `json:"index_errors"`
+	WriteFailures     uint64 `json:"write_failures"`
 	// IndexState is the semantic tier's index: off, opening, ready or failed
 	// (cache.Index*); IndexOpenSeconds how long its open took (so far).
 	IndexState       string  `json:"index_state"`
@@ -250,7 +255,7 @@ func (s *Server) Snapshot() Stats {
 		st.WriteBack = WriteBackStats{Queued: cs.QueueDepth, Dropped: cs.QueueDrops}
 		st.Cache = &CacheStats{
 			GuardRejections: cs.GuardRejections, LongTextRejections: cs.LongTextRejections,
-			Promotions: cs.Promotions, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
+			Promotions: cs.Promotions, CrossUserRefusals: cs.CrossUserRefusals, Agreements: cs.Agreements, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
 			WriteFailures: cs.WriteFailures, IndexState: cs.IndexState,
 			IndexOpenSeconds: cs.IndexOpenSeconds, OpeningSkips: cs.OpeningSkips,
 		}
