@@ -3,6 +3,8 @@ package proxy
 import (
 	"context"
 	"net/http"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go/v2"
@@ -203,4 +205,29 @@ func orDefault(scope string) string {
 		return cache.DefaultCrossUser
 	}
 	return scope
+}
+
+// A streamed miss agrees like a JSON one: its assembled answer is compared
+// with the refused candidate's once the stream has ended whole.
+func TestAgreementFromStreamedMiss(t *testing.T) {
+	e := newEnv(t, envOptions{threshold: 0.8})
+	as := func(user, q string, stream bool) string {
+		return `{"model":"gpt-test","stream":` + strconv.FormatBool(stream) + `,"safety_identifier":` + quote(user) +
+			`,"messages":[{"role":"user","content":` + quote(q) + `}]}`
+	}
+	if r := e.post("/v1/chat/completions", as("alice", qPlant, false)); r.header.Get(HeaderCache) != OutcomeMiss {
+		t.Fatalf("alice: %s", r.header.Get(HeaderCache))
+	}
+	e.waitIndexed(1)
+	r := e.post("/v1/chat/completions", as("carol", qAgree, true))
+	if got := r.header.Get(HeaderCache); got != OutcomeMiss || !strings.Contains(string(r.body), "data: [DONE]") {
+		t.Fatalf("carol's stream: %s = %q, body %.200s", HeaderCache, got, r.body)
+	}
+	e.waitIndexed(2)
+	if got := e.cache.Stats(t.Context()).Agreements; got != 1 {
+		t.Fatalf("agreements = %d, want 1", got)
+	}
+	if r := e.post("/v1/chat/completions", as("dave", qOwn, false)); r.header.Get(HeaderCache) != OutcomeHitSemantic {
+		t.Errorf("dave after agreement: %s = %q, want %q", HeaderCache, r.header.Get(HeaderCache), OutcomeHitSemantic)
+	}
 }
