@@ -3,6 +3,7 @@ package cache
 
 import (
 	"context"
+	"crypto/rand"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -38,6 +39,28 @@ const (
 	DefaultQueueSize          = 1024
 	DefaultQueueBytes         = 64 << 20
 )
+
+// Cross-user scopes (Options.CrossUser): whether the semantic tier serves
+// an entry one end user created to another end user of the same partition.
+// Exact hits are never scoped: the identical request gets the model's
+// answer to that very request.
+const (
+	// CrossUserAgreed serves another end user's entry only once it was
+	// agreed independently (Entry.Agreed) or the judge verified the pair.
+	CrossUserAgreed = "agreed"
+	// CrossUserAny serves every entry of the partition to every end user.
+	CrossUserAny = "any"
+	// CrossUserNever serves an end user only the entries they created.
+	CrossUserNever = "never"
+	// DefaultCrossUser is agreed: one end user cannot plant an answer that
+	// others are served, at a small cost in hits (docs/SECURITY.md).
+	DefaultCrossUser = CrossUserAgreed
+)
+
+// ValidCrossUser reports whether s is a cross-user scope ("" is the default).
+func ValidCrossUser(s string) bool {
+	return s == "" || s == CrossUserAgreed || s == CrossUserAny || s == CrossUserNever
+}
 
 // searchLimit is how many candidates a semantic lookup considers: when the
 // best one is rejected (guard, long text, max-age), the next may still serve.
@@ -124,6 +147,15 @@ type Options struct {
 	// Floor upward, best first, and the first it accepts is served; without
 	// a verdict the static Threshold decides. Nil: the static threshold.
 	Verifier Verifier
+	// CrossUser is the scope of semantic hits between end users of one
+	// partition (Key.EndUser): CrossUserAgreed, CrossUserAny or
+	// CrossUserNever. "" means DefaultCrossUser.
+	CrossUser string
+	// UserSecret keys the hash of end-user identities (EndUserHash). Nil:
+	// a random key per process, so entries written before a restart count
+	// as another user's (a persistent or shared index wants the partition
+	// secret here).
+	UserSecret []byte
 }
 
 // LookupOptions are the per-request cache controls.
@@ -159,10 +191,24 @@ type Result struct {
 	// Verifier's Floor was not served (judged wrong, or below the static
 	// threshold): the best such candidate.
 	Near *Match
+	// Verified is set on a semantic hit the Verifier judged the same
+	// question: the only kind Promote copies into the exact tier.
+	Verified bool
+	// Foreign is set on a miss under CrossUserAgreed when the best
+	// candidate that would have been served was refused only because
+	// another end user created it: the caller compares the fresh answer
+	// with it, and stores that answer with Entry.Agreed when they agree.
+	Foreign *Match
 	// Vector is the query's embedding when the lookup computed one (a
 	// semantic miss, or a semantic hit). A Key carrying it (Key.Vector) is
 	// written back with it instead of being embedded again.
 	Vector []float32
+
+	// gen is the flush generation the lookup started at: Promote drops a
+	// promotion whose partition was flushed since. query is the folded
+	// query (SemanticText) a promotion stores.
+	gen   uint64
+	query string
 }
 
 // Stats are the cache's counters.
@@ -192,8 +238,13 @@ type Stats struct {
 	// full (SemanticText not ok, unknown tokens, truncation): they were
 	// answered from the exact tier only, and their answers are not indexed.
 	ExactOnly uint64 `json:"exact_only"`
-	// Promotions counts semantic hits copied into the exact tier.
+	// Promotions counts verified semantic hits copied into the exact tier.
 	Promotions uint64 `json:"promotions"`
+	// CrossUserRefusals counts semantic candidates not served because
+	// another end user created them (Options.CrossUser).
+	CrossUserRefusals uint64 `json:"cross_user_refusals"`
+	// Agreements counts answers stored as agreed (Entry.Agreed).
+	Agreements uint64 `json:"agreements"`
 	// IndexState is IndexOff, IndexOpening, IndexReady or IndexFailed.
 	IndexState string `json:"index_state"`
 	// IndexOpenSeconds is how long Options.OpenIndex took (so far, while
@@ -220,6 +271,8 @@ type Cache struct {
 	guard     func(query, candidate string) (bool, string)
 	verifier  Verifier
 	jguard    func(query, candidate string) (bool, string)
+	crossUser string
+	userKey   []byte
 	q         *queue
 
 	// gen counts flushes. Writes remember the gen they started at; a write
@@ -237,7 +290,7 @@ type Cache struct {
 
 	embedErrors, indexErrors, writeFailures, longText, promotions atomic.Uint64
 	exactOnly                                                     atomic.Uint64
-	indexWriteErrors, openingSkips                                atomic.Uint64
+	indexWriteErrors, openingSkips, crossUserRefusals, agreements atomic.Uint64
 	guardMu                                                       sync.Mutex
 	guardRejects                                                  map[string]uint64
 
@@ -262,6 +315,8 @@ func New(opts Options) *Cache {
 		guard:        opts.Guard,
 		verifier:     opts.Verifier,
 		jguard:       opts.JudgedGuard,
+		crossUser:    opts.CrossUser,
+		userKey:      opts.UserSecret,
 		marks:        flushMarks{parts: map[string]uint64{}},
 		health:       map[string]error{},
 		guardRejects: map[string]uint64{},
@@ -286,6 +341,13 @@ func New(opts Options) *Cache {
 	c.cover = coverFunc(c.embedder)
 	if c.threshold <= 0 {
 		c.threshold = DefaultThreshold
+	}
+	if c.crossUser == "" {
+		c.crossUser = DefaultCrossUser
+	}
+	if len(c.userKey) == 0 {
+		c.userKey = make([]byte, 32)
+		_, _ = rand.Read(c.userKey) // crypto/rand.Read never fails (Go 1.24)
 	}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
@@ -315,10 +377,10 @@ func (c *Cache) ix() Index {
 }
 
 // Lookup returns the cached answer for key, if any: the exact tier first, then
-// the semantic tier. A semantic hit is copied into the exact tier under
-// key.Exact so that the same request hits exactly next time. Embedder and
-// index failures never fail a lookup: they are logged, counted and reported by
-// Health, and the lookup is a miss.
+// the semantic tier. A semantic hit is not written anywhere: once it has been
+// served, the caller hands it to Promote, which copies a verified one into
+// the exact tier. Embedder and index failures never fail a lookup: they are
+// logged, counted and reported by Health, and the lookup is a miss.
 func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result, bool) {
 	now := c.now()
 	fresh := func(e *Entry) bool {
@@ -409,11 +471,12 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 			vetGuard = c.jguard
 		}
 	}
-	passed := c.vet(key, query, matches, floor, want, vetGuard, now, fresh)
+	user := c.userOf(key)
+	passed, foreign := c.vet(key, query, user, matches, floor, threshold, want, verifying, vetGuard, now, fresh)
 	if len(passed) == 0 {
-		return Result{Vector: vecs[0]}, false
+		return Result{Vector: vecs[0], Foreign: foreign}, false
 	}
-	serve := -1
+	serve, verified := -1, false
 	if verifying {
 		cands := make([]Entry, len(passed))
 		for i := range passed {
@@ -421,34 +484,63 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		}
 		if verdicts, ok := c.verifier.Verify(ctx, key.Partition, query, cands); ok {
 			serve = slices.Index(verdicts, true)
+			verified = serve >= 0
 		} else {
-			// No verdict: the static threshold and the strict guard decide.
+			// No verdict: the static threshold and the strict guard decide,
+			// and another end user's entry needs a verdict (or agreement).
 			serve = slices.IndexFunc(passed, func(m Match) bool {
-				return m.Score >= threshold && (c.jguard == nil || c.guard == nil || c.guardOK(query, m.Entry.Query))
+				if m.Score < threshold || (c.jguard != nil && c.guard != nil && !c.guardOK(query, m.Entry.Query)) {
+					return false
+				}
+				if c.foreign(user, &m.Entry) {
+					c.crossUserRefusals.Add(1)
+					if foreign == nil && c.crossUser == CrossUserAgreed {
+						foreign = &m
+					}
+					return false
+				}
+				return true
 			})
 		}
 	} else if passed[0].Score >= threshold {
 		serve = 0
 	}
 	if serve < 0 {
-		return Result{Near: &passed[0], Vector: vecs[0]}, false
+		return Result{Near: &passed[0], Vector: vecs[0], Foreign: foreign}, false
 	}
 	m := passed[serve]
-	if opt.StaleThreshold == 0 {
-		// A stale answer is a stopgap below the threshold: never make it
-		// the exact answer for this question.
-		c.promote(key, query, m.Entry, startGen)
+	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created), Vector: vecs[0],
+		Verified: verified && opt.StaleThreshold == 0, gen: startGen, query: query}, true
+}
+
+// userOf is the keyed hash of key's end user ("" for none).
+func (c *Cache) userOf(key Key) string {
+	return EndUserHash(c.userKey, key.Partition, key.EndUser)
+}
+
+// foreign reports whether the scope keeps e from the end user whose hash is
+// user without a judge's verdict: another user created it and, under
+// CrossUserAgreed, it was not agreed.
+func (c *Cache) foreign(user string, e *Entry) bool {
+	switch {
+	case e.User == user || c.crossUser == CrossUserAny:
+		return false
+	case c.crossUser == CrossUserAgreed:
+		return !e.Agreed
 	}
-	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created), Vector: vecs[0]}, true
+	return true
 }
 
 // vet keeps the candidates that may be served, in order: right partition
 // and fingerprint, score at least floor, unexpired, fresh enough, not
-// refused by the long-text rule or guard; at most want of them. query is
-// key.Query folded (SemanticText); a candidate's Entry.Query is folded
-// here too (entries written before folding existed hold the raw text).
-func (c *Cache) vet(key Key, query string, matches []Match, floor float32, want int, guard func(q, c string) (bool, string), now time.Time, fresh func(*Entry) bool) []Match {
-	var passed []Match
+// refused by the long-text rule or guard, within the end-user scope; at
+// most want of them. query is key.Query folded (SemanticText); a
+// candidate's Entry.Query is folded here too (entries written before
+// folding existed hold the raw text). Another user's unagreed entry is kept
+// for a judge (verifying under CrossUserAgreed), else refused; the best
+// such refusal at or above threshold is returned as foreign.
+func (c *Cache) vet(key Key, query, user string, matches []Match, floor, threshold float32, want int, verifying bool,
+	guard func(q, c string) (bool, string), now time.Time, fresh func(*Entry) bool) (passed []Match, foreign *Match) {
 	for _, m := range matches {
 		if len(passed) >= want {
 			break
@@ -477,9 +569,16 @@ func (c *Cache) vet(key Key, query string, matches []Match, floor float32, want 
 				continue
 			}
 		}
+		if c.foreign(user, &e) && (!verifying || c.crossUser == CrossUserNever) {
+			c.crossUserRefusals.Add(1)
+			if foreign == nil && c.crossUser == CrossUserAgreed && m.Score >= threshold {
+				foreign = &m
+			}
+			continue
+		}
 		passed = append(passed, m)
 	}
-	return passed
+	return passed, foreign
 }
 
 // guardOK is the strict guard's verdict on a candidate vetted by a looser
@@ -494,9 +593,21 @@ func (c *Cache) guardOK(query, candidate string) bool {
 	return ok
 }
 
-// promote copies a semantic hit into the exact tier under the new request's
-// key, keeping the original Created and Expires so promotion never extends an
-// answer's life.
+// Promote copies a semantic hit that was served into the exact tier under
+// the asker's key, so that the same request hits exactly next time: only a
+// hit the Verifier judged the same question (Result.Verified). An unverified
+// hit (the static threshold decided) is looked up again on every request,
+// so one wrong match never becomes the exact answer for that wording; a hit
+// the caller did not serve (sampled for the false-hit estimate) must not be
+// passed here. Promotion keeps the original Created and Expires, so it never
+// extends an answer's life.
+func (c *Cache) Promote(key Key, res Result) {
+	if res.Tier != TierSemantic || !res.Verified {
+		return
+	}
+	c.promote(key, res.query, res.Entry, res.gen)
+}
+
 func (c *Cache) promote(key Key, query string, e Entry, startGen uint64) {
 	e.Key = key.Exact
 	e.Query = query
@@ -512,8 +623,9 @@ func (c *Cache) promote(key Key, query string, e Entry, startGen uint64) {
 // Store writes an answer to both tiers: the exact tier before Store returns,
 // the index through the write queue (dropped and counted when the queue is
 // full; Store never blocks on it). Store sets e's Key, Partition, Fingerprint
-// and Query from key, Created to now when zero, and Expires to Created+TTL
-// when zero and a TTL is configured.
+// and Query from key, User to the keyed hash of key.EndUser, Created to now
+// when zero, and Expires to Created+TTL when zero and a TTL is configured.
+// e.Agreed is the caller's (Result.Foreign).
 func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 	if key.Exact == "" {
 		return
@@ -521,6 +633,7 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 	now := c.now()
 	query, seen := c.seen(key.Query)
 	e.Key, e.Partition, e.Fingerprint, e.Query = key.Exact, key.Partition, key.Fingerprint, query
+	e.User = c.userOf(key)
 	if e.Created.IsZero() {
 		e.Created = now
 	}
@@ -529,6 +642,9 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 	}
 	if e.Expired(now) {
 		return
+	}
+	if e.Agreed {
+		c.agreements.Add(1)
 	}
 	eligible := key.SemanticEligible()
 	if !eligible {
@@ -630,6 +746,8 @@ func (c *Cache) Stats(ctx context.Context) Stats {
 		LongTextRejections: c.longText.Load(),
 		ExactOnly:          c.exactOnly.Load(),
 		Promotions:         c.promotions.Load(),
+		CrossUserRefusals:  c.crossUserRefusals.Load(),
+		Agreements:         c.agreements.Load(),
 	}
 	c.guardMu.Lock()
 	s.GuardRejections = maps.Clone(c.guardRejects)

@@ -283,7 +283,7 @@ func TestLookupExactRepeat(t *testing.T) {
 	}
 }
 
-func TestLookupSemanticPromotes(t *testing.T) {
+func TestLookupSemanticHit(t *testing.T) {
 	c, _, _ := semanticCache(t, nil)
 	k := chatKey(t, "A", "S", qPara)
 	r, ok := c.Lookup(t.Context(), k, LookupOptions{})
@@ -299,9 +299,37 @@ func TestLookupSemanticPromotes(t *testing.T) {
 	if got, want := r.Entry.Query, qBase; got != want {
 		t.Errorf("matched Query = %q, want %q", got, want)
 	}
+	if r.Verified {
+		t.Error("a hit decided by the static threshold is Verified")
+	}
+	// Served, handed to Promote: an unverified hit is not laundered into
+	// the exact tier; the next lookup goes through the semantic tier again.
+	c.Promote(k, r)
+	r, ok = c.Lookup(t.Context(), k, LookupOptions{})
+	if !ok || r.Tier != TierSemantic {
+		t.Fatalf("second lookup = %q, %v; want a semantic hit again (no promotion without a verdict)", r.Tier, ok)
+	}
+	if got := c.Stats(t.Context()).Promotions; got != 0 {
+		t.Errorf("Promotions = %d, want 0", got)
+	}
+}
+
+func TestPromoteVerifiedHit(t *testing.T) {
+	v := &scriptVerifier{floor: 0.8, verdicts: map[string]bool{qBase: true}}
+	c, _, _ := semanticCache(t, func(o *Options) { o.Verifier = v })
+	k := chatKey(t, "A", "S", qPara)
+	r, ok := c.Lookup(t.Context(), k, LookupOptions{})
+	if !ok || !r.Verified {
+		t.Fatalf("Lookup = %+v, %v; want a verified semantic hit", r, ok)
+	}
+	// Looked up but not served (a sampled hit): nothing is written.
+	if r2, ok := c.Lookup(t.Context(), k, LookupOptions{}); !ok || r2.Tier != TierSemantic {
+		t.Fatalf("lookup before Promote = %q, %v; want semantic (Lookup itself promotes nothing)", r2.Tier, ok)
+	}
+	c.Promote(k, r)
 	r, ok = c.Lookup(t.Context(), k, LookupOptions{})
 	if !ok || r.Tier != TierExact {
-		t.Fatalf("second lookup = %q, %v; want an exact hit after promotion", r.Tier, ok)
+		t.Fatalf("lookup after Promote = %q, %v; want an exact hit", r.Tier, ok)
 	}
 	if got, want := string(r.Entry.Body), "paris"; got != want {
 		t.Errorf("promoted Body = %q, want %q", got, want)
@@ -311,6 +339,20 @@ func TestLookupSemanticPromotes(t *testing.T) {
 	}
 	if got, want := c.Stats(t.Context()).Promotions, uint64(1); got != want {
 		t.Errorf("Promotions = %d, want %d", got, want)
+	}
+}
+
+func TestPromoteNoVerdictFallback(t *testing.T) {
+	v := &scriptVerifier{floor: 0.8, noVerdict: true}
+	c, _, _ := semanticCache(t, func(o *Options) { o.Verifier = v })
+	k := chatKey(t, "A", "S", qPara)
+	r, ok := c.Lookup(t.Context(), k, LookupOptions{})
+	if !ok || r.Verified {
+		t.Fatalf("Lookup = %+v, %v; want an unverified semantic hit (static fallback)", r, ok)
+	}
+	c.Promote(k, r)
+	if r, ok := c.Lookup(t.Context(), k, LookupOptions{}); !ok || r.Tier != TierSemantic {
+		t.Errorf("after Promote of an unverified hit: %q, %v; want semantic", r.Tier, ok)
 	}
 }
 

@@ -23,6 +23,17 @@ type Entry struct {
 	Query string
 	// Model is the upstream model that produced the answer.
 	Model string
+	// User is the keyed hash of the end user whose request created the
+	// entry (EndUserHash; never the identity itself), "" for a request
+	// without one: every such request of a partition is one anonymous user.
+	// Entries stored before end users were read have "". The semantic tier
+	// serves an entry to another end user only as Options.CrossUser allows.
+	User string
+	// Agreed marks an entry whose answer was agreed independently: it was
+	// stored by a second end user's miss whose fresh answer was the same as
+	// the answer of another user's candidate the scope had refused. Under
+	// CrossUserAgreed it may be served to every end user of the partition.
+	Agreed bool
 	// Body is the response body as the client received it (completion JSON).
 	Body []byte
 	// Created is when the upstream answered; Expires is when the entry stops
@@ -43,7 +54,7 @@ func (e *Entry) Expired(now time.Time) bool {
 
 // Size is the approximate number of bytes e occupies, used to bound caches.
 func (e *Entry) Size() int64 {
-	return int64(len(e.Key)+len(e.Partition)+len(e.Fingerprint)+len(e.Query)+len(e.Model)+len(e.Body)) + 64
+	return int64(len(e.Key)+len(e.Partition)+len(e.Fingerprint)+len(e.Query)+len(e.Model)+len(e.User)+len(e.Body)) + 64
 }
 
 // IndexItem is an entry with the vector of its Query.

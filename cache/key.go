@@ -60,6 +60,13 @@ type Key struct {
 	Query string
 	// Model is the model the client asked for.
 	Model string
+	// EndUser is the end user's identity as the request carries it (OpenAI's
+	// safety_identifier or user, Anthropic's metadata.user_id, or the
+	// header a deployment names), "" for none. It is never part of Exact or
+	// Fingerprint: the identical request gets the model's answer to that
+	// very request whoever asks. The cache keeps only its keyed hash
+	// (Entry.User); the identity itself is never stored, logged or counted.
+	EndUser string
 	// Temperature is the request's temperature; nil when the request does not
 	// set it (the upstream default applies, 1 for OpenAI).
 	Temperature *float64
@@ -460,4 +467,16 @@ func GroupFingerprint(obj map[string]any, model string, group func(model string)
 		}
 	}
 	return fp
+}
+
+// EndUserOf returns the first of obj's fields named in names that holds a
+// non-empty string: the end-user identity a request carries (Key.EndUser).
+// A field of another type is no identity; the upstream validates it.
+func EndUserOf(obj map[string]any, names ...string) string {
+	for _, n := range names {
+		if s, ok := obj[n].(string); ok && s != "" {
+			return s
+		}
+	}
+	return ""
 }

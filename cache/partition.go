@@ -283,3 +283,26 @@ func readSecret(path string) ([]byte, error) {
 	}
 	return b, nil
 }
+
+// endUserHashLen is how many bytes of the HMAC an end user's hash keeps:
+// 128 bits, far beyond any collision among the users of one partition.
+const endUserHashLen = 16
+
+// EndUserHash is the keyed hash of an end-user identity within a partition
+// (Entry.User): the first 16 bytes of HMAC-SHA256(secret, label, partition,
+// id), in hex; "" for an empty id (the anonymous user). The partition is
+// hashed in, so one id in two tenants gives unrelated hashes, and without
+// the secret a hash cannot be tested against guessed ids.
+func EndUserHash(secret []byte, partition, id string) string {
+	if id == "" {
+		return ""
+	}
+	m := hmac.New(sha256.New, secret)
+	var n [8]byte
+	m.Write([]byte("breakwater-end-user-v1"))
+	binary.BigEndian.PutUint64(n[:], uint64(len(partition)))
+	m.Write(n[:])
+	m.Write([]byte(partition))
+	m.Write([]byte(id))
+	return hex.EncodeToString(m.Sum(nil)[:endUserHashLen])
+}

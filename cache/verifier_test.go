@@ -2,6 +2,7 @@ package cache
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -114,6 +115,106 @@ func TestJudgedGuardIsLooserOnlyWithAVerdict(t *testing.T) {
 			if got := c.Stats(t.Context()).GuardRejections["content"]; got != 1 {
 				t.Errorf("strict guard rejections = %d, want 1", got)
 			}
+		}
+	}
+}
+
+// userKey is chatKey asked by end user user.
+func userKey(t *testing.T, user, query string) Key {
+	k := chatKey(t, "A", "S", query)
+	k.EndUser = user
+	return k
+}
+
+// crossUserCache is a semanticCache under scope whose qBase entry was
+// stored by end user "alice".
+func crossUserCache(t *testing.T, scope string, v Verifier) *Cache {
+	t.Helper()
+	idx := newMemIndex()
+	c := newCache(t, Options{Index: idx, Embedder: vectorEmbedder(standardVectors()), Threshold: 0.9, CrossUser: scope, Verifier: v})
+	c.Store(t.Context(), userKey(t, "alice", qBase), Entry{Model: "m", Body: []byte("paris")})
+	waitIndexed(t, idx, 1)
+	return c
+}
+
+func TestEndUserIsStoredHashed(t *testing.T) {
+	idx := newMemIndex()
+	secret := []byte("0123456789abcdef0123456789abcdef")
+	c := newCache(t, Options{Index: idx, Embedder: vectorEmbedder(standardVectors()), UserSecret: secret})
+	c.Store(t.Context(), userKey(t, "alice@example.com", qBase), Entry{Body: []byte("paris")})
+	waitIndexed(t, idx, 1)
+	var got Entry
+	idx.mu.Lock()
+	for _, it := range idx.items {
+		got = it.Entry
+	}
+	idx.mu.Unlock()
+	if want := EndUserHash(secret, "A", "alice@example.com"); got.User != want || len(want) != 32 || strings.Contains(got.User, "alice") {
+		t.Errorf("stored User = %q, want the keyed hash %q", got.User, want)
+	}
+	if EndUserHash(secret, "A", "alice") == EndUserHash(secret, "B", "alice") {
+		t.Error("one identity hashes alike in two partitions")
+	}
+	if EndUserHash(secret, "A", "alice") == EndUserHash([]byte("another secret, 16+ bytes"), "A", "alice") {
+		t.Error("the hash does not depend on the secret")
+	}
+	if h := EndUserHash(secret, "A", ""); h != "" {
+		t.Errorf("no identity hashes to %q, want \"\" (the anonymous user)", h)
+	}
+}
+
+func TestCrossUserScopes(t *testing.T) {
+	yes := &scriptVerifier{floor: 0.8, verdicts: map[string]bool{qBase: true}}
+	none := &scriptVerifier{floor: 0.8, noVerdict: true}
+	tests := []struct {
+		name    string
+		scope   string
+		v       Verifier
+		served  bool
+		foreign bool // a miss reports the refused candidate for agreement
+	}{
+		{"agreed, static", CrossUserAgreed, nil, false, true},
+		{"agreed, judge verifies", CrossUserAgreed, yes, true, false},
+		{"agreed, judge gives no verdict", CrossUserAgreed, none, false, true},
+		{"any", CrossUserAny, nil, true, false},
+		{"never, static", CrossUserNever, nil, false, false},
+		{"never, judge verifies", CrossUserNever, yes, false, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c := crossUserCache(t, tc.scope, tc.v)
+			// alice is served her own entry under every scope.
+			if _, ok := c.Lookup(t.Context(), userKey(t, "alice", qPara), LookupOptions{}); !ok {
+				t.Error("alice was refused her own entry")
+			}
+			r, ok := c.Lookup(t.Context(), userKey(t, "bob", qPara), LookupOptions{})
+			if ok != tc.served {
+				t.Fatalf("bob served = %v, want %v", ok, tc.served)
+			}
+			if got := r.Foreign != nil && r.Foreign.Entry.Query == qBase; got != tc.foreign {
+				t.Errorf("Foreign = %+v, want set: %v", r.Foreign, tc.foreign)
+			}
+			if !ok && c.Stats(t.Context()).CrossUserRefusals == 0 {
+				t.Error("a refusal was not counted")
+			}
+		})
+	}
+}
+
+// An agreed entry is served to every end user under "agreed", never under
+// "never".
+func TestAgreedEntryCrossesUsers(t *testing.T) {
+	for _, scope := range []string{CrossUserAgreed, CrossUserNever} {
+		idx := newMemIndex()
+		c := newCache(t, Options{Index: idx, Embedder: vectorEmbedder(standardVectors()), Threshold: 0.9, CrossUser: scope})
+		c.Store(t.Context(), userKey(t, "carol", qBase), Entry{Body: []byte("paris"), Agreed: true})
+		waitIndexed(t, idx, 1)
+		_, ok := c.Lookup(t.Context(), userKey(t, "dave", qPara), LookupOptions{})
+		if want := scope == CrossUserAgreed; ok != want {
+			t.Errorf("%s: dave served an agreed entry = %v, want %v", scope, ok, want)
+		}
+		if got := c.Stats(t.Context()).Agreements; got != 1 {
+			t.Errorf("%s: Agreements = %d, want 1", scope, got)
 		}
 	}
 }

@@ -199,9 +199,35 @@ type CacheConfig struct {
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
+	// EndUserHeader names a request header carrying the end user's
+	// identity, for every API (Gemini's requests carry none in the body);
+	// when present it wins over the body's fields (OpenAI safety_identifier
+	// and user, Anthropic metadata.user_id). Default "": the body's fields.
+	// Only a keyed hash of the identity is kept (docs/SECURITY.md).
+	EndUserHeader string `toml:"end_user_header"`
+	// Semantic is the semantic tier's scope between end users
+	// ([cache.semantic]).
+	Semantic SemanticConfig `toml:"semantic"`
 	// Verify is the judge of semantic candidates and the live false-hit
 	// estimate ([cache.verify]).
 	Verify VerifyConfig `toml:"verify"`
+}
+
+// Cross-user scopes for [cache.semantic] cross_user.
+const (
+	CrossUserAgreed = cache.CrossUserAgreed
+	CrossUserAny    = cache.CrossUserAny
+	CrossUserNever  = cache.CrossUserNever
+)
+
+// SemanticConfig is [cache.semantic].
+type SemanticConfig struct {
+	// CrossUser says when an entry one end user created is served
+	// semantically to another end user of the same partition: "agreed"
+	// (default, cache.DefaultCrossUser: once a second user's miss drew
+	// the same answer from the model, or the judge verified the pair),
+	// "any" (always) or "never". Exact hits are not scoped.
+	CrossUser string `toml:"cross_user"`
 }
 
 // Judges for [cache.verify] judge.
@@ -561,6 +587,7 @@ func defaults() *Config {
 			WriteQueue:         cache.DefaultQueueSize,
 			WriteQueueBytes:    cache.DefaultQueueBytes,
 			DataDir:            "./data",
+			Semantic:           SemanticConfig{CrossUser: cache.DefaultCrossUser},
 			Verify: VerifyConfig{
 				Judge:            JudgeNone,
 				MinSimilarity:    verify.DefaultMinSimilarity,

@@ -200,6 +200,10 @@ func (c *Config) validateCache(v *validator) {
 	if s.DataDir == "" {
 		v.add("cache.data_dir", s.DataDir, `set a writable directory for the partition secret and the vector index, e.g. "./data"`)
 	}
+	if s.EndUserHeader != "" && !isToken(s.EndUserHeader) {
+		v.add("cache.end_user_header", s.EndUserHeader, `must be a header name such as X-End-User-ID ("" reads the identity from the body only)`)
+	}
+	oneOf(v, "cache.semantic.cross_user", s.Semantic.CrossUser, CrossUserAgreed, CrossUserAny, CrossUserNever)
 	c.validateVerify(v)
 }
 

@@ -38,6 +38,10 @@ type exchange struct {
 	called    bool          // this request led an upstream call
 	attempts  int           // upstream attempts of the call that answered
 	probe     *probe        // live false-hit estimate (verify.go)
+	// foreign is the answer of another end user's candidate the scope
+	// refused (cache.Result.Foreign): a fresh answer that agrees with it
+	// is stored as agreed.
+	foreign []byte
 	// usage is the answer's token usage and usageModel the model that
 	// produced it: saved when this request reused it, spent when it led
 	// the call.
@@ -133,6 +137,12 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 		}
 		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
+	if s.opts.EndUserHeader != "" {
+		// The deployment's own header names the end user, for every API.
+		if v := req.Header.Get(s.opts.EndUserHeader); v != "" {
+			x.key.EndUser = v
+		}
+	}
 	// The key parsed the body already, with exact field names: routing and
 	// forwarding read what the key read.
 	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature, IncludeUsage: x.key.IncludeUsage}
@@ -149,7 +159,11 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 	x.mayStore = !x.ctl.noStore
 	if !x.ctl.noCache {
 		if res, outcome, ok := s.lookup(x); ok {
-			return hit(x, res, outcome)
+			err := hit(x, res, outcome)
+			// Served: a verified semantic hit becomes the exact answer
+			// for this wording (a sampled one never reaches here).
+			s.opts.Cache.Promote(x.key, res)
+			return err
 		}
 	}
 	outcome := s.missOutcome(x)
@@ -240,14 +254,14 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	// waiters of a coalesced flight, or for nobody: an answer whose clients
 	// all left is still finished by the caller, and cached here for the
 	// next asker), so it touches nothing of x.
-	f, key, mayStore := x.format, x.key, x.mayStore
+	f, key, mayStore, foreign := x.format, x.key, x.mayStore, x.foreign
 	call := func(ctx context.Context) (*upstream.Response, error) {
 		s.stats.calls.Add(1)
 		resp, err := s.opts.Caller.Do(ctx, ureq)
 		if err == nil && resp.Rest == nil {
 			s.learnOwner(ureq.Header, f, resp.Status, resp.Body, resp.Upstream)
 			if mayStore && resp.Status == http.StatusOK {
-				s.storeBody(context.WithoutCancel(ctx), key, f, resp.Model, resp.Body)
+				s.storeBody(context.WithoutCancel(ctx), key, f, resp.Model, resp.Body, foreign)
 			}
 		}
 		return resp, err
@@ -342,6 +356,9 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 	x.key.Vector = res.Vector
 	if !ok {
 		s.noteNear(x, res)
+		if res.Foreign != nil {
+			x.foreign = res.Foreign.Entry.Body
+		}
 		return res, "", false
 	}
 	if res.Tier == cache.TierSemantic {
@@ -354,11 +371,16 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 }
 
 // storeBody stores a finished completion under key; anything that is not a
-// finished answer is dropped here.
-func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model string, body []byte) {
+// finished answer is dropped here. foreign is the answer of another end
+// user's candidate that the scope refused this request (nil: none): when
+// the fresh answer is the same answer, the entry is stored as agreed, since
+// two end users' questions then drew one answer from the model
+// independently, and other end users may be served it.
+func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model string, body, foreign []byte) {
 	if !f.Finished(body) {
 		return
 	}
+	agreed := foreign != nil && s.sameAnswer(ctx, f.AnswerText(foreign), f.AnswerText(body))
 	now := s.opts.Now()
 	w := prepareStored(body, f) // a hit writes it without a scan
 	w.usage, w.usageSet = f.Usage(body), true
@@ -371,6 +393,7 @@ func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model s
 		Fingerprint: key.Fingerprint,
 		Query:       key.Query,
 		Model:       model,
+		Agreed:      agreed,
 		Body:        body,
 		Wire:        w,
 		Created:     now,

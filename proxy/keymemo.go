@@ -84,7 +84,7 @@ func (m *keyMemo) put(digest string, k cache.Key) {
 		t := *k.Temperature
 		k.Temperature = &t
 	}
-	cost := int64(len(digest)+len(k.Partition)+len(k.Endpoint)+len(k.Exact)+len(k.Fingerprint)+len(k.Query)+len(k.Model)) + 160
+	cost := int64(len(digest)+len(k.Partition)+len(k.Endpoint)+len(k.Exact)+len(k.Fingerprint)+len(k.Query)+len(k.Model)+len(k.EndUser)) + 160
 	m.c.Set(digest, k, cost)
 }
 

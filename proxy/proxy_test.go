@@ -62,7 +62,10 @@ func TestKeyIgnoresStreamFlagAndKeyOrder(t *testing.T) {
 	}
 }
 
-func TestSemanticHitIsPromoted(t *testing.T) {
+// A semantic hit decided by the static threshold is served again from the
+// semantic tier, never laundered into the exact tier under the asker's key
+// (issue 42: a poisoned match would otherwise hold for the whole TTL).
+func TestUnverifiedSemanticHitIsNotPromoted(t *testing.T) {
 	e := newEnv(t, envOptions{threshold: 0.8})
 	e.post("/v1/chat/completions", chat("How do I reset my password?"))
 	e.waitIndexed(1)
@@ -78,8 +81,8 @@ func TestSemanticHitIsPromoted(t *testing.T) {
 		t.Errorf("content %q, want %q", got, want)
 	}
 	again := e.post("/v1/chat/completions", chat("How can I reset my password?"))
-	if got, want := again.header.Get(HeaderCache), OutcomeHitExact; got != want {
-		t.Errorf("paraphrase repeated: %s = %q, want %q (promoted)", HeaderCache, got, want)
+	if got, want := again.header.Get(HeaderCache), OutcomeHitSemantic; got != want {
+		t.Errorf("paraphrase repeated: %s = %q, want %q (not promoted)", HeaderCache, got, want)
 	}
 	if got, want := e.model.calls.Load(), int64(1); got != want {
 		t.Errorf("upstream calls = %d, want %d", got, want)

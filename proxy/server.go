@@ -53,6 +53,9 @@ const (
 type Cache interface {
 	Lookup(ctx context.Context, key cache.Key, opt cache.LookupOptions) (cache.Result, bool)
 	Store(ctx context.Context, key cache.Key, e cache.Entry)
+	// Promote is given every semantic hit once it has been served (never a
+	// sampled one); it keeps the verified ones (cache.Cache.Promote).
+	Promote(key cache.Key, res cache.Result)
 	Flush(ctx context.Context, partition string) error
 	Health() map[string]error
 	Stats(ctx context.Context) cache.Stats
@@ -76,6 +79,11 @@ type Options struct {
 	// Partitioner says which tenant a request belongs to. Nil means one
 	// shared partition for everybody (only for tests and explicit opt-in).
 	Partitioner *cache.Partitioner
+	// EndUserHeader names a request header that carries the end user's
+	// identity, for any API (Gemini's requests carry none): when present it
+	// is the end user, over the body's own fields (cache.Key.EndUser).
+	// Empty: the body's fields only.
+	EndUserHeader string
 	// Group maps a requested model to its cache group (models that may share
 	// answers). Nil: the model name itself.
 	Group func(model string) string

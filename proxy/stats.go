@@ -100,11 +100,16 @@ type CacheStats struct {
 	LongTextRejections uint64            `json:"long_text_rejections"`
 	// ExactOnly counts lookups whose query the encoder cannot see in full
 	// (cache.Stats.ExactOnly): answered from the exact tier only.
-	ExactOnly     uint64 `json:"exact_only"`
-	Promotions    uint64 `json:"promotions"`
-	EmbedErrors   uint64 `json:"embed_errors"`
-	IndexErrors   uint64 `json:"index_errors"`
-	WriteFailures uint64 `json:"write_failures"`
+	ExactOnly  uint64 `json:"exact_only"`
+	Promotions uint64 `json:"promotions"`
+	// CrossUserRefusals are semantic candidates another end user created
+	// that the scope refused; Agreements answers stored as agreed
+	// (cache.semantic.cross_user).
+	CrossUserRefusals uint64 `json:"cross_user_refusals"`
+	Agreements        uint64 `json:"agreements"`
+	EmbedErrors       uint64 `json:"embed_errors"`
+	IndexErrors       uint64 `json:"index_errors"`
+	WriteFailures     uint64 `json:"write_failures"`
 	// IndexState is the semantic tier's index: off, opening, ready or failed
 	// (cache.Index*); IndexOpenSeconds how long its open took (so far).
 	IndexState       string  `json:"index_state"`
@@ -260,7 +265,7 @@ func (s *Server) Snapshot() Stats {
 		st.WriteBack = WriteBackStats{Queued: cs.QueueDepth, Dropped: cs.QueueDrops}
 		st.Cache = &CacheStats{
 			GuardRejections: cs.GuardRejections, LongTextRejections: cs.LongTextRejections, ExactOnly: cs.ExactOnly,
-			Promotions: cs.Promotions, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
+			Promotions: cs.Promotions, CrossUserRefusals: cs.CrossUserRefusals, Agreements: cs.Agreements, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
 			WriteFailures: cs.WriteFailures, IndexState: cs.IndexState,
 			IndexOpenSeconds: cs.IndexOpenSeconds, OpeningSkips: cs.OpeningSkips,
 		}

@@ -24,6 +24,7 @@ type streamJob struct {
 	format   Format
 	mayStore bool
 	probe    *probe // the live false-hit estimate's, compared when the stream ends
+	foreign  []byte // exchange.foreign
 	log      logFn
 	// start is when the pump called the upstream; first is set once the
 	// first chunk was relayed (time to first chunk).
@@ -54,6 +55,7 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		format:   x.format,
 		mayStore: x.mayStore,
 		probe:    x.probe,
+		foreign:  x.foreign,
 		log:      l.Warn,
 	}
 }
@@ -263,7 +265,7 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	s.opts.Metrics.genAICall(job.format, s.tokens.modelLabel(model), time.Since(job.start), "", u)
 	if job.mayStore || job.probe != nil {
 		if err == nil && job.mayStore {
-			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body)
+			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body, job.foreign)
 		}
 		if err == nil && job.probe != nil {
 			s.compareFresh(context.WithoutCancel(ctx), job.format, job.probe, body)

@@ -147,7 +147,7 @@ func (s *Server) nearSlots() chan struct{} {
 }
 
 func (s *Server) sameAnswer(ctx context.Context, a, b string) bool {
-	if s.opts.Verify.Compare != nil {
+	if s.opts.Verify != nil && s.opts.Verify.Compare != nil {
 		return s.opts.Verify.Compare(ctx, a, b)
 	}
 	var c verify.Comparer

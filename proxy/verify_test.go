@@ -1,9 +1,11 @@
 package proxy
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -207,5 +209,61 @@ func TestSampledStreamComparedWhenItEnds(t *testing.T) {
 		if st := est.Stats(); st.Samples != 1 || st.Mismatches != wantMismatches {
 			t.Errorf("constant %v: estimate = %+v, want one sample, %d mismatches", constant, st, wantMismatches)
 		}
+	}
+}
+
+// yesVerifier is a judge that calls every candidate the same question.
+type yesVerifier struct{}
+
+func (yesVerifier) Floor() float32 { return 0.5 }
+func (yesVerifier) Limit() int     { return 1 }
+func (yesVerifier) Verify(_ context.Context, _, _ string, cands []cache.Entry) ([]bool, bool) {
+	out := make([]bool, len(cands))
+	for i := range out {
+		out[i] = true
+	}
+	return out, true
+}
+
+// A verified hit is promoted once it has been served; a verified hit that
+// was sampled (answered fresh instead) is not, even when the fresh answer
+// could not be stored.
+func TestVerifiedHitPromotedOnlyWhenServed(t *testing.T) {
+	var draws atomic.Int64 // the first draw samples, the others do not
+	e, _ := verifyEnv(t, 0.5, false, func(eo *envOptions) {
+		inner := eo.proxy
+		eo.proxy = func(o *Options) {
+			inner(o)
+			o.Verify.Rand = func() float64 {
+				if draws.Add(1) == 1 {
+					return 0
+				}
+				return 1
+			}
+		}
+		eo.cacheOpts = func(o *cache.Options) { o.Verifier = yesVerifier{} }
+	})
+	// The sampled request's fresh answer is refused (a 4xx, passed
+	// through and never stored): had the lookup promoted the hit, its
+	// wording would now hit exactly.
+	e.model.HandleFunc = func(w http.ResponseWriter, _ *http.Request, _ map[string]any) bool {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"error": map[string]any{"message": "refused", "type": "invalid_request_error"}})
+		return true
+	}
+	if r := e.post("/v1/chat/completions", chat(qPara)); r.header.Get(HeaderCache) != OutcomeMissSampled || r.status != http.StatusBadRequest {
+		t.Fatalf("first paraphrase: %s, status %d; want %s, 400", r.header.Get(HeaderCache), r.status, OutcomeMissSampled)
+	}
+	if r := e.post("/v1/chat/completions", chat(qPara)); r.header.Get(HeaderCache) != OutcomeHitSemantic {
+		t.Fatalf("after a sampled hit: %s = %q, want %q (a sampled hit is never promoted)", HeaderCache, r.header.Get(HeaderCache), OutcomeHitSemantic)
+	}
+	r := e.post("/v1/chat/completions", chat(qPara))
+	if got, want := r.header.Get(HeaderCache), OutcomeHitExact; got != want {
+		t.Fatalf("after a served verified hit: %s = %q, want %q (promoted)", HeaderCache, got, want)
+	}
+	if got, want := r.content(t), "answer to: "+qStored; got != want {
+		t.Errorf("promoted answer %q, want %q", got, want)
+	}
+	if got, want := e.cache.Stats(t.Context()).Promotions, uint64(1); got != want {
+		t.Errorf("Promotions = %d, want %d", got, want)
 	}
 }

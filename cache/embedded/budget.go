@@ -26,6 +26,6 @@ const entryOverhead = 192 + 160
 // 3,424 plus the payload. Before the half copy and links were counted, a
 // 256 MiB budget held about 390 MiB.
 func itemBytes(e cache.Entry, dim int) int64 {
-	return int64(len(e.Key)+len(e.Partition)+len(e.Fingerprint)+len(e.Query)+len(e.Model)+len(e.Body)) +
+	return int64(len(e.Key)+len(e.Partition)+len(e.Fingerprint)+len(e.Query)+len(e.Model)+len(e.User)+len(e.Body)) +
 		int64(dim)*(4+2) + entryOverhead
 }

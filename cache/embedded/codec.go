@@ -14,11 +14,16 @@ import (
 // Log record payloads (see wal.go for the framing around them):
 //
 //	upsert:           opUpsert uvarint(n) n×(entry vector)
+//	upsert with users: opUpsertUsers uvarint(n) n×(entry user vector)
 //	delete keys:      opDeleteKeys uvarint(n) n×string
 //	delete partition: opDeletePartition string   ("" deletes all)
 //
 // entry is key, partition, fingerprint, query, model (strings), body (bytes),
-// created, expires (times); a string or bytes is uvarint(len) then the bytes;
+// created, expires (times); user is the entry's end user (string, a keyed
+// hash) and a byte (1 agreed, else 0). A batch whose entries all have no
+// user and are not agreed is written as opUpsert, so a store of a
+// deployment without end-user identities stays readable by earlier builds;
+// an opUpsert entry reads back as the anonymous user's, unagreed. A string or bytes is uvarint(len) then the bytes;
 // a time is one byte 0 for the zero time, else 1, varint(unix seconds),
 // uvarint(nanoseconds); vector is uvarint(dim) then dim little-endian
 // float32 bits. The snapshot (snapshot.go) reuses entry and vector.
@@ -26,6 +31,7 @@ const (
 	opUpsert          = 1
 	opDeleteKeys      = 2
 	opDeletePartition = 3
+	opUpsertUsers     = 4
 )
 
 var errShort = errors.New("record too short")
@@ -154,6 +160,25 @@ func (d *decoder) vector(dim int) []float32 {
 	return v
 }
 
+// user writes an entry's end user and agreement (opUpsertUsers, snapshot
+// slot tag 2).
+func (e *encoder) user(en *cache.Entry) {
+	e.str(en.User)
+	if en.Agreed {
+		e.byte(1)
+	} else {
+		e.byte(0)
+	}
+}
+
+// hasUser reports whether en needs the user fields to be written.
+func hasUser(en *cache.Entry) bool { return en.User != "" || en.Agreed }
+
+func (d *decoder) user(en *cache.Entry) {
+	en.User = d.str()
+	en.Agreed = d.byte() == 1
+}
+
 func (d *decoder) entry() cache.Entry {
 	return cache.Entry{
 		Key: d.str(), Partition: d.str(), Fingerprint: d.str(), Query: d.str(), Model: d.str(),
@@ -167,15 +192,23 @@ func encodeUpsert(items []cache.IndexItem) []byte {
 	size := 1 + binary.MaxVarintLen64
 	for i := range items {
 		en := &items[i].Entry
-		size += 6*binary.MaxVarintLen64 + len(en.Key) + len(en.Partition) + len(en.Fingerprint) +
-			len(en.Query) + len(en.Model) + len(en.Body) + 2*(1+2*binary.MaxVarintLen64) +
+		size += 7*binary.MaxVarintLen64 + len(en.Key) + len(en.Partition) + len(en.Fingerprint) +
+			len(en.Query) + len(en.Model) + len(en.User) + 1 + len(en.Body) + 2*(1+2*binary.MaxVarintLen64) +
 			binary.MaxVarintLen64 + 4*len(items[i].Vector)
 	}
+	users := slices.ContainsFunc(items, func(it cache.IndexItem) bool { return hasUser(&it.Entry) })
 	e := encoder{b: make([]byte, 0, size)}
-	e.byte(opUpsert)
+	if users {
+		e.byte(opUpsertUsers)
+	} else {
+		e.byte(opUpsert)
+	}
 	e.uvarint(uint64(len(items)))
 	for i := range items {
 		e.entry(&items[i].Entry)
+		if users {
+			e.user(&items[i].Entry)
+		}
 		e.vector(items[i].Vector)
 	}
 	return e.b
@@ -203,10 +236,13 @@ func encodeDeletePartition(partition string) []byte {
 func (s *state) apply(payload []byte, o Options) error {
 	d := decoder{b: payload}
 	switch op := d.byte(); op {
-	case opUpsert:
+	case opUpsert, opUpsertUsers:
 		n := d.uvarint()
 		for i := uint64(0); i < n && d.err == nil; i++ {
 			e := d.entry()
+			if op == opUpsertUsers {
+				d.user(&e)
+			}
 			v := d.vector(s.dim)
 			if d.err == nil && itemBytes(e, s.dim) <= o.MaxEntryBytes {
 				s.put(e, v)

@@ -100,8 +100,9 @@ func mustHave(t *testing.T, x *Index, items []cache.IndexItem) {
 		if err != nil || !ok {
 			t.Fatalf("Get(%s) = %v, %v; want the entry", it.Entry.Query, ok, err)
 		}
-		if e.Query != it.Entry.Query || string(e.Body) != string(it.Entry.Body) {
-			t.Fatalf("Get(%s) = %q %q, want %q %q", it.Entry.Query, e.Query, e.Body, it.Entry.Query, it.Entry.Body)
+		if e.Query != it.Entry.Query || string(e.Body) != string(it.Entry.Body) || e.User != it.Entry.User || e.Agreed != it.Entry.Agreed {
+			t.Fatalf("Get(%s) = %q %q user %q agreed %v, want %q %q user %q agreed %v", it.Entry.Query, e.Query, e.Body, e.User, e.Agreed,
+				it.Entry.Query, it.Entry.Body, it.Entry.User, it.Entry.Agreed)
 		}
 	}
 }
@@ -118,6 +119,12 @@ func TestRestart(t *testing.T) {
 	}
 	for i := range 20 {
 		small = append(small, newItem(fmt.Sprint("small", i), "B", indextest.RandomUnit(rng, dim), now))
+		// End users and agreement survive the log and the snapshot; a
+		// batch mixes entries with and without them.
+		if i%3 != 0 {
+			small[i].Entry.User = fmt.Sprintf("user-hash-%d", i%4)
+		}
+		small[i].Entry.Agreed = i%2 == 0
 	}
 	gone := newItem("gone", "C", indextest.RandomUnit(rng, dim), now)
 
@@ -512,5 +519,27 @@ func TestUseAfterClose(t *testing.T) {
 		if !errors.Is(tc.err, ErrClosed) {
 			t.Errorf("%s after Close: err = %v, want ErrClosed", tc.name, tc.err)
 		}
+	}
+}
+
+// A store written before entries carried an end user (opUpsert records and
+// slot tag 1, which a deployment without identities still writes) loads,
+// its entries the anonymous user's and unagreed; an entry with a user is
+// written in the newer form.
+func TestOldRecordsLoadAsAnonymous(t *testing.T) {
+	o := Options{Path: t.TempDir(), Dimension: 8, EmbedderName: "e1"}
+	_, _, _, items := writeLog(t, o.Path, o, 3)
+	x := open(t, o)
+	mustHave(t, x, items)
+	if e, _, _ := x.Get(t.Context(), items[0].Entry.Key); e.User != "" || e.Agreed {
+		t.Errorf("old entry: user %q agreed %v, want anonymous and unagreed", e.User, e.Agreed)
+	}
+	if got := encodeUpsert(items[:1])[0]; got != opUpsert {
+		t.Errorf("an entry without a user is written with op %d, want %d (readable by earlier builds)", got, opUpsert)
+	}
+	withUser := items[0]
+	withUser.Entry.User = "h"
+	if got := encodeUpsert([]cache.IndexItem{items[1], withUser})[0]; got != opUpsertUsers {
+		t.Errorf("a batch with a user is written with op %d, want %d", got, opUpsertUsers)
 	}
 }

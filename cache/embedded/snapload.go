@@ -328,16 +328,21 @@ func (r *snapReader) bucket(s *state, b *bucket) {
 	}
 	for slot := 0; slot < nslots && r.err == nil; slot++ {
 		b.items = append(b.items, nil)
-		switch r.byte() {
+		tag := r.byte()
+		switch tag {
 		case 0:
 			b.free = append(b.free, int32(slot))
 			continue
-		case 1:
+		case 1, 2:
 		default:
 			r.fail(errors.New("bad slot tag"))
 			return
 		}
 		en := r.entry(b.key)
+		if tag == 2 {
+			en.User = r.str()
+			en.Agreed = r.byte() == 1
+		}
 		v := b.vecs.slot(int32(slot))
 		r.vector(v)
 		if r.err != nil {

@@ -29,7 +29,8 @@ import (
 // Snapshot: magic "BWSNAP01", uvarint format, string embedder, uvarint dim,
 // uvarint log generation, uvarint bucket count, then per bucket: strings
 // partition and fingerprint, uvarint slot count, per slot a byte (0 free,
-// 1 live) and for a live slot entry and vector (codec.go); then a byte
+// 1 live, 2 live with its end user) and for a live slot entry (for 2, then
+// user) and vector (codec.go); then a byte
 // (0 no graph, 1 graph) and for a graph: varint entry, uvarint max level,
 // per slot varint level (-1 absent) and per level uvarint count and that many
 // uvarint links. The file ends with the CRC-32C of everything before it.
@@ -147,8 +148,14 @@ func writeSnapshot(dir string, s *state, o Options, gen uint64) error {
 					e.byte(0)
 					continue
 				}
-				e.byte(1)
-				e.entry(&it.entry)
+				if hasUser(&it.entry) {
+					e.byte(2)
+					e.entry(&it.entry)
+					e.user(&it.entry)
+				} else {
+					e.byte(1)
+					e.entry(&it.entry)
+				}
 				e.vector(b.vecs.at(int32(slot)))
 				if len(e.b) > 1<<16 {
 					if err := flush(); err != nil {

@@ -315,6 +315,7 @@ func testRoundTrip(t *testing.T, s *suite) {
 		{
 			Key: Key("json"), Partition: "tenant-ü", Fingerprint: "fp:1",
 			Query: "Wie spät ist es? ☃ \"quoted\"\nnext line", Model: "gpt-4o-2024-08-06",
+			User: "9f86d081884c7d659a2feaa0c55ad015", Agreed: true,
 			Body:    []byte(`{"id":"chatcmpl-1","choices":[{"message":{"content":"h\u00e9llo \"x\"\n"},"finish_reason":"stop"}]}`),
 			Created: created, Expires: created.Add(100 * 365 * 24 * time.Hour),
 		},
@@ -326,7 +327,7 @@ func testRoundTrip(t *testing.T, s *suite) {
 		},
 		{
 			Key: Key("empty body"), Partition: "p", Fingerprint: "f",
-			Query: "q", Model: "m", Body: []byte{},
+			Query: "q", Model: "m", Body: []byte{}, User: "a user hash, not agreed",
 			Created: time.Unix(1_700_000_000, 0), Expires: time.Now().Add(time.Hour).In(time.FixedZone("X", 3600)),
 		},
 	}

@@ -196,6 +196,10 @@ func equalEntry(got, want cache.Entry) error {
 		return fmt.Errorf("entry.Query = %q, want %q", got.Query, want.Query)
 	case got.Model != want.Model:
 		return fmt.Errorf("entry.Model = %q, want %q", got.Model, want.Model)
+	case got.User != want.User:
+		return fmt.Errorf("entry.User = %q, want %q", got.User, want.User)
+	case got.Agreed != want.Agreed:
+		return fmt.Errorf("entry.Agreed = %v, want %v", got.Agreed, want.Agreed)
 	case !bytes.Equal(got.Body, want.Body):
 		return fmt.Errorf("entry.Body = %q, want %q", got.Body, want.Body)
 	case !ms(got.Created).Equal(ms(want.Created)):

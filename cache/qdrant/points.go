@@ -245,6 +245,15 @@ func encodePayload(e *cache.Entry) map[string]*qdrant.Value {
 		"created":     qdrant.NewValueInt(millisFloor(e.Created)),
 		"expires":     qdrant.NewValueInt(millisCeil(e.Expires)),
 	}
+	// The end user (a keyed hash) and agreement: absent for the anonymous
+	// user, as on points written before they were kept, which read back
+	// the same.
+	if e.User != "" {
+		p["user"] = qdrant.NewValueString(e.User)
+	}
+	if e.Agreed {
+		p["agreed"] = qdrant.NewValueBool(true)
+	}
 	if ns, ok := nanos(e.Created); ok {
 		p["created_ns"] = qdrant.NewValueInt(ns)
 	}
@@ -265,6 +274,8 @@ func decodePayload(p map[string]*qdrant.Value) (cache.Entry, error) {
 		Fingerprint: p["fingerprint"].GetStringValue(),
 		Query:       p["query"].GetStringValue(),
 		Model:       p["model"].GetStringValue(),
+		User:        p["user"].GetStringValue(),
+		Agreed:      p["agreed"].GetBoolValue(),
 		Body:        body,
 		Created:     decodeTime(p["created_ns"], p["created"]),
 		Expires:     decodeTime(p["expires_ns"], p["expires"]),

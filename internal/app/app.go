@@ -325,6 +325,7 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	po := proxy.Options{
 		Caller:         caller,
 		Partitioner:    p,
+		EndUserHeader:  cfg.Cache.EndUserHeader,
 		Models:         models,
 		MaxBodyBytes:   int64(cfg.Server.MaxBodyBytes),
 		TTL:            cfg.Cache.TTL.D(),

@@ -55,6 +55,10 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 		QueueBytes: noLimit(int64(cfg.Cache.WriteQueueBytes)),
 		Logger:     a.log,
 		Guard:      guard.New(guard.Options{}).Check,
+		CrossUser:  cfg.Cache.Semantic.CrossUser,
+		// End users are hashed under the partition secret, so their hashes
+		// survive restarts and agree between replicas sharing an index.
+		UserSecret: secret,
 	}
 	if emb != nil && cfg.Vector.Backend == config.BackendQdrant {
 		a.owners = &sharedOwners{}

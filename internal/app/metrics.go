@@ -59,14 +59,16 @@ var (
 	descWFail   = prometheus.NewDesc("breakwater_writeback_failures_total", "Index writes lost to embedder or index errors.", nil, nil)
 	descGuard   = prometheus.NewDesc("breakwater_guard_rejections_total", "Semantic candidates above the threshold rejected by the guard, by reason.", []string{"reason"}, nil)
 	descLong    = prometheus.NewDesc("breakwater_longtext_rejections_total", "Semantic candidates rejected because the encoder cannot see all of the candidate text or it is much longer than the query.", nil, nil)
-	descPromo   = prometheus.NewDesc("breakwater_cache_promotions_total", "Semantic hits copied into the exact tier.", nil, nil)
+	descPromo   = prometheus.NewDesc("breakwater_cache_promotions_total", "Verified semantic hits copied into the exact tier once served.", nil, nil)
+	descXUser   = prometheus.NewDesc("breakwater_cache_cross_user_refusals_total", "Semantic candidates not served because another end user created them (cache.semantic.cross_user).", nil, nil)
+	descAgreed  = prometheus.NewDesc("breakwater_cache_agreements_total", "Answers stored as agreed: a second end user's fresh answer matched another user's refused candidate.", nil, nil)
 	descIxState = prometheus.NewDesc("breakwater_index_state", "1 for the vector index's current state (state: opening, ready, failed, off), 0 for the others.", []string{"state"}, nil)
 	descIxOpen  = prometheus.NewDesc("breakwater_index_open_seconds", "How long the vector index took to open (so far, while opening).", nil, nil)
 	descErrs    = prometheus.NewDesc("breakwater_cache_component_errors_total", "Errors of the semantic tier's components (component: embedder, index reads and flushes, index_writes).", []string{"component"}, nil)
 )
 
 func (s *statsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descEntries, descQueue, descDrops, descWFail, descGuard, descLong, descPromo, descErrs, descIxState, descIxOpen} {
+	for _, d := range []*prometheus.Desc{descEntries, descQueue, descDrops, descWFail, descGuard, descLong, descPromo, descXUser, descAgreed, descErrs, descIxState, descIxOpen} {
 		ch <- d
 	}
 }
@@ -80,6 +82,8 @@ func (s *statsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descWFail, prometheus.CounterValue, float64(st.WriteFailures))
 	ch <- prometheus.MustNewConstMetric(descLong, prometheus.CounterValue, float64(st.LongTextRejections))
 	ch <- prometheus.MustNewConstMetric(descPromo, prometheus.CounterValue, float64(st.Promotions))
+	ch <- prometheus.MustNewConstMetric(descXUser, prometheus.CounterValue, float64(st.CrossUserRefusals))
+	ch <- prometheus.MustNewConstMetric(descAgreed, prometheus.CounterValue, float64(st.Agreements))
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.EmbedErrors), "embedder")
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.IndexErrors), "index")
 	ch <- prometheus.MustNewConstMetric(descErrs, prometheus.CounterValue, float64(st.IndexWriteErrors), "index_writes")

@@ -1,6 +1,7 @@
 package evalcmd
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -44,8 +45,14 @@ type ReplayOptions struct {
 	// JudgeAccuracy is the probability that the simulated reranker's verdict
 	// on a pair is right.
 	JudgeAccuracy float64
-	// Seed fixes the simulated judge's mistakes and the sampling.
+	// Seed fixes the simulated judge's mistakes, the sampling and the end
+	// users.
 	Seed uint64
+	// Users spreads the requests over this many end users (each request's
+	// safety_identifier drawn uniformly); 0 sends none (one anonymous user).
+	Users int
+	// CrossUser is cache.Options.CrossUser ("": the default).
+	CrossUser string
 	// Progress, if set, is called every few hundred requests.
 	Progress func(mode string, done, total int)
 }
@@ -237,6 +244,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	c := cache.New(cache.Options{
 		Index: idx, Embedder: emb, Threshold: o.Threshold, Verifier: v,
 		Guard: guard.New(guard.Options{}).Check, JudgedGuard: judged, QueueSize: 4096,
+		CrossUser: o.CrossUser,
 	})
 	defer c.Close(context.Background())
 	caller, err := upstream.New(upstream.Options{
@@ -270,14 +278,19 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	h := srv.Handler()
 	chats0 := sim.chats.Load()
 	var stored int64
+	users := newSplitMix(o.Seed ^ 0x7573657273)
 	for i, l := range trace {
 		if err := ctx.Err(); err != nil {
 			return rep, err
 		}
-		body, _ := json.Marshal(map[string]any{
+		payload := map[string]any{
 			"model": "sim-model", "temperature": 0,
 			"messages": []any{map[string]any{"role": "user", "content": l.Question}},
-		})
+		}
+		if o.Users > 0 {
+			payload["safety_identifier"] = fmt.Sprintf("user-%d", int(users.float()*float64(o.Users)))
+		}
+		body, _ := json.Marshal(payload)
 		req := httptest.NewRequestWithContext(ctx, http.MethodPost, "/v1/chat/completions", strings.NewReader(string(body)))
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("Authorization", "Bearer replay")
@@ -355,8 +368,13 @@ func (r *splitMix) float() float64 {
 
 // writeReplay prints the modes side by side.
 func writeReplay(w io.Writer, reps []ModeReport, o ReplayOptions) error {
-	fmt.Fprintf(w, "replay: %d requests; static threshold %.2f; verified: judge from %.2f, simulated reranker right %.0f %% of the time; %.0f %% of would-be semantic hits sampled\n\n",
+	fmt.Fprintf(w, "replay: %d requests; static threshold %.2f; verified: judge from %.2f, simulated reranker right %.0f %% of the time; %.0f %% of would-be semantic hits sampled\n",
 		reps[0].Requests, o.Threshold, o.MinSimilarity, o.JudgeAccuracy*100, o.SampleRate*100)
+	users := "no end-user identity (one anonymous user)"
+	if o.Users > 0 {
+		users = fmt.Sprintf("%d end users, drawn uniformly", o.Users)
+	}
+	fmt.Fprintf(w, "%s; cross_user %q\n\n", users, cmp.Or(o.CrossUser, cache.DefaultCrossUser))
 	fmt.Fprintf(w, "%-9s %7s %6s %9s %7s %6s %-22s %-22s %7s %8s %8s %-22s %s\n",
 		"mode", "exact", "(wrong)", "semantic", "right", "wrong", "wrong rate [95% CI]", "right-hit rate [95% CI]", "judge", "upstream", "sampled", "live estimate [95% CI]", "contains")
 	for _, r := range reps {

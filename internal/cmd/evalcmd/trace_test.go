@@ -98,13 +98,14 @@ func TestReadTrace(t *testing.T) {
 	}
 }
 
-func replayReport(t *testing.T, accuracy string) TraceReport {
+func replayReport(t *testing.T, accuracy string, extra ...string) TraceReport {
 	t.Helper()
 	d := testDeps(t, nil)
 	le := &lockedEmbedder{f: &fakeEmbedder{}}
 	d.newEmbedder = func() (embed.Embedder, error) { return le, nil }
 	var out, errb bytes.Buffer
 	args := []string{"-from-pairs", writePairs(t, tracePairs), "-requests", "300", "-json", "-judge-accuracy", accuracy, "-sample-rate", "0.2"}
+	args = append(args, extra...)
 	if err := runEval(t.Context(), args, &out, &errb, d); err != nil {
 		t.Fatalf("eval: %v\n%s", err, errb.String())
 	}
@@ -144,5 +145,23 @@ func TestReplayWrongJudgeServesWrongHits(t *testing.T) {
 	rep := replayReport(t, "0")
 	if v := rep.Modes[1]; v.WrongHits == 0 || v.RightHits != 0 {
 		t.Errorf("a judge that is always wrong: right %d, wrong %d; want only wrong hits", v.RightHits, v.WrongHits)
+	}
+}
+
+// Requests spread over end users: under "never" no end user is served
+// another's entry, so the static mode serves fewer semantic hits than
+// under "any", which serves what the trace without identities serves.
+func TestReplayEndUsers(t *testing.T) {
+	anon := replayReport(t, "1")
+	anyUser := replayReport(t, "1", "-users", "50", "-cross-user", "any")
+	never := replayReport(t, "1", "-users", "50", "-cross-user", "never")
+	if anyUser.Users != 50 || never.CrossUser != "never" {
+		t.Errorf("report: users %d, cross_user %q", anyUser.Users, never.CrossUser)
+	}
+	if a, n := anyUser.Modes[0].SemanticHits, anon.Modes[0].SemanticHits; a != n {
+		t.Errorf("static semantic hits: %d with 50 users under any, %d without identities; want equal", a, n)
+	}
+	if n, a := never.Modes[0].SemanticHits, anyUser.Modes[0].SemanticHits; n >= a {
+		t.Errorf("static semantic hits: %d under never, %d under any; want fewer", n, a)
 	}
 }

@@ -26,6 +26,8 @@ type traceFlags struct {
 	threshold, minSimilarity     float64
 	candidates, guardSlack       int
 	sampleRate, accuracy         float64
+	users                        int
+	crossUser                    string
 }
 
 func (t *traceFlags) register(fs *flag.FlagSet) {
@@ -41,6 +43,8 @@ func (t *traceFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.guardSlack, "guard-slack", verify.DefaultGuardSlack, "verified mode: content words without a counterpart the guard tolerates in a judged candidate")
 	fs.Float64Var(&t.sampleRate, "sample-rate", verify.DefaultSampleRate, "share of would-be semantic hits answered fresh for the live estimate ([cache.verify] sample_rate)")
 	fs.Float64Var(&t.accuracy, "judge-accuracy", DefaultJudgeAccuracy, "probability that the simulated reranker's verdict on a pair is right")
+	fs.IntVar(&t.users, "users", 0, "end users the requests are spread over (each request's safety_identifier drawn uniformly, fixed by -trace-seed); 0: no identity (one anonymous user)")
+	fs.StringVar(&t.crossUser, "cross-user", cache.DefaultCrossUser, "cache.semantic.cross_user of the replay: agreed, any or never")
 }
 
 // decimal32 widens a float32 to the float64 of its shortest decimal form:
@@ -59,6 +63,8 @@ type TraceReport struct {
 	MinSimilarity float64      `json:"min_similarity"`
 	JudgeAccuracy float64      `json:"judge_accuracy"`
 	SampleRate    float64      `json:"sample_rate"`
+	Users         int          `json:"users"`
+	CrossUser     string       `json:"cross_user"`
 	Embedder      string       `json:"embedder"`
 	Modes         []ModeReport `json:"modes"`
 	Seconds       float64      `json:"seconds"`
@@ -70,6 +76,9 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	}
 	if t.accuracy < 0 || t.accuracy > 1 || t.sampleRate < 0 || t.sampleRate > 1 {
 		return fmt.Errorf("check flags: -judge-accuracy and -sample-rate must be in [0, 1]")
+	}
+	if !cache.ValidCrossUser(t.crossUser) || t.users < 0 {
+		return fmt.Errorf("check flags: -cross-user must be %q, %q or %q and -users >= 0", cache.CrossUserAgreed, cache.CrossUserAny, cache.CrossUserNever)
 	}
 	var trace []TraceLine
 	if t.trace != "" {
@@ -125,7 +134,7 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	defer emb.Close()
 	o := ReplayOptions{
 		Threshold: float32(t.threshold), MinSimilarity: float32(t.minSimilarity), Candidates: t.candidates, GuardSlack: t.guardSlack,
-		SampleRate: t.sampleRate, JudgeAccuracy: t.accuracy, Seed: t.seed,
+		SampleRate: t.sampleRate, JudgeAccuracy: t.accuracy, Seed: t.seed, Users: t.users, CrossUser: t.crossUser,
 		Progress: func(mode string, done, total int) {
 			fmt.Fprintf(stderr, "\r%s: %d/%d requests", mode, done, total)
 		},
@@ -138,7 +147,7 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	}
 	rep := TraceReport{
 		Requests: len(trace), Threshold: t.threshold, MinSimilarity: t.minSimilarity, JudgeAccuracy: t.accuracy,
-		SampleRate: t.sampleRate, Embedder: emb.Name(), Modes: reps, Seconds: time.Since(start).Seconds(),
+		SampleRate: t.sampleRate, Users: t.users, CrossUser: t.crossUser, Embedder: emb.Name(), Modes: reps, Seconds: time.Since(start).Seconds(),
 	}
 	if asJSON {
 		return writeJSON(stdout, rep)

@@ -38,6 +38,11 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 	if err != nil {
 		return cache.Key{}, err
 	}
+	// The end user: metadata.user_id ("an external identifier for the user
+	// who is associated with the request", Anthropic's API reference).
+	if md, ok := obj["metadata"].(map[string]any); ok {
+		k.EndUser = cache.EndUserOf(md, "user_id")
+	}
 	msgs := obj["messages"].([]any)
 	fp := cache.GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)

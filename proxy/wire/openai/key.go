@@ -7,7 +7,8 @@ import (
 // ChatEndpoint is the path ChatKey hashes into the exact key.
 const ChatEndpoint = "/v1/chat/completions"
 
-// ChatKey builds the key of a /v1/chat/completions request. group maps a
+// ChatKey builds the key of a /v1/chat/completions request, with the end
+// user it names (Key.EndUser). group maps a
 // model to its cache group for the fingerprint, so that models sharing a
 // group share semantic entries; nil (or a result of "") uses the model
 // itself.
@@ -25,6 +26,9 @@ func ChatKey(partition string, body []byte, group func(model string) string) (ca
 		return cache.Key{}, err
 	}
 
+	// The end user: safety_identifier, which OpenAI's API reference says
+	// replaces user for this purpose, else user. Neither is in the key.
+	k.EndUser = cache.EndUserOf(obj, "safety_identifier", "user")
 	fp := cache.GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {

@@ -69,6 +69,8 @@ func ResponsesKey(partition string, body []byte) (cache.Key, error) {
 	}
 	k.Exact = cache.Digest("breakwater-exact-v1", []byte(partition), []byte(ResponsesEndpoint), exact)
 
+	// The end user, as in openai.ChatKey: safety_identifier, else user.
+	k.EndUser = cache.EndUserOf(obj, "safety_identifier", "user")
 	fp := canon // canon is a fresh map; the fingerprint may change it
 	query, rest, ok := responsesQuery(obj["input"])
 	if ok {
