@@ -23,6 +23,13 @@ const (
 	JudgeLLM    = "llm"
 )
 
+// What a lookup does with a candidate the judge could not rule on
+// (Options.NoVerdictMiss; [cache.verify] no_verdict).
+const (
+	NoVerdictMiss      = "miss"
+	NoVerdictThreshold = "threshold"
+)
+
 // Defaults for zero Options fields.
 const (
 	// DefaultMinSimilarity is the lowest cosine similarity a candidate needs
@@ -44,8 +51,10 @@ const (
 	// candidate served without a verdict must pass the strict guard.
 	DefaultGuardSlack = 1
 	// DefaultTimeout bounds one judge call. A cross-encoder scores a few
-	// short pairs in tens of milliseconds; past this the lookup falls back.
-	DefaultTimeout = time.Second
+	// short pairs in tens of milliseconds; a chat model (auto, llm) answers
+	// a few tokens after its time to a first token, a few hundred
+	// milliseconds on hosted models. Past this the candidate has no verdict.
+	DefaultTimeout = 2 * time.Second
 	// DefaultConcurrency bounds judge calls in flight.
 	DefaultConcurrency = 16
 	// DefaultSlotWait is how long a lookup waits for a free judge slot
@@ -101,6 +110,10 @@ type Options struct {
 	Busy func() bool
 	// Metrics records Prometheus metrics. Nil: none.
 	Metrics *Metrics
+	// NoVerdictMiss makes a candidate the judge could not rule on (busy,
+	// slow, refused, unparsable) a miss, as the auto judge's default is;
+	// false leaves the decision to the static threshold and the strict guard.
+	NoVerdictMiss bool
 }
 
 // Verifier puts semantic candidates to a judge within bounds: a timeout, a
@@ -114,6 +127,7 @@ type Verifier struct {
 	slots    chan struct{}
 	slotWait time.Duration
 	busy     func() bool
+	miss     bool // no verdict: a miss
 	metrics  *Metrics
 	verdicts *ristretto.Cache[uint64, bool]
 
@@ -127,7 +141,7 @@ type Verifier struct {
 func New(o Options) (*Verifier, error) {
 	v := &Verifier{
 		judge: o.Judge, floor: o.MinSimilarity, limit: o.Candidates, timeout: o.Timeout,
-		busy: o.Busy, metrics: o.Metrics, fallbacks: map[string]uint64{}, slotWait: o.SlotWait,
+		busy: o.Busy, miss: o.NoVerdictMiss, metrics: o.Metrics, fallbacks: map[string]uint64{}, slotWait: o.SlotWait,
 	}
 	if v.slotWait == 0 {
 		v.slotWait = DefaultSlotWait
@@ -195,11 +209,21 @@ func verdictKey(partition, query string, e *cache.Entry) uint64 {
 
 // Verify returns one verdict per candidate (true: serve it), or ok = false
 // when there is no verdict (no judge, or it is busy, slow or failing; every
-// such fallback is counted) and the static threshold decides.
+// such fallback is counted) and the static threshold decides. With
+// Options.NoVerdictMiss a judge that cannot rule rejects every candidate
+// instead (counted as a fallback all the same), and nothing is remembered.
 func (v *Verifier) Verify(ctx context.Context, partition, query string, cands []cache.Entry) ([]bool, bool) {
 	if v.judge == nil || len(cands) == 0 {
 		return nil, false
 	}
+	out, ok := v.verify(ctx, partition, query, cands)
+	if !ok && v.miss {
+		return make([]bool, len(cands)), true
+	}
+	return out, ok
+}
+
+func (v *Verifier) verify(ctx context.Context, partition, query string, cands []cache.Entry) ([]bool, bool) {
 	out := make([]bool, len(cands))
 	keys := make([]uint64, len(cands))
 	var ask []int

@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 )
 
 // rerankServer serves the Cohere-compatible rerank API: a document is
@@ -135,13 +136,11 @@ func chatJudgeServer(t *testing.T, reply func(a, b string) string) (*httptest.Se
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		if req.Messages[0].Content != LLMPrompt {
-			http.Error(w, "not the fixed prompt", http.StatusBadRequest)
+		a, b, ok := judgeprompt.Read(req.Messages[1].Content)
+		if !ok || req.Messages[0].Role != "system" {
+			http.Error(w, "not the judge prompt", http.StatusBadRequest)
 			return
 		}
-		var a, b string
-		lines := strings.SplitN(req.Messages[1].Content, "\n", 2)
-		a, b = strings.TrimPrefix(lines[0], "Question A: "), strings.TrimPrefix(lines[1], "Question B: ")
 		_ = json.NewEncoder(w).Encode(openai.ChatCompletionResponse{
 			ID: "c", Object: "chat.completion", Model: req.Model,
 			Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: "assistant", Content: reply(a, b)}, FinishReason: "stop"}},
