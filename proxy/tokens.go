@@ -62,12 +62,13 @@ type tokenBook struct {
 	models  map[string]*tokenCounts
 	tenants map[string]*tokenCounts
 	metric  *prometheus.CounterVec // nil without metrics
+	cost    *prometheus.CounterVec // nil without metrics
 }
 
 func newTokenBook(prices map[string]Price, m *Metrics) *tokenBook {
 	b := &tokenBook{prices: prices, models: map[string]*tokenCounts{}, tenants: map[string]*tokenCounts{}}
 	if m != nil {
-		b.metric = m.tokens
+		b.metric, b.cost = m.tokens, m.cost
 	}
 	return b
 }
@@ -132,8 +133,20 @@ func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (n
 	if b.metric != nil {
 		b.metric.WithLabelValues(label, "input", outcome).Add(float64(u.Input))
 		b.metric.WithLabelValues(label, "output", outcome).Add(float64(u.Output))
+		kind := "spent"
+		if saved {
+			kind = "saved"
+		}
+		b.addCost(kind, nano)
 	}
 	return nano
+}
+
+// addCost adds nano (1e-9 USD) to breakwater_cost_usd_total{kind}.
+func (b *tokenBook) addCost(kind string, nano uint64) {
+	if b.cost != nil && nano > 0 {
+		b.cost.WithLabelValues(kind).Add(float64(nano) / 1e9)
+	}
 }
 
 // outcomeJudge labels the tokens of the auto judge's calls in
@@ -175,6 +188,7 @@ func (b *tokenBook) countJudge(model, tenant string, u Usage) (nano uint64) {
 	if b.metric != nil {
 		b.metric.WithLabelValues(label, "input", outcomeJudge).Add(float64(u.Input))
 		b.metric.WithLabelValues(label, "output", outcomeJudge).Add(float64(u.Output))
+		b.addCost("verification", nano)
 	}
 	return nano
 }

@@ -442,3 +442,33 @@ func TestRerankAtTheRoot(t *testing.T) {
 		t.Errorf("paths = %v, want %s", paths, want)
 	}
 }
+
+// orderJudge says "same" when its query comes first in order, whatever the
+// candidate: a judge that favours one position.
+type orderJudge struct{ calls atomic.Int64 }
+
+func (o *orderJudge) Name() string { return "order" }
+func (o *orderJudge) Judge(_ context.Context, query string, cands []string) ([]bool, error) {
+	o.calls.Add(1)
+	out := make([]bool, len(cands))
+	for i, c := range cands {
+		out[i] = query < c
+	}
+	return out, nil
+}
+
+// TestSecondOpinion: a "same" on a candidate the strict guard refuses is
+// asked again with the questions swapped and served only when both agree;
+// one the strict guard accepts takes one verdict.
+func TestSecondOpinion(t *testing.T) {
+	j := &orderJudge{}
+	strictOK := func(q, c string) bool { return strings.HasPrefix(c, "ok") }
+	v := newVerifier(t, Options{Judge: j, Strict: strictOK})
+	got, ok := v.Verify(t.Context(), "p", "a question", entries("ok b", "slack b"))
+	if !ok || !got[0] || got[1] {
+		t.Fatalf("verdicts %v, %v; want [true false]: the slack candidate's swapped verdict disagrees", got, ok)
+	}
+	if n, s := j.calls.Load(), v.Stats().SecondOpinions; n != 2 || s != 1 {
+		t.Errorf("judge calls %d, second opinions %d; want 2 and 1", n, s)
+	}
+}

@@ -68,6 +68,11 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 		Timeout: vc.Timeout.D(), Concurrency: vc.Concurrency, Metrics: m,
 		NoVerdictMiss: vc.NoVerdict == config.NoVerdictMiss || vc.NoVerdict == "" && vc.Judge == config.JudgeAuto,
 	}
+	if vc.Judge == config.JudgeAuto || vc.Judge == config.JudgeLLM {
+		// A chat model's "same" on a candidate only the judged guard's
+		// slack let through is asked again, the questions swapped.
+		vo.Strict = strictGuard()
+	}
 	// The llm judge shares the chat model's targets: skip it while they are
 	// under pressure, when the caller can tell.
 	if b, ok := any(caller).(interface {
@@ -95,6 +100,12 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 		}
 	}
 	return p, nil
+}
+
+// strictGuard is the strict guard's verdict alone.
+func strictGuard() func(q, c string) bool {
+	g := guard.New(guard.Options{}).Check
+	return func(q, c string) bool { ok, _ := g(q, c); return ok }
 }
 
 // proxyVerify is the proxy's side of [cache.verify].

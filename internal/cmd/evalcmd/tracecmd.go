@@ -15,7 +15,7 @@ import (
 	"github.com/breakwater-dev/breakwater/embed"
 )
 
-// DefaultJudgeAccuracy is the simulated reranker's accuracy in a replay.
+// DefaultJudgeAccuracy is the simulated model's accuracy on judge prompts in a replay.
 const DefaultJudgeAccuracy = 0.95
 
 // traceFlags are eval's replay flags.
@@ -26,6 +26,7 @@ type traceFlags struct {
 	threshold, minSimilarity     float64
 	candidates, guardSlack       int
 	sampleRate, accuracy         float64
+	answerTokens                 int
 }
 
 func (t *traceFlags) register(fs *flag.FlagSet) {
@@ -40,7 +41,8 @@ func (t *traceFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.candidates, "candidates", verify.DefaultCandidates, "verified mode: candidates judged per lookup ([cache.verify] candidates)")
 	fs.IntVar(&t.guardSlack, "guard-slack", verify.DefaultGuardSlack, "verified mode: content words without a counterpart the guard tolerates in a judged candidate")
 	fs.Float64Var(&t.sampleRate, "sample-rate", verify.DefaultSampleRate, "share of would-be semantic hits answered fresh for the live estimate ([cache.verify] sample_rate)")
-	fs.Float64Var(&t.accuracy, "judge-accuracy", DefaultJudgeAccuracy, "probability that the simulated reranker's verdict on a pair is right")
+	fs.Float64Var(&t.accuracy, "judge-accuracy", DefaultJudgeAccuracy, "probability that the simulated model's verdict on a judge prompt is right")
+	fs.IntVar(&t.answerTokens, "answer-tokens", DefaultAnswerTokens, "output tokens the simulated model reports per answer (what a hit saves beside the question)")
 }
 
 // decimal32 widens a float32 to the float64 of its shortest decimal form:
@@ -125,7 +127,7 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	defer emb.Close()
 	o := ReplayOptions{
 		Threshold: float32(t.threshold), MinSimilarity: float32(t.minSimilarity), Candidates: t.candidates, GuardSlack: t.guardSlack,
-		SampleRate: t.sampleRate, JudgeAccuracy: t.accuracy, Seed: t.seed,
+		SampleRate: t.sampleRate, JudgeAccuracy: t.accuracy, Seed: t.seed, AnswerTokens: t.answerTokens,
 		Progress: func(mode string, done, total int) {
 			fmt.Fprintf(stderr, "\r%s: %d/%d requests", mode, done, total)
 		},

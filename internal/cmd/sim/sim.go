@@ -15,6 +15,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+
+	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 )
 
 // Jitter distributions.
@@ -62,6 +65,55 @@ type Options struct {
 	Models []string
 	// Dimension is the length of /v1/embeddings vectors. Zero: 64.
 	Dimension int
+	// Same is the truth the simulated model judges by when it is asked the
+	// cache's judge prompt (internal/lib/judgeprompt, on chat and
+	// messages): whether one answer serves both questions. Nil: the
+	// questions are the same when their words are, case and punctuation
+	// aside (the sim's own answers differ for any other wording).
+	Same func(a, b string) bool
+	// JudgeAccuracy is the share of judge prompts answered with the truth;
+	// the others get the opposite verdict, chosen by a hash of the pair and
+	// Seed, so a pair always gets the same one (a deterministic model that
+	// is wrong about some pairs). Zero: DefaultJudgeAccuracy.
+	JudgeAccuracy float64
+}
+
+// DefaultJudgeAccuracy is how often the simulated model's verdict on a
+// judge prompt is the truth: about what small chat models reach on
+// question-pair benchmarks (docs/PRECISION.md).
+const DefaultJudgeAccuracy = 0.95
+
+// judge answers the cache's judge prompt (system names the fences): the
+// verdict, as a model that obeys what is outside the fences would give it
+// (judgeprompt.Naive), right JudgeAccuracy of the time. ok is false for
+// any other prompt.
+func (s *Sim) judge(system, user string) (string, bool) {
+	if !strings.Contains(system, "<question-A-") {
+		return "", false
+	}
+	same := s.opts.Same
+	if same == nil {
+		same = func(a, b string) bool { return wordsOf(a) == wordsOf(b) }
+	}
+	acc := s.opts.JudgeAccuracy
+	if acc == 0 {
+		acc = DefaultJudgeAccuracy
+	}
+	return judgeprompt.Naive(system, user, func(a, b string) bool {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d\x00%s\x00%s", s.opts.Seed, a, b)
+		if float64(h.Sum64()>>11)/float64(1<<53) < acc {
+			return same(a, b)
+		}
+		return !same(a, b)
+	}), true
+}
+
+// wordsOf is text's words, lower case, without punctuation.
+func wordsOf(text string) string {
+	return strings.Join(strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
+		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
+	}), " ")
 }
 
 // Step is a capacity change: from After on, Capacity calls may be in flight
