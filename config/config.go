@@ -221,7 +221,7 @@ const (
 // VerifyConfig is [cache.verify].
 type VerifyConfig struct {
 	// Judge checks semantic candidates at or above MinSimilarity: "auto"
-	// (a short call to the model of the request's own route, with its
+	// (default: a short call to the model of the request's own route, with its
 	// credentials; a [[models]] judge_model may name a cheaper one), "none"
 	// (the static threshold alone), "rerank" (a Cohere-compatible POST
 	// {URL}/rerank) or "llm" (a small chat model through the caller).
@@ -582,7 +582,7 @@ func defaults() *Config {
 			WriteQueueBytes:    cache.DefaultQueueBytes,
 			DataDir:            "./data",
 			Verify: VerifyConfig{
-				Judge:            JudgeNone,
+				Judge:            JudgeAuto,
 				MinSimilarity:    verify.DefaultMinSimilarity,
 				MinScore:         verify.DefaultMinScore,
 				Candidates:       verify.DefaultCandidates,

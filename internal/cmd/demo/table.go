@@ -117,8 +117,10 @@ func (r *Result) Problems() []string {
 	// probes for capacity are not work saved or spent).
 	repeats := d.Bench.ByKind[loadgen.KindRepeat].Count
 	dc := d.Model.Calls - d.Model.Errors // cut calls left out, as in Findings
-	if saved := dc - b.Model.OK; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(dc) {
-		out = append(out, fmt.Sprintf("model answers %d → %d: fewer saved than the %d repeats", dc, b.Model.OK, repeats))
+	// The judge's verdicts (a few tokens each) are not answers.
+	answers := b.Model.OK - b.Model.Judged
+	if saved := dc - answers; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(dc) {
+		out = append(out, fmt.Sprintf("model answers %d → %d: fewer saved than the %d repeats", dc, answers, repeats))
 	}
 	return out
 }

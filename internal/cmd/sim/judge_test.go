@@ -27,7 +27,7 @@ func TestJudgePrompts(t *testing.T) {
 		_, out := post(t, srv.URL+path, string(body))
 		var r struct {
 			Choices []struct{ Message struct{ Content string } } `json:"choices"`
-			Content []struct{ Text string }                       `json:"content"`
+			Content []struct{ Text string }                      `json:"content"`
 		}
 		if err := json.Unmarshal(out, &r); err != nil {
 			t.Fatalf("%s: %v: %s", path, err, out)

@@ -15,8 +15,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode"
 
+	"github.com/breakwater-dev/breakwater/cache/guard"
 	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 )
 
@@ -68,8 +68,9 @@ type Options struct {
 	// Same is the truth the simulated model judges by when it is asked the
 	// cache's judge prompt (internal/lib/judgeprompt, on chat and
 	// messages): whether one answer serves both questions. Nil: the
-	// questions are the same when their words are, case and punctuation
-	// aside (the sim's own answers differ for any other wording).
+	// questions are the same when the cache's strict guard accepts the pair
+	// (no answer-determining word differs, every content word has a
+	// counterpart), as a model would read a light rewording.
 	Same func(a, b string) bool
 	// JudgeAccuracy is the share of judge prompts answered with the truth;
 	// the others get the opposite verdict, chosen by a hash of the pair and
@@ -91,9 +92,10 @@ func (s *Sim) judge(system, user string) (string, bool) {
 	if !strings.Contains(system, "<question-A-") {
 		return "", false
 	}
+	s.judged.Add(1)
 	same := s.opts.Same
 	if same == nil {
-		same = func(a, b string) bool { return wordsOf(a) == wordsOf(b) }
+		same = s.guardSame
 	}
 	acc := s.opts.JudgeAccuracy
 	if acc == 0 {
@@ -109,11 +111,10 @@ func (s *Sim) judge(system, user string) (string, bool) {
 	}), true
 }
 
-// wordsOf is text's words, lower case, without punctuation.
-func wordsOf(text string) string {
-	return strings.Join(strings.FieldsFunc(strings.ToLower(text), func(r rune) bool {
-		return !unicode.IsLetter(r) && !unicode.IsDigit(r)
-	}), " ")
+// guardSame is the default truth: the strict guard accepts the pair.
+func (s *Sim) guardSame(a, b string) bool {
+	ok, _ := s.guard(a, b)
+	return ok
 }
 
 // Step is a capacity change: from After on, Capacity calls may be in flight
@@ -141,6 +142,9 @@ type Stats struct {
 	Distinct     int64 `json:"distinct"`
 	PromptTokens int64 `json:"prompt_tokens"`
 	OutputTokens int64 `json:"completion_tokens"`
+	// Judged counts calls that were the cache's judge prompts (counted in
+	// Calls and OK too): a few tokens each, not answers.
+	Judged int64 `json:"judged"`
 }
 
 // Sim is a simulated model endpoint; it is an http.Handler.
@@ -167,6 +171,8 @@ type Sim struct {
 	ids          map[string]struct{}
 	promptTokens atomic.Int64
 	outputTokens atomic.Int64
+	judged       atomic.Int64
+	guard        func(q, c string) (bool, string)
 }
 
 // NewHandler returns a simulated model endpoint serving /v1/chat/completions,
@@ -191,7 +197,7 @@ func New(opts Options) *Sim {
 	if opts.Dist == "" {
 		opts.Dist = DistExponential
 	}
-	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
+	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), guard: guard.New(guard.Options{}).Check}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.model(s.chat))
 	s.mux.HandleFunc("POST /v1/completions", s.model(s.completion))
@@ -227,6 +233,7 @@ func (s *Sim) Stats() Stats {
 		Distinct:     s.distinct.Load(),
 		PromptTokens: s.promptTokens.Load(),
 		OutputTokens: s.outputTokens.Load(),
+		Judged:       s.judged.Load(),
 	}
 }
 
