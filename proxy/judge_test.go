@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 )
 
@@ -173,5 +176,47 @@ func TestAutoJudgeTenancy(t *testing.T) {
 		if own == nil || !slices.Contains(own, c.a) || !slices.Contains(own, c.b) {
 			t.Errorf("judge call with key %q about %q / %q: not that tenant's own questions", c.key, c.a, c.b)
 		}
+	}
+}
+
+// TestAutoJudgeSpendCounted: the judge's tokens and cost are spent on
+// verification, in /stats (savings net of them) and /metrics.
+func TestAutoJudgeSpendCounted(t *testing.T) {
+	j := newFakeJudge(sameGroup)
+	m := NewMetrics(prometheus.NewRegistry())
+	eo := envOptions{threshold: 0}
+	withAutoJudge(&eo, judgeVerifier(t, 0.8, 0))
+	inner := eo.proxy
+	eo.proxy = func(o *Options) {
+		inner(o)
+		o.Metrics = m
+		o.Prices = map[string]Price{"gpt-test": {Input: 1, Output: 2}}
+	}
+	e, ask := judgeAPIs[0].setup(t, eo, j)
+	for _, q := range []string{jqStored, jqPara} {
+		if q == jqPara {
+			e.waitIndexed(1)
+		}
+		if _, err := ask("sk-tenant-a", q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(j.seen()) != 1 {
+		t.Fatalf("judge calls = %d, want 1", len(j.seen()))
+	}
+	_, _, st := tokensOf(t, e, "gpt-test")
+	// The fake model's usage is 5 in, 5 out for every answer, the judge's too.
+	want := TokenCount{Input: 5, Output: 5}
+	if st.Verification != want || st.Saved != want || st.NetSaved != (TokenCount{}) {
+		t.Errorf("tokens: saved %+v, verification %+v, net %+v; want %+v, %+v and zero", st.Saved, st.Verification, st.NetSaved, want, want)
+	}
+	if st.CostVerificationUSD == nil || *st.CostVerificationUSD != 15e-6 || st.CostNetSavedUSD == nil || *st.CostNetSavedUSD != 0 {
+		t.Errorf("cost: verification %v, net saved %v; want 1.5e-05 and 0", st.CostVerificationUSD, st.CostNetSavedUSD)
+	}
+	if got := testutil.ToFloat64(m.tokens.WithLabelValues("gpt-test", "input", outcomeJudge)); got != 5 {
+		t.Errorf("breakwater_tokens_total{outcome=judge,direction=input} = %v, want 5", got)
+	}
+	if got := testutil.ToFloat64(m.cost.WithLabelValues("verification")); got != 15e-6 {
+		t.Errorf("breakwater_cost_usd_total{kind=verification} = %v, want 1.5e-05", got)
 	}
 }
