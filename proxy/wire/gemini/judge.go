@@ -65,8 +65,10 @@ func (f geminiFormat) JudgeRequest(model, system, user string) (string, []byte) 
 		r.GenerationConfig.ThinkingConfig = &thinkingConfig{ThinkingBudget: &budget}
 	}
 	body, _ := json.Marshal(r) // strings and numbers only: never fails
+	// Not streamed, and without the client's query (its alt=sse asks for
+	// events).
 	judge := f
-	judge.stream, judge.model = false, model
+	judge.stream, judge.model, judge.query = false, model, nil
 	return judge.upstreamPath(model), body
 }
 
