@@ -235,14 +235,28 @@ const (
 	JudgeNone   = verify.JudgeNone
 	JudgeRerank = verify.JudgeRerank
 	JudgeLLM    = verify.JudgeLLM
+	JudgeAuto   = verify.JudgeAuto
+)
+
+// What [cache.verify] no_verdict makes of a candidate without a verdict.
+const (
+	NoVerdictMiss      = verify.NoVerdictMiss
+	NoVerdictThreshold = verify.NoVerdictThreshold
 )
 
 // VerifyConfig is [cache.verify].
 type VerifyConfig struct {
-	// Judge checks semantic candidates at or above MinSimilarity: "none"
-	// (default: the static threshold alone), "rerank" (a Cohere-compatible
-	// POST {URL}/rerank) or "llm" (a small chat model through the caller).
+	// Judge checks semantic candidates at or above MinSimilarity: "auto"
+	// (default: a short call to the model of the request's own route, with its
+	// credentials; a [[models]] judge_model may name a cheaper one), "none"
+	// (the static threshold alone), "rerank" (a Cohere-compatible POST
+	// {URL}/rerank) or "llm" (a small chat model through the caller).
 	Judge string `toml:"judge"`
+	// NoVerdict is what a candidate the judge could not rule on (busy,
+	// slow, refused, unparsable) becomes: "miss", or "threshold" (the static
+	// threshold and the strict guard decide). Empty (default): "miss" for
+	// auto, "threshold" for rerank and llm.
+	NoVerdict string `toml:"no_verdict"`
 	// URL is the reranker's API root. Empty: the default upstream's base_url
 	// (vLLM and Infinity serve /rerank beside /chat/completions).
 	URL string `toml:"url"`
@@ -259,8 +273,8 @@ type VerifyConfig struct {
 	MinScore float64 `toml:"min_score"`
 	// Candidates is how many guarded candidates one lookup may judge. Default 1.
 	Candidates int `toml:"candidates"`
-	// Timeout bounds one judge call; past it the static threshold decides.
-	// Default 1s.
+	// Timeout bounds one judge call; past it the candidate has no verdict
+	// (see NoVerdict). Default 2s.
 	Timeout Duration `toml:"timeout"`
 	// Concurrency bounds judge calls in flight; a lookup that finds no free
 	// slot within 100ms falls back. Default 16.
@@ -491,6 +505,12 @@ type Model struct {
 	// by [prices] only). 0 and 0: no price. >= 0.
 	InputPrice  float64 `toml:"input_price"`
 	OutputPrice float64 `toml:"output_price"`
+	// JudgeModel is the model the auto judge ([cache.verify] judge =
+	// "auto") asks about this model's semantic candidates, sent to this
+	// model's targets (a target serving another model is asked with its
+	// own): a cheaper model of the same provider, as targets name smaller
+	// fallbacks. Empty: the model itself.
+	JudgeModel string `toml:"judge_model"`
 }
 
 // ModelPrices are the prices by upstream model that [prices] and the
@@ -589,7 +609,7 @@ func defaults() *Config {
 			DataDir:            "./data",
 			Semantic:           SemanticConfig{CrossUser: cache.DefaultCrossUser},
 			Verify: VerifyConfig{
-				Judge:            JudgeNone,
+				Judge:            JudgeAuto,
 				MinSimilarity:    verify.DefaultMinSimilarity,
 				MinScore:         verify.DefaultMinScore,
 				Candidates:       verify.DefaultCandidates,

@@ -209,7 +209,10 @@ func (c *Config) validateCache(v *validator) {
 
 func (c *Config) validateVerify(v *validator) {
 	s := &c.Cache.Verify
-	oneOf(v, "cache.verify.judge", s.Judge, JudgeNone, JudgeRerank, JudgeLLM)
+	oneOf(v, "cache.verify.judge", s.Judge, JudgeAuto, JudgeNone, JudgeRerank, JudgeLLM)
+	if s.NoVerdict != "" {
+		oneOf(v, "cache.verify.no_verdict", s.NoVerdict, NoVerdictMiss, NoVerdictThreshold)
+	}
 	if s.Judge == JudgeLLM && s.Model == "" {
 		v.add("cache.verify.model", s.Model, `set the chat model the "llm" judge asks, e.g. "gpt-4o-mini"`)
 	}

@@ -164,7 +164,7 @@ func (h *apiHost) Call(c echo.Context, f wire.Format, endpoint string, ureq *ups
 	s := h.s
 	req := c.Request()
 	c.Set(formatCtxKey, f)
-	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
+	x := &exchange{srv: s, c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
 	ctl, err := parseControls(req.Header)
 	if err != nil {
 		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)

@@ -19,6 +19,7 @@ import (
 
 // exchange is one request on its way through the cached flow.
 type exchange struct {
+	srv      *Server
 	c        echo.Context
 	log      *slog.Logger // the server's; logger() adds the request id
 	reqID    string
@@ -81,7 +82,7 @@ func (x *exchange) logger() *slog.Logger { return x.log.With("request_id", x.req
 // semantic tier, caller, write-back.
 func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 	endpoint := f.Endpoint()
-	x := &exchange{c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, home: home, start: s.opts.Now()}
+	x := &exchange{srv: s, c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, home: home, start: s.opts.Now()}
 	if s.tracer != nil {
 		s.startServerSpan(x)
 		defer s.endServerSpan(x)
@@ -347,7 +348,7 @@ func (s *Server) upstreamFailed(x *exchange, outcome string, err error, serve fu
 // lookup asks the cache for x, with the request's controls, and names the
 // outcome of a hit.
 func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
-	res, ok := s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
+	res, ok := s.opts.Cache.Lookup(s.lookupContext(x), x.key, cache.LookupOptions{
 		Threshold:    x.ctl.threshold,
 		MaxAge:       x.ctl.maxAge,
 		SkipSemantic: !x.format.Semantic(),

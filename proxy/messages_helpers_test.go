@@ -36,6 +36,8 @@ type fakeClaude struct {
 	// cutAfter > 0 ends a stream with an error event after that many text
 	// deltas.
 	cutAfter int
+	// judge, when set, answers the auto judge's requests.
+	judge *fakeJudge
 }
 
 type claudeReq struct {
@@ -76,6 +78,9 @@ func (f *fakeClaude) serve(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.reqs = append(f.reqs, claudeReq{path: r.URL.Path, header: r.Header.Clone(), body: body, at: time.Now()})
 	f.mu.Unlock()
+	if f.judge != nil && f.judge.intercept(w, r, body) {
+		return
+	}
 	if r.URL.Path == "/v1/messages/count_tokens" {
 		writeJSON(w, 200, map[string]any{"input_tokens": 12})
 		return

@@ -17,6 +17,7 @@ type Metrics struct {
 	limits     *prometheus.CounterVec
 	knownIDs   prometheus.Gauge
 	tokens     *prometheus.CounterVec
+	cost       *prometheus.CounterVec
 	// The GenAI client metrics of the OpenTelemetry semantic conventions
 	// (gen_ai.client.token.usage, gen_ai.client.operation.duration,
 	// gen_ai.client.operation.time_to_first_chunk), in Prometheus form, for
@@ -62,8 +63,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_tokens_total",
-			Help: "Tokens of answers by the model that produced them, direction (input, output) and outcome: hit-exact, hit-semantic, stale and coalesced reused the answer (saved), miss and bypass paid for it (spent).",
+			Help: "Tokens of answers by the model that produced them, direction (input, output) and outcome: hit-exact, hit-semantic, stale and coalesced reused the answer (saved), miss and bypass paid for it (spent), judge the auto judge spent verifying semantic candidates (savings net of verification: saved less judge).",
 		}, []string{"model", "direction", "outcome"}),
+		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_cost_usd_total",
+			Help: "Cost in USD of the tokens of breakwater_tokens_total at the configured prices, by kind: saved, spent, verification (the auto judge's calls; savings net of verification: saved less verification).",
+		}, []string{"kind"}),
 	}
 	genLabels := []string{"gen_ai_operation_name", "gen_ai_provider_name", "gen_ai_request_model"}
 	// Bucket boundaries as the conventions advise for each instrument.
@@ -82,7 +87,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from an upstream stream call to its first chunk (GenAI semantic conventions).",
 		Buckets: []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10},
 	}, genLabels)
-	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs, m.tokens,
+	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs, m.tokens, m.cost,
 		m.genTokens, m.genDuration, m.genFirst)
 	return m
 }

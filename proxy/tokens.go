@@ -49,7 +49,10 @@ type tokenCounts struct {
 	// answer at the price of the model that produced it (a tenant's tokens
 	// span models).
 	savedNano, spentNano atomic.Uint64
-	priced               atomic.Bool
+	// judgeIn, judgeOut and judgeNano are what the auto judge's calls
+	// spent on verifying semantic candidates.
+	judgeIn, judgeOut, judgeNano atomic.Uint64
+	priced                       atomic.Bool
 }
 
 // tokenBook counts tokens saved and spent by model and by tenant.
@@ -59,12 +62,13 @@ type tokenBook struct {
 	models  map[string]*tokenCounts
 	tenants map[string]*tokenCounts
 	metric  *prometheus.CounterVec // nil without metrics
+	cost    *prometheus.CounterVec // nil without metrics
 }
 
 func newTokenBook(prices map[string]Price, m *Metrics) *tokenBook {
 	b := &tokenBook{prices: prices, models: map[string]*tokenCounts{}, tenants: map[string]*tokenCounts{}}
 	if m != nil {
-		b.metric = m.tokens
+		b.metric, b.cost = m.tokens, m.cost
 	}
 	return b
 }
@@ -129,6 +133,62 @@ func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (n
 	if b.metric != nil {
 		b.metric.WithLabelValues(label, "input", outcome).Add(float64(u.Input))
 		b.metric.WithLabelValues(label, "output", outcome).Add(float64(u.Output))
+		kind := "spent"
+		if saved {
+			kind = "saved"
+		}
+		b.addCost(kind, nano)
+	}
+	return nano
+}
+
+// addCost adds nano (1e-9 USD) to breakwater_cost_usd_total{kind}.
+func (b *tokenBook) addCost(kind string, nano uint64) {
+	if b.cost != nil && nano > 0 {
+		b.cost.WithLabelValues(kind).Add(float64(nano) / 1e9)
+	}
+}
+
+// outcomeJudge labels the tokens of the auto judge's calls in
+// breakwater_tokens_total: spent on verifying semantic candidates.
+const outcomeJudge = "judge"
+
+// countJudge records the usage u of one judge call to model, for tenant,
+// as spent on verification.
+func (b *tokenBook) countJudge(model, tenant string, u Usage) (nano uint64) {
+	if !u.Known {
+		return 0
+	}
+	price, priced := b.prices[model]
+	if priced {
+		nano = uint64(math.Round(price.cost(u.Input, u.Output) * 1e9))
+	}
+	b.mu.Lock()
+	m := b.slot(b.models, model, maxTokenModels)
+	label := model
+	if m == b.models[tokenOther] {
+		label = tokenOther
+	}
+	var t *tokenCounts
+	if tenant != "" {
+		t = b.slot(b.tenants, tenant, maxTokenTenants)
+	}
+	b.mu.Unlock()
+	for _, c := range [2]*tokenCounts{m, t} {
+		if c == nil {
+			continue
+		}
+		c.judgeIn.Add(u.Input)
+		c.judgeOut.Add(u.Output)
+		c.judgeNano.Add(nano)
+		if priced {
+			c.priced.Store(true)
+		}
+	}
+	if b.metric != nil {
+		b.metric.WithLabelValues(label, "input", outcomeJudge).Add(float64(u.Input))
+		b.metric.WithLabelValues(label, "output", outcomeJudge).Add(float64(u.Output))
+		b.addCost("verification", nano)
 	}
 	return nano
 }
@@ -144,11 +204,19 @@ type TokenCount struct {
 // answer it reused) and those misses spent, with their cost when prices
 // are configured (never guessed: a model without a price has no cost).
 type TokenStats struct {
-	Saved        TokenCount   `json:"saved"`
-	Spent        TokenCount   `json:"spent"`
-	CostSavedUSD *float64     `json:"cost_saved_usd,omitempty"`
-	CostSpentUSD *float64     `json:"cost_spent_usd,omitempty"`
-	Models       []TokenEntry `json:"models"`
+	Saved TokenCount `json:"saved"`
+	Spent TokenCount `json:"spent"`
+	// Verification is what the auto judge's calls spent checking semantic
+	// candidates; NetSaved is Saved less it (never below zero).
+	Verification TokenCount `json:"verification"`
+	NetSaved     TokenCount `json:"net_saved"`
+	CostSavedUSD *float64   `json:"cost_saved_usd,omitempty"`
+	CostSpentUSD *float64   `json:"cost_spent_usd,omitempty"`
+	// CostVerificationUSD is the judge calls' cost; CostNetSavedUSD is
+	// CostSavedUSD less it.
+	CostVerificationUSD *float64     `json:"cost_verification_usd,omitempty"`
+	CostNetSavedUSD     *float64     `json:"cost_net_saved_usd,omitempty"`
+	Models              []TokenEntry `json:"models"`
 	// Tenants are keyed by the tenant's partition (an HMAC of its
 	// credential, never the credential itself).
 	Tenants []TokenEntry `json:"tenants"`
@@ -156,48 +224,52 @@ type TokenStats struct {
 
 // TokenEntry is one model's or one tenant's tokens.
 type TokenEntry struct {
-	Name         string     `json:"name"`
-	Saved        TokenCount `json:"saved"`
-	Spent        TokenCount `json:"spent"`
-	CostSavedUSD *float64   `json:"cost_saved_usd,omitempty"`
-	CostSpentUSD *float64   `json:"cost_spent_usd,omitempty"`
+	Name                string     `json:"name"`
+	Saved               TokenCount `json:"saved"`
+	Spent               TokenCount `json:"spent"`
+	Verification        TokenCount `json:"verification"`
+	CostSavedUSD        *float64   `json:"cost_saved_usd,omitempty"`
+	CostSpentUSD        *float64   `json:"cost_spent_usd,omitempty"`
+	CostVerificationUSD *float64   `json:"cost_verification_usd,omitempty"`
 }
 
 func (b *tokenBook) snapshot() TokenStats {
 	b.mu.Lock()
 	models := make([]TokenEntry, 0, len(b.models))
 	var total TokenStats
-	var costSaved, costSpent float64
+	var costSaved, costSpent, costJudge float64
 	priced := false
 	for name, c := range b.models {
 		e := entryOf(name, c)
 		// A model's cost is its tokens × its price, computed exactly here;
 		// tenants add up per-answer costs.
 		if p, ok := b.prices[name]; ok && name != tokenOther {
-			s, sp := p.cost(e.Saved.Input, e.Saved.Output), p.cost(e.Spent.Input, e.Spent.Output)
-			e.CostSavedUSD, e.CostSpentUSD = &s, &sp
+			s, sp, j := p.cost(e.Saved.Input, e.Saved.Output), p.cost(e.Spent.Input, e.Spent.Output), p.cost(e.Verification.Input, e.Verification.Output)
+			e.CostSavedUSD, e.CostSpentUSD, e.CostVerificationUSD = &s, &sp, &j
 			costSaved += s
 			costSpent += sp
+			costJudge += j
 			priced = true
 		} else if c.priced.Load() {
-			s, sp := float64(c.savedNano.Load())/1e9, float64(c.spentNano.Load())/1e9
-			e.CostSavedUSD, e.CostSpentUSD = &s, &sp
-			costSaved += s
-			costSpent += sp
+			e.costsOf(c)
+			costSaved += *e.CostSavedUSD
+			costSpent += *e.CostSpentUSD
+			costJudge += *e.CostVerificationUSD
 			priced = true
 		}
 		total.Saved.Input += e.Saved.Input
 		total.Saved.Output += e.Saved.Output
 		total.Spent.Input += e.Spent.Input
 		total.Spent.Output += e.Spent.Output
+		total.Verification.Input += e.Verification.Input
+		total.Verification.Output += e.Verification.Output
 		models = append(models, e)
 	}
 	tenants := make([]TokenEntry, 0, len(b.tenants))
 	for name, c := range b.tenants {
 		e := entryOf(name, c)
 		if c.priced.Load() {
-			s, sp := float64(c.savedNano.Load())/1e9, float64(c.spentNano.Load())/1e9
-			e.CostSavedUSD, e.CostSpentUSD = &s, &sp
+			e.costsOf(c)
 		}
 		tenants = append(tenants, e)
 	}
@@ -205,17 +277,34 @@ func (b *tokenBook) snapshot() TokenStats {
 	sort.Slice(models, func(i, j int) bool { return models[i].Name < models[j].Name })
 	sort.Slice(tenants, func(i, j int) bool { return tenants[i].Name < tenants[j].Name })
 	total.Models, total.Tenants = models, tenants
+	total.NetSaved = TokenCount{Input: subFloor(total.Saved.Input, total.Verification.Input), Output: subFloor(total.Saved.Output, total.Verification.Output)}
 	if priced {
-		total.CostSavedUSD, total.CostSpentUSD = &costSaved, &costSpent
+		net := costSaved - costJudge
+		total.CostSavedUSD, total.CostSpentUSD, total.CostVerificationUSD, total.CostNetSavedUSD = &costSaved, &costSpent, &costJudge, &net
 	}
 	return total
 }
 
+// costsOf sets e's costs from c's per-answer sums.
+func (e *TokenEntry) costsOf(c *tokenCounts) {
+	s, sp, j := float64(c.savedNano.Load())/1e9, float64(c.spentNano.Load())/1e9, float64(c.judgeNano.Load())/1e9
+	e.CostSavedUSD, e.CostSpentUSD, e.CostVerificationUSD = &s, &sp, &j
+}
+
+// subFloor is a - b, or 0 when b is larger.
+func subFloor(a, b uint64) uint64 {
+	if b > a {
+		return 0
+	}
+	return a - b
+}
+
 func entryOf(name string, c *tokenCounts) TokenEntry {
 	return TokenEntry{
-		Name:  name,
-		Saved: TokenCount{Input: c.savedIn.Load(), Output: c.savedOut.Load()},
-		Spent: TokenCount{Input: c.spentIn.Load(), Output: c.spentOut.Load()},
+		Name:         name,
+		Saved:        TokenCount{Input: c.savedIn.Load(), Output: c.savedOut.Load()},
+		Spent:        TokenCount{Input: c.spentIn.Load(), Output: c.spentOut.Load()},
+		Verification: TokenCount{Input: c.judgeIn.Load(), Output: c.judgeOut.Load()},
 	}
 }
 

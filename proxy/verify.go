@@ -42,6 +42,13 @@ type Verify struct {
 	Compare func(ctx context.Context, a, b string) bool
 	// Rand returns a number in [0, 1). Nil: math/rand/v2.
 	Rand func() float64
+	// Auto puts semantic candidates to the model of the request's own
+	// route (verify.Auto): each lookup carries the request as the judge's
+	// verify.Asker.
+	Auto bool
+	// JudgeModel names the model the auto judge asks for a requested model
+	// (a route's judge_model); "" or nil: the requested model.
+	JudgeModel func(model string) string
 
 	once  sync.Once
 	slots chan struct{}

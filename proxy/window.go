@@ -30,6 +30,8 @@ type bucket struct {
 	calls    atomic.Uint64
 	// Tokens reused instead of spent, and their cost in 1e-9 USD.
 	savedIn, savedOut, savedNano atomic.Uint64
+	// Tokens the auto judge's calls spent, and their cost in 1e-9 USD.
+	judgeIn, judgeOut, judgeNano atomic.Uint64
 	rateLimited                  map[string]uint64 // by target; guarded by window.mu
 	sent                         map[string]uint64 // by target; guarded by window.mu
 }
@@ -42,7 +44,7 @@ func (w *window) bucketLocked(now time.Time) *bucket {
 	m := now.Unix() / 60
 	b := &w.buckets[m%60]
 	if b.minute.Load() != m {
-		for _, c := range []*atomic.Uint64{&b.requests, &b.eligible, &b.hits, &b.saved, &b.calls, &b.savedIn, &b.savedOut, &b.savedNano} {
+		for _, c := range []*atomic.Uint64{&b.requests, &b.eligible, &b.hits, &b.saved, &b.calls, &b.savedIn, &b.savedOut, &b.savedNano, &b.judgeIn, &b.judgeOut, &b.judgeNano} {
 			c.Store(0)
 		}
 		b.rateLimited, b.sent = nil, nil
@@ -54,12 +56,7 @@ func (w *window) bucketLocked(now time.Time) *bucket {
 // record counts one finished request. A bucket is reused only an hour
 // after its minute, so the lock is taken once a minute, not per request.
 func (w *window) record(now time.Time, outcome string, coalesced, called bool) {
-	b := &w.buckets[now.Unix()/60%60]
-	if b.minute.Load() != now.Unix()/60 {
-		w.mu.Lock()
-		b = w.bucketLocked(now)
-		w.mu.Unlock()
-	}
+	b := w.current(now)
 	b.requests.Add(1)
 	if outcome != OutcomeBypass {
 		b.eligible.Add(1)
@@ -80,15 +77,30 @@ func (w *window) record(now time.Time, outcome string, coalesced, called bool) {
 // recordTokens adds the tokens one request saved, and their cost, to the
 // current minute.
 func (w *window) recordTokens(now time.Time, u Usage, nano uint64) {
+	b := w.current(now)
+	b.savedIn.Add(u.Input)
+	b.savedOut.Add(u.Output)
+	b.savedNano.Add(nano)
+}
+
+// recordJudge adds the tokens one judge call spent, and their cost, to the
+// current minute.
+func (w *window) recordJudge(now time.Time, u Usage, nano uint64) {
+	b := w.current(now)
+	b.judgeIn.Add(u.Input)
+	b.judgeOut.Add(u.Output)
+	b.judgeNano.Add(nano)
+}
+
+// current is the bucket of now's minute.
+func (w *window) current(now time.Time) *bucket {
 	b := &w.buckets[now.Unix()/60%60]
 	if b.minute.Load() != now.Unix()/60 {
 		w.mu.Lock()
 		b = w.bucketLocked(now)
 		w.mu.Unlock()
 	}
-	b.savedIn.Add(u.Input)
-	b.savedOut.Add(u.Output)
-	b.savedNano.Add(nano)
+	return b
 }
 
 // sampleTargets folds the growth of the caller's per-target counters since
@@ -140,6 +152,10 @@ type TimelinePoint struct {
 	// without prices).
 	TokensSaved  TokenCount `json:"tokens_saved"`
 	CostSavedUSD float64    `json:"cost_saved_usd"`
+	// TokensVerification and CostVerificationUSD are what the minute's
+	// judge calls spent checking semantic candidates.
+	TokensVerification  TokenCount `json:"tokens_verification"`
+	CostVerificationUSD float64    `json:"cost_verification_usd"`
 }
 
 func (w *window) summary(now time.Time, span time.Duration) WindowStats {
@@ -197,6 +213,8 @@ func (w *window) timeline(now time.Time) []TimelinePoint {
 		p := TimelinePoint{Minute: m * 60, Requests: b.requests.Load(), Saved: b.saved.Load()}
 		p.TokensSaved = TokenCount{Input: b.savedIn.Load(), Output: b.savedOut.Load()}
 		p.CostSavedUSD = float64(b.savedNano.Load()) / 1e9
+		p.TokensVerification = TokenCount{Input: b.judgeIn.Load(), Output: b.judgeOut.Load()}
+		p.CostVerificationUSD = float64(b.judgeNano.Load()) / 1e9
 		if e := b.eligible.Load(); e > 0 {
 			p.HitRate = ratio(b.hits.Load(), e)
 		}

@@ -5,15 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"golang.org/x/sync/errgroup"
-)
 
-// LLMPrompt is the fixed system prompt of the LLM judge.
-const LLMPrompt = `You decide whether two questions ask for the same thing, so that one answer serves both. ` +
-	`Different numbers, names, places, dates, products or a negation make them different. ` +
-	`Reply with JSON only, exactly {"same": true} or {"same": false}.`
+	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+)
 
 // Completer sends one Chat Completions request body for model and returns
 // the answer's status and body. internal/app implements it over the upstream
@@ -83,11 +79,12 @@ func (l *LLM) Judge(ctx context.Context, query string, candidates []string) ([]b
 }
 
 func (l *LLM) one(ctx context.Context, query, candidate string) (bool, error) {
+	sys, user := judgeprompt.Build(judgeprompt.NewNonce(), query, candidate)
 	body, err := json.Marshal(chatRequest{
 		Model: l.o.Model,
 		Messages: []chatMessage{
-			{Role: "system", Content: LLMPrompt},
-			{Role: "user", Content: "Question A: " + query + "\nQuestion B: " + candidate},
+			{Role: "system", Content: sys},
+			{Role: "user", Content: user},
 		},
 		MaxTokens: 16,
 	})
@@ -105,8 +102,7 @@ func (l *LLM) one(ctx context.Context, query, candidate string) (bool, error) {
 }
 
 // ParseVerdict reads a chat completion whose first choice's content must be
-// exactly a JSON object {"same": bool} (whitespace around it allowed): any
-// other text, key or type is an error, never a guess.
+// exactly a JSON object {"same": bool} (judgeprompt.ParseVerdict).
 func ParseVerdict(completion []byte) (bool, error) {
 	var c struct {
 		Choices []struct {
@@ -121,20 +117,5 @@ func ParseVerdict(completion []byte) (bool, error) {
 	if len(c.Choices) == 0 || c.Choices[0].Message.Content == nil {
 		return false, fmt.Errorf("decode judge completion: no content")
 	}
-	dec := json.NewDecoder(strings.NewReader(*c.Choices[0].Message.Content))
-	dec.DisallowUnknownFields()
-	var v struct {
-		Same *bool `json:"same"`
-	}
-	if err := dec.Decode(&v); err != nil {
-		return false, fmt.Errorf("parse judge verdict: %w", err)
-	}
-	if v.Same == nil {
-		return false, fmt.Errorf("parse judge verdict: no \"same\" field")
-	}
-	content := *c.Choices[0].Message.Content
-	if strings.TrimSpace(content[dec.InputOffset():]) != "" {
-		return false, fmt.Errorf("parse judge verdict: text after the JSON object")
-	}
-	return *v.Same, nil
+	return judgeprompt.ParseVerdict(*c.Choices[0].Message.Content)
 }

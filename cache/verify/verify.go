@@ -23,6 +23,13 @@ const (
 	JudgeLLM    = "llm"
 )
 
+// What a lookup does with a candidate the judge could not rule on
+// (Options.NoVerdictMiss; [cache.verify] no_verdict).
+const (
+	NoVerdictMiss      = "miss"
+	NoVerdictThreshold = "threshold"
+)
+
 // Defaults for zero Options fields.
 const (
 	// DefaultMinSimilarity is the lowest cosine similarity a candidate needs
@@ -44,8 +51,10 @@ const (
 	// candidate served without a verdict must pass the strict guard.
 	DefaultGuardSlack = 1
 	// DefaultTimeout bounds one judge call. A cross-encoder scores a few
-	// short pairs in tens of milliseconds; past this the lookup falls back.
-	DefaultTimeout = time.Second
+	// short pairs in tens of milliseconds; a chat model (auto, llm) answers
+	// a few tokens after its time to a first token, a few hundred
+	// milliseconds on hosted models. Past this the candidate has no verdict.
+	DefaultTimeout = 2 * time.Second
 	// DefaultConcurrency bounds judge calls in flight.
 	DefaultConcurrency = 16
 	// DefaultSlotWait is how long a lookup waits for a free judge slot
@@ -101,6 +110,15 @@ type Options struct {
 	Busy func() bool
 	// Metrics records Prometheus metrics. Nil: none.
 	Metrics *Metrics
+	// Strict is the strict guard's verdict on a pair (true: accepted). A
+	// candidate the judge accepts that Strict refuses is put to the judge a
+	// second time, the questions swapped, and served only when both
+	// verdicts say so. Nil: one verdict decides.
+	Strict func(query, candidate string) bool
+	// NoVerdictMiss makes a candidate the judge could not rule on (busy,
+	// slow, refused, unparsable) a miss, as the auto judge's default is;
+	// false leaves the decision to the static threshold and the strict guard.
+	NoVerdictMiss bool
 }
 
 // Verifier puts semantic candidates to a judge within bounds: a timeout, a
@@ -114,10 +132,13 @@ type Verifier struct {
 	slots    chan struct{}
 	slotWait time.Duration
 	busy     func() bool
+	miss     bool // no verdict: a miss
+	strict   func(query, candidate string) bool
 	metrics  *Metrics
 	verdicts *ristretto.Cache[uint64, bool]
 
 	calls, accepts, rejects, cached atomic.Uint64
+	seconds                         atomic.Uint64 // second opinions asked
 	latencyNanos                    atomic.Int64
 	fbMu                            sync.Mutex
 	fallbacks                       map[string]uint64
@@ -127,7 +148,7 @@ type Verifier struct {
 func New(o Options) (*Verifier, error) {
 	v := &Verifier{
 		judge: o.Judge, floor: o.MinSimilarity, limit: o.Candidates, timeout: o.Timeout,
-		busy: o.Busy, metrics: o.Metrics, fallbacks: map[string]uint64{}, slotWait: o.SlotWait,
+		busy: o.Busy, miss: o.NoVerdictMiss, strict: o.Strict, metrics: o.Metrics, fallbacks: map[string]uint64{}, slotWait: o.SlotWait,
 	}
 	if v.slotWait == 0 {
 		v.slotWait = DefaultSlotWait
@@ -195,11 +216,21 @@ func verdictKey(partition, query string, e *cache.Entry) uint64 {
 
 // Verify returns one verdict per candidate (true: serve it), or ok = false
 // when there is no verdict (no judge, or it is busy, slow or failing; every
-// such fallback is counted) and the static threshold decides.
+// such fallback is counted) and the static threshold decides. With
+// Options.NoVerdictMiss a judge that cannot rule rejects every candidate
+// instead (counted as a fallback all the same), and nothing is remembered.
 func (v *Verifier) Verify(ctx context.Context, partition, query string, cands []cache.Entry) ([]bool, bool) {
 	if v.judge == nil || len(cands) == 0 {
 		return nil, false
 	}
+	out, ok := v.verify(ctx, partition, query, cands)
+	if !ok && v.miss {
+		return make([]bool, len(cands)), true
+	}
+	return out, ok
+}
+
+func (v *Verifier) verify(ctx context.Context, partition, query string, cands []cache.Entry) ([]bool, bool) {
 	out := make([]bool, len(cands))
 	keys := make([]uint64, len(cands))
 	var ask []int
@@ -235,6 +266,9 @@ func (v *Verifier) Verify(ctx context.Context, partition, query string, cands []
 	defer cancel()
 	start := time.Now()
 	got, err := v.judge.Judge(cctx, query, texts)
+	if err == nil && len(got) == len(ask) {
+		err = v.secondOpinion(cctx, query, texts, got)
+	}
 	took := time.Since(start)
 	v.calls.Add(1)
 	v.latencyNanos.Add(int64(took))
@@ -270,6 +304,34 @@ func (v *Verifier) Verify(ctx context.Context, partition, query string, cands []
 	}
 	v.verdicts.Wait()
 	return out, true
+}
+
+// secondOpinion asks the judge again, with the two questions in the other
+// order, about each candidate it accepted that the strict guard refuses
+// (Options.Strict: only the judged guard's slack let it through), and keeps
+// the acceptance only when both verdicts agree. Chat models judging a pair
+// favour one position (Zheng et al., "Judging LLM-as-a-Judge", NeurIPS 2023,
+// §3.3: swap the order and count only consistent verdicts); the candidates
+// the strict guard refuses are where a wrong "same" is likeliest.
+func (v *Verifier) secondOpinion(ctx context.Context, query string, texts []string, got []bool) error {
+	if v.strict == nil {
+		return nil
+	}
+	for j, ok := range got {
+		if !ok || v.strict(query, texts[j]) {
+			continue
+		}
+		again, err := v.judge.Judge(ctx, texts[j], []string{query})
+		if err == nil && len(again) != 1 {
+			err = fmt.Errorf("judge returned %d verdicts for 1 candidate", len(again))
+		}
+		if err != nil {
+			return err
+		}
+		v.seconds.Add(1)
+		got[j] = again[0]
+	}
+	return nil
 }
 
 // acquire takes a judge slot, waiting at most slotWait.
@@ -311,6 +373,9 @@ type JudgeStats struct {
 	// Accepts and Rejects count verdicts on candidates.
 	Accepts uint64 `json:"accepts"`
 	Rejects uint64 `json:"rejects"`
+	// SecondOpinions counts candidates asked about a second time, the
+	// questions swapped (Options.Strict): each one more call to a chat judge.
+	SecondOpinions uint64 `json:"second_opinions"`
 	// CachedVerdicts counts verdicts reused from the verdict cache.
 	CachedVerdicts uint64 `json:"cached_verdicts"`
 	// Fallbacks counts lookups decided by the static threshold because the
@@ -325,7 +390,7 @@ type JudgeStats struct {
 func (v *Verifier) Stats() JudgeStats {
 	s := JudgeStats{
 		Judge: v.JudgeName(), Calls: v.calls.Load(), Accepts: v.accepts.Load(),
-		Rejects: v.rejects.Load(), CachedVerdicts: v.cached.Load(), Fallbacks: map[string]uint64{},
+		Rejects: v.rejects.Load(), SecondOpinions: v.seconds.Load(), CachedVerdicts: v.cached.Load(), Fallbacks: map[string]uint64{},
 	}
 	v.fbMu.Lock()
 	for k, n := range v.fallbacks {

@@ -18,6 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 )
 
 // rerankServer serves the Cohere-compatible rerank API: a document is
@@ -135,13 +136,11 @@ func chatJudgeServer(t *testing.T, reply func(a, b string) string) (*httptest.Se
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		if req.Messages[0].Content != LLMPrompt {
-			http.Error(w, "not the fixed prompt", http.StatusBadRequest)
+		a, b, ok := judgeprompt.Read(req.Messages[1].Content)
+		if !ok || req.Messages[0].Role != "system" {
+			http.Error(w, "not the judge prompt", http.StatusBadRequest)
 			return
 		}
-		var a, b string
-		lines := strings.SplitN(req.Messages[1].Content, "\n", 2)
-		a, b = strings.TrimPrefix(lines[0], "Question A: "), strings.TrimPrefix(lines[1], "Question B: ")
 		_ = json.NewEncoder(w).Encode(openai.ChatCompletionResponse{
 			ID: "c", Object: "chat.completion", Model: req.Model,
 			Choices: []openai.ChatCompletionChoice{{Message: openai.ChatCompletionMessage{Role: "assistant", Content: reply(a, b)}, FinishReason: "stop"}},
@@ -441,5 +440,35 @@ func TestRerankAtTheRoot(t *testing.T) {
 	defer mu.Unlock()
 	if want := "[/v1/rerank /rerank /rerank]"; fmt.Sprint(paths) != want {
 		t.Errorf("paths = %v, want %s", paths, want)
+	}
+}
+
+// orderJudge says "same" when its query comes first in order, whatever the
+// candidate: a judge that favours one position.
+type orderJudge struct{ calls atomic.Int64 }
+
+func (o *orderJudge) Name() string { return "order" }
+func (o *orderJudge) Judge(_ context.Context, query string, cands []string) ([]bool, error) {
+	o.calls.Add(1)
+	out := make([]bool, len(cands))
+	for i, c := range cands {
+		out[i] = query < c
+	}
+	return out, nil
+}
+
+// TestSecondOpinion: a "same" on a candidate the strict guard refuses is
+// asked again with the questions swapped and served only when both agree;
+// one the strict guard accepts takes one verdict.
+func TestSecondOpinion(t *testing.T) {
+	j := &orderJudge{}
+	strictOK := func(q, c string) bool { return strings.HasPrefix(c, "ok") }
+	v := newVerifier(t, Options{Judge: j, Strict: strictOK})
+	got, ok := v.Verify(t.Context(), "p", "a question", entries("ok b", "slack b"))
+	if !ok || !got[0] || got[1] {
+		t.Fatalf("verdicts %v, %v; want [true false]: the slack candidate's swapped verdict disagrees", got, ok)
+	}
+	if n, s := j.calls.Load(), v.Stats().SecondOpinions; n != 2 || s != 1 {
+		t.Errorf("judge calls %d, second opinions %d; want 2 and 1", n, s)
 	}
 }

@@ -15,19 +15,22 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
 )
 
-// model is an OpenAI-compatible upstream answering from the last user turn.
+// model is an OpenAI-compatible upstream answering from the last user turn,
+// and the default judge's prompts with a verdict (sameQuestion).
 type model struct {
-	calls  atomic.Int64
-	status int // non-zero: answer every request with this status
+	calls  atomic.Int64 // questions asked (not judge prompts)
+	judged atomic.Int64 // judge prompts asked
+	status int          // non-zero: answer every request with this status
 }
 
 func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	m.calls.Add(1)
 	var body struct {
 		Model    string `json:"model"`
 		Messages []struct {
@@ -36,6 +39,12 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		} `json:"messages"`
 	}
 	_ = json.NewDecoder(r.Body).Decode(&body)
+	judge := len(body.Messages) == 2 && body.Messages[0].Role == "system" && strings.Contains(body.Messages[0].Content, "<question-A-")
+	if judge {
+		m.judged.Add(1)
+	} else {
+		m.calls.Add(1)
+	}
 	w.Header().Set("Content-Type", "application/json")
 	if m.status != 0 {
 		w.Header().Set("Retry-After", "0")
@@ -51,7 +60,29 @@ func (m *model) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if n := len(body.Messages); n > 0 {
 		q = body.Messages[n-1].Content
 	}
+	if judge {
+		// The default judge's prompt: a verdict, as a model gives it.
+		q = judgeprompt.Naive(body.Messages[0].Content, q, sameQuestion)
+		fmt.Fprintf(w, `{"id":"chatcmpl-judge","object":"chat.completion","created":1700000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":90,"completion_tokens":6,"total_tokens":96}}`, body.Model, q)
+		return
+	}
 	fmt.Fprintf(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1700000000,"model":%q,"choices":[{"index":0,"message":{"role":"assistant","content":%q},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":3,"total_tokens":6}}`, body.Model, "answer to: "+q)
+}
+
+// paraphrases are the questions the app tests ask in other words.
+var paraphrases = map[string]string{"how can i reset my password": "how do i reset my password"}
+
+// sameQuestion is the model's reading of two questions: the same when their
+// words are (case and punctuation aside), or one is the other's paraphrase.
+func sameQuestion(a, b string) bool {
+	norm := func(q string) string {
+		w := strings.Join(strings.FieldsFunc(strings.ToLower(q), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }), " ")
+		if p, ok := paraphrases[w]; ok {
+			return p
+		}
+		return w
+	}
+	return norm(a) == norm(b)
 }
 
 type running struct {

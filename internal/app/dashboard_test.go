@@ -135,7 +135,10 @@ func TestSavingsPanelInBrowser(t *testing.T) {
 		fmt.Fprint(w, `{"id":"chatcmpl-up","object":"chat.completion","created":1700000000,"model":"gpt-test","choices":[{"index":0,"message":{"role":"assistant","content":"an answer"},"finish_reason":"stop"}],"usage":{"prompt_tokens":1200,"completion_tokens":800,"total_tokens":2000}}`)
 	}))
 	defer up.Close()
+	// Exact hits only: this upstream answers no judge prompt.
 	r := start(t, fmt.Sprintf(baseConfig, "0.93")+`
+[cache.verify]
+judge = "none"
 [prices]
 "gpt-test" = { input = 2.5, output = 10.0 }
 `, up.URL, up.URL)

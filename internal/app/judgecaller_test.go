@@ -23,7 +23,7 @@ func TestLLMJudgeThroughTheCaller(t *testing.T) {
 			return
 		}
 		calls.Add(1)
-		same := strings.Contains(string(body), "Question B: paris")
+		same := strings.Contains(string(body), "paris city") // the second candidate
 		w.Header().Set("Content-Type", "application/json")
 		verdict := `{\"same\": false}`
 		if same {

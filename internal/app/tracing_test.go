@@ -398,3 +398,38 @@ func TestStreamAttemptSpanHasUsage(t *testing.T) {
 		t.Errorf("stream attempt %q: %v", a.Name, a.Attributes)
 	}
 }
+
+// TestJudgeAttemptSpanIsMarked: the default judge's call to the model is a
+// GenAI client span like any attempt, marked breakwater.judge; the
+// request's own attempt is not.
+func TestJudgeAttemptSpanIsMarked(t *testing.T) {
+	up := httptest.NewServer(&model{})
+	defer up.Close()
+	otlp := newOTLPReceiver(t)
+	r := start(t, tracedConfig, up.URL, up.URL, otlp.srv.URL)
+	if _, h, _ := r.chat(t, "How do I reset my password?"); h.Get("X-Breakwater-Cache") != "miss" {
+		t.Fatalf("first question: %q, want miss", h.Get("X-Breakwater-Cache"))
+	}
+	waitFor(t, "the answer to be indexed", func() bool { return strings.Contains(r.get(t, "/stats"), `"semantic":1`) })
+	if _, h, _ := r.chat(t, "How can I reset my password?"); h.Get("X-Breakwater-Cache") != "hit-semantic" {
+		t.Fatalf("paraphrase: %q, want hit-semantic after the judge", h.Get("X-Breakwater-Cache"))
+	}
+	r.stop()
+	var judged, plain int
+	for _, s := range otlp.spans() {
+		if s.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+			continue
+		}
+		if v, ok := attrOf(s, "breakwater.judge"); ok && v.GetBoolValue() {
+			judged++
+			if s.Name != "chat gpt-big" || attrString(s, "gen_ai.provider.name") != "openai" {
+				t.Errorf("judge span %q: %v", s.Name, s.Attributes)
+			}
+			continue
+		}
+		plain++
+	}
+	if judged != 1 || plain != 1 {
+		t.Errorf("client spans: %d marked as the judge's, %d not; want 1 and 1", judged, plain)
+	}
+}

@@ -20,9 +20,13 @@ type verifyParts struct {
 	estimator *verify.Estimator
 	comparer  *verify.Comparer
 	rate      float64
+	// auto: the judge asks the request's own model; judgeModels are the
+	// [[models]] entries' judge_model.
+	auto        bool
+	judgeModels map[string]string
 }
 
-// newVerify builds [cache.verify]: the judge (none, rerank or llm), the
+// newVerify builds [cache.verify]: the judge (auto, none, rerank or llm), the
 // bounded verifier around it and the estimator. emb may be nil (no semantic
 // tier): answers are then compared as text only.
 func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb cache.Embedder, m *verify.Metrics) (*verifyParts, error) {
@@ -56,10 +60,18 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 			return nil, fmt.Errorf("config: cache.verify: %w", err)
 		}
 		judge = l
+	case config.JudgeAuto:
+		judge = verify.Auto{}
 	}
 	vo := verify.Options{
 		Judge: judge, MinSimilarity: float32(vc.MinSimilarity), Candidates: vc.Candidates,
 		Timeout: vc.Timeout.D(), Concurrency: vc.Concurrency, Metrics: m,
+		NoVerdictMiss: vc.NoVerdict == config.NoVerdictMiss || vc.NoVerdict == "" && vc.Judge == config.JudgeAuto,
+	}
+	if vc.Judge == config.JudgeAuto || vc.Judge == config.JudgeLLM {
+		// A chat model's "same" on a candidate only the judged guard's
+		// slack let through is asked again, the questions swapped.
+		vo.Strict = strictGuard()
 	}
 	// The llm judge shares the chat model's targets: skip it while they are
 	// under pressure, when the caller can tell.
@@ -72,14 +84,30 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 	if err != nil {
 		return nil, err
 	}
-	return &verifyParts{
+	p := &verifyParts{
 		verifier:  v,
 		estimator: verify.NewEstimator(m, nil),
 		// The directive rule is about prompts (an instruction hidden in a
 		// question); answers say "yes" and "say" as a matter of course.
 		comparer: &verify.Comparer{Embedder: emb, MinSimilarity: float32(vc.AnswerSimilarity), Guard: guard.New(guard.Options{NoDirectives: true}).Check},
 		rate:     vc.SampleRate,
-	}, nil
+		auto:     vc.Judge == config.JudgeAuto,
+	}
+	for _, md := range cfg.Models {
+		if md.JudgeModel != "" {
+			if p.judgeModels == nil {
+				p.judgeModels = map[string]string{}
+			}
+			p.judgeModels[md.Name] = md.JudgeModel
+		}
+	}
+	return p, nil
+}
+
+// strictGuard is the strict guard's verdict alone.
+func strictGuard() func(q, c string) bool {
+	g := guard.New(guard.Options{}).Check
+	return func(q, c string) bool { ok, _ := g(q, c); return ok }
 }
 
 // proxyVerify is the proxy's side of [cache.verify].
@@ -87,10 +115,14 @@ func (p *verifyParts) proxyVerify() *proxy.Verify {
 	if p == nil {
 		return nil
 	}
-	return &proxy.Verify{
-		Rate: p.rate, Estimator: p.estimator, Judge: p.verifier,
+	v := &proxy.Verify{
+		Rate: p.rate, Estimator: p.estimator, Judge: p.verifier, Auto: p.auto,
 		Compare: func(ctx context.Context, a, b string) bool { return p.comparer.Same(ctx, a, b) },
 	}
+	if p.judgeModels != nil {
+		v.JudgeModel = func(model string) string { return p.judgeModels[model] }
+	}
+	return v
 }
 
 // judgeCaller sends the LLM judge's questions through the upstream caller,

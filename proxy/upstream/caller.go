@@ -490,7 +490,15 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			probe = lastResort
 		}
 		qstart := time.Now()
-		err := l.acquire(k.dctx, classRank(k.req.Class, retried), budgeted, k.last, k.deadline)
+		rank, deadline := classRank(k.req.Class, retried), k.deadline
+		if k.req.Short {
+			// Ahead of full requests, and measured against its own deadline:
+			// the lane sheds a request whose expected wait plus a full
+			// answer's time exceed what is left, and a short answer takes
+			// a fraction of that time.
+			rank, deadline = min(rank, classRank("interactive", false)), deadline.Add(2*l.serviceTime())
+		}
+		err := l.acquire(k.dctx, rank, budgeted, k.last, deadline)
 		if err != nil {
 			k.traceQueue(t, qstart, err)
 			t.breaker.report(c.now(), probe, neutral)

@@ -105,11 +105,14 @@ func (k *call) send(x *exchange) result {
 		cancel(nil)
 		t.stats.inflight.Add(-1)
 		x.pool.release()
-		if o == outCanceled {
+		switch {
+		case o == outCanceled:
 			x.lane.abandon(start)
-			return
+		case k.req.Short && v != congested:
+			x.lane.release() // a few tokens say nothing of a full answer's time
+		default:
+			x.lane.done(start, time.Since(start), v)
 		}
-		x.lane.done(start, time.Since(start), v)
 	}
 
 	span := k.startAttempt(x) // nil: tracing off

@@ -752,6 +752,13 @@ func (l *lane) urgency(now time.Time) float64 {
 	return float64(l.waiters.Len()) / r / left
 }
 
+// serviceTime is the lane's time per answer.
+func (l *lane) serviceTime() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lim.service()
+}
+
 // laneStats is one lane's view for TargetStats.
 type laneStats struct {
 	limit, rate   float64

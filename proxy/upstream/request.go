@@ -74,6 +74,14 @@ type Request struct {
 	// verdict is combined with the caller's own reading of the status and
 	// headers. nil means status and headers only.
 	Classify func(status int, header http.Header, body []byte) Verdict
+	// Short marks a call whose answer is a few tokens (the cache's judge,
+	// cache/verify): in its lane it goes ahead of full requests (the rank
+	// of interactive classes), it is admitted against its own deadline
+	// rather than the lane's time per full answer, and its answer teaches
+	// the lane no time per answer (a refusal still holds and cuts the lane
+	// like any). It counts as an attempt in every other way: a slot, a send
+	// token, the pools and the breaker.
+	Short bool
 	// GenAI describes the request for the attempt spans when tracing is on
 	// (Options.TracerProvider); zero otherwise.
 	GenAI GenAI

@@ -26,6 +26,9 @@ type GenAI struct {
 	// Stream is filled by the client with a streamed answer's usage before
 	// it calls StreamResponse.Done; the attempt's span reads it then.
 	Stream *Tokens
+	// Judge marks a call of the cache's judge, asking whether a cached
+	// answer serves a new question (breakwater.judge = true on its spans).
+	Judge bool
 }
 
 // Tokens is an answer's token usage as its provider reported it.
@@ -50,6 +53,7 @@ const (
 	attrTarget      = attribute.Key("breakwater.target")
 	attrAttempt     = attribute.Key("breakwater.attempt")
 	attrQueueTarget = attribute.Key("breakwater.queue.target")
+	attrJudge       = attribute.Key("breakwater.judge")
 )
 
 // queueSpanMin is the shortest admission that gets a queue span: a slot
@@ -102,6 +106,9 @@ func (k *call) startAttempt(x *exchange) trace.Span {
 	}
 	if g.Provider != "" {
 		attrs = append(attrs, attrProvider.String(g.Provider))
+	}
+	if g.Judge {
+		attrs = append(attrs, attrJudge.Bool(true))
 	}
 	if host := hostOf(x.url); host != "" {
 		attrs = append(attrs, attrServerAddr.String(host))

@@ -170,3 +170,19 @@ type Identified interface {
 	// request that asks (includeUsage) for the usage chunk.
 	ReplayWith(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error
 }
+
+// Judger is a Format that can put the auto judge's question (cache/verify,
+// judgeprompt) to its own API's model: a short request, output of a few
+// tokens, thinking off where the API allows it. The reply is read with
+// AnswerText and parsed strictly by the judge.
+type Judger interface {
+	// JudgeRequest is the upstream path and body asking model the
+	// judge's system instruction and user message.
+	JudgeRequest(model, system, user string) (path string, body []byte)
+	// JudgeHeaders are the client headers the judge call keeps besides
+	// Authorization: the API's own credential header, and what selects the
+	// API version or the account. No other:
+	// a client's Idempotency-Key must never make the provider take the
+	// judge's call for the request itself.
+	JudgeHeaders() []string
+}

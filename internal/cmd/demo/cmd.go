@@ -34,6 +34,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	pairs := fs.String("pairs", loadgen.DefaultPairs, "Quora question pairs for -workload qqp")
 	scenario := fs.String("scenario", "cache,drop", `comma-separated: "cache" (repeats and paraphrases at 3× capacity), "capacity" (distinct prompts at 3× capacity), "drop" (distinct prompts while the capacity drops and comes back)`)
 	fs.StringVar(&o.API, "api", loadgen.APIOpenAI, `wire API of the app: "openai" (Chat Completions) or "anthropic" (Messages streams; the model answers 529 beyond capacity and cuts some streams)`)
+	fs.StringVar(&o.Judge, "judge", "", `the sidecar's [cache.verify] judge ("auto", "none", ...; default: the configuration's default, auto)`)
 	fs.Float64Var(&o.CutRate, "cut-rate", 0.1, "-api anthropic: share of the model's streams cut by an error event halfway, in [0,1]")
 	replicas := fs.Int("replicas", 1, `peak scenarios: also run the load through this many sidecars (each its own server, caller and data, sharing nothing) in front of the same model`)
 	clientTimeout := fs.Duration("client-timeout", 0, `peak scenarios: every client gives up after this long (0: clients wait); adds runs whose clients state it in X-Stainless-Timeout and X-Stainless-Read-Timeout`)

@@ -53,6 +53,8 @@ type Options struct {
 	API string
 	// CutRate is the share of Messages streams the model cuts. Zero: 0.1.
 	CutRate float64
+	// Judge is the sidecar's [cache.verify] judge. Empty: the default.
+	Judge string
 }
 
 // Phase is one side of the table.
@@ -117,7 +119,8 @@ func throughput(o Options) float64 {
 func Demo(ctx context.Context, o Options) (*Result, error) {
 	o.defaults()
 	res := &Result{Options: o, Throughput: throughput(o)}
-	simOpts := sim.Options{Capacity: o.Capacity, Latency: o.Latency, Jitter: o.Jitter, Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1}
+	simOpts := sim.Options{Capacity: o.Capacity, Latency: o.Latency, Jitter: o.Jitter, Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1,
+		Same: SameItems(o.Items)}
 	if o.API == loadgen.APIAnthropic {
 		simOpts.CutRate = o.CutRate
 	}
@@ -158,6 +161,19 @@ func Demo(ctx context.Context, o Options) (*Result, error) {
 	return res, nil
 }
 
+// SameItems is the truth the simulated model judges by: a question and its
+// paraphrase ask the same thing, nothing else does.
+func SameItems(items []loadgen.Item) func(a, b string) bool {
+	pair := make(map[[2]string]bool, 2*len(items))
+	for _, it := range items {
+		if it.Paraphrase != "" {
+			pair[[2]string{it.Question, it.Paraphrase}] = true
+			pair[[2]string{it.Paraphrase, it.Question}] = true
+		}
+	}
+	return func(a, b string) bool { return a == b || pair[[2]string{a, b}] }
+}
+
 // Config is the Breakwater configuration the demo runs: embedded defaults
 // with the upstream pointed at upstreamURL. Nothing about the model's
 // capacity is given: the caller finds it at run time.
@@ -168,6 +184,9 @@ func Config(o Options, upstreamURL, dataDir string) *config.Config {
 	cfg.Cache.DataDir = dataDir
 	cfg.Vector.Path = filepath.Join(dataDir, "vectors")
 	cfg.Upstreams[0].BaseURL = upstreamURL
+	if o.Judge != "" {
+		cfg.Cache.Verify.Judge = o.Judge
+	}
 	return cfg
 }
 

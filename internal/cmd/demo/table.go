@@ -43,6 +43,7 @@ func (r *Result) WriteTable(w io.Writer) {
 		}
 		return fmt.Sprintf("%d (%+.0f%%)", p.Model.Calls, 100*(float64(p.Model.Calls)/float64(d.Model.Calls)-1))
 	})
+	row("  of them judge prompts", func(p Phase) string { return fmt.Sprint(p.Model.Judged) })
 	row("  refused by the model ("+refusal+")", func(p Phase) string { return fmt.Sprint(p.Model.RateLimited) })
 	row("  peak in flight at the model", func(p Phase) string { return fmt.Sprint(p.Model.InFlightPeak) })
 	row("answered from the cache", func(p Phase) string {
@@ -87,8 +88,9 @@ func (r *Result) Findings() []string {
 	repeat := share(d.Bench.ByKind[loadgen.KindRepeat].Count, d.Bench.Scheduled)
 	if d.Model.Calls > 0 {
 		// The model's answers through Breakwater against its calls straight (a
-		// cut stream's call is left out: it answered nothing).
-		drop := 100 * (1 - float64(b.Model.OK)/float64(d.Model.Calls-d.Model.Errors))
+		// cut stream's call is left out: it answered nothing; the judge's
+		// verdicts, a few tokens each, are not answers).
+		drop := 100 * (1 - float64(b.Model.OK-b.Model.Judged)/float64(d.Model.Calls-d.Model.Errors))
 		mark := "✓"
 		if drop < repeat {
 			mark = "✗"
@@ -117,8 +119,10 @@ func (r *Result) Problems() []string {
 	// probes for capacity are not work saved or spent).
 	repeats := d.Bench.ByKind[loadgen.KindRepeat].Count
 	dc := d.Model.Calls - d.Model.Errors // cut calls left out, as in Findings
-	if saved := dc - b.Model.OK; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(dc) {
-		out = append(out, fmt.Sprintf("model answers %d → %d: fewer saved than the %d repeats", dc, b.Model.OK, repeats))
+	// The judge's verdicts (a few tokens each) are not answers.
+	answers := b.Model.OK - b.Model.Judged
+	if saved := dc - answers; float64(saved) < float64(repeats)/float64(d.Bench.Scheduled)*float64(dc) {
+		out = append(out, fmt.Sprintf("model answers %d → %d: fewer saved than the %d repeats", dc, answers, repeats))
 	}
 	return out
 }

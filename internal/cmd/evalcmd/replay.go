@@ -20,6 +20,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/guard"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
@@ -42,9 +43,14 @@ type ReplayOptions struct {
 	SampleRate    float64
 	// GuardSlack is guard.Options.MaxUnmatched for judged candidates.
 	GuardSlack int
-	// JudgeAccuracy is the probability that the simulated reranker's verdict
-	// on a pair is right.
+	// JudgeAccuracy is the probability that the simulated model's verdict
+	// on a judge prompt is right.
 	JudgeAccuracy float64
+	// AnswerTokens is the output usage the simulated model reports for an
+	// answer (the trace's answers are ids; a real answer is longer), what a
+	// hit saves beside the question's input tokens. Zero:
+	// DefaultAnswerTokens.
+	AnswerTokens int
 	// Seed fixes the simulated judge's mistakes, the sampling and the end
 	// users.
 	Seed uint64
@@ -76,24 +82,43 @@ type ModeReport struct {
 	// rightly without an upstream call.
 	RightHitRate Interval `json:"right_hit_rate"`
 	// Sampled are would-be semantic hits answered fresh for the estimate.
-	Sampled       int               `json:"sampled"`
+	Sampled int `json:"sampled"`
+	// UpstreamCalls are the model's answers to questions, JudgeCalls its
+	// answers to the judge's prompts (each a call upstream too).
 	UpstreamCalls int64             `json:"upstream_calls"`
+	JudgeCalls    int64             `json:"judge_calls"`
 	Judge         verify.JudgeStats `json:"judge"`
+	// TokensSaved are the tokens the cache's answers kept from the model
+	// (/stats tokens.saved), TokensJudge what the judge's calls spent
+	// (tokens.verification), JudgeShare the second over the first.
+	TokensSaved proxy.TokenCount `json:"tokens_saved"`
+	TokensJudge proxy.TokenCount `json:"tokens_judge"`
+	JudgeShare  float64          `json:"judge_tokens_share_of_saved"`
 	// Live is the proxy's own estimate of WrongRate from its samples;
 	// Contains says whether its interval holds the measured WrongRate.
 	Live     verify.EstimateStats `json:"live"`
 	Contains bool                 `json:"live_interval_contains_measured"`
 }
 
+// DefaultAnswerTokens is the simulated model's output usage per answer: a
+// short chat answer (a paragraph or two).
+const DefaultAnswerTokens = 300
+
 // simulator is the replay's upstream: chat answers name the question's
-// answer id, and /v1/rerank is a reranker right with a fixed probability.
+// answer id, and the judge's prompts (judgeprompt) get a verdict right
+// with a fixed probability.
 type simulator struct {
-	answers  map[string]string
-	accuracy float64
-	seed     uint64
-	chats    atomic.Int64
-	reranks  atomic.Int64
+	answers      map[string]string
+	accuracy     float64
+	seed         uint64
+	answerTokens int
+	chats        atomic.Int64
+	judges       atomic.Int64
 }
+
+// approxTokens is a token count of text at four bytes a token, the usual
+// rule of thumb for English with the providers' BPE tokenizers.
+func approxTokens(text string) int { return (len(text) + 3) / 4 }
 
 // AnswerFor is the simulated model's answer to a question whose answer id is id.
 func AnswerFor(id string) string { return "The answer is " + id + "." }
@@ -101,10 +126,10 @@ func AnswerFor(id string) string { return "The answer is " + id + "." }
 func (s *simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/v1/chat/completions":
-		s.chats.Add(1)
 		var req struct {
 			Model    string `json:"model"`
 			Messages []struct {
+				Role    string `json:"role"`
 				Content string `json:"content"`
 			} `json:"messages"`
 		}
@@ -112,43 +137,28 @@ func (s *simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.Error(w, "bad request", http.StatusBadRequest)
 			return
 		}
-		id := s.answers[req.Messages[len(req.Messages)-1].Content]
+		last := req.Messages[len(req.Messages)-1].Content
+		text, in, out := AnswerFor(s.answers[last]), approxTokens(last), s.answerTokens
+		if sys := req.Messages[0]; len(req.Messages) == 2 && sys.Role == "system" && strings.Contains(sys.Content, "<question-A-") {
+			s.judges.Add(1)
+			text = judgeprompt.Naive(sys.Content, last, s.judge)
+			in, out = approxTokens(sys.Content)+approxTokens(last), approxTokens(text)
+		} else {
+			s.chats.Add(1)
+		}
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(map[string]any{
 			"id": "chatcmpl-sim", "object": "chat.completion", "created": 1700000000, "model": req.Model,
 			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
-				"message": map[string]any{"role": "assistant", "content": AnswerFor(id)}}},
+				"message": map[string]any{"role": "assistant", "content": text}}},
+			"usage": map[string]any{"prompt_tokens": in, "completion_tokens": out, "total_tokens": in + out},
 		})
-	case "/v1/rerank":
-		s.reranks.Add(1)
-		var req struct {
-			Query     string   `json:"query"`
-			Documents []string `json:"documents"`
-		}
-		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
-			http.Error(w, "bad request", http.StatusBadRequest)
-			return
-		}
-		type result struct {
-			Index int     `json:"index"`
-			Score float64 `json:"relevance_score"`
-		}
-		res := make([]result, len(req.Documents))
-		for i, d := range req.Documents {
-			same := s.judge(req.Query, d)
-			res[i] = result{Index: i, Score: 0.1}
-			if same {
-				res[i].Score = 0.9
-			}
-		}
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]any{"results": res})
 	default:
 		http.NotFound(w, r)
 	}
 }
 
-// judge is the simulated reranker's verdict: the truth, flipped for a fixed
+// judge is the simulated judge's verdict: the truth, flipped for a fixed
 // share of pairs chosen by a hash of the pair (so a pair always gets the
 // same verdict, as from a deterministic model).
 func (s *simulator) judge(query, doc string) bool {
@@ -188,7 +198,10 @@ func (c *countingIndex) Upsert(ctx context.Context, items []cache.IndexItem) err
 // embedded index, guard, proxy, caller) against a simulated upstream, once
 // per mode, and reports each. emb is shared by both modes.
 func Replay(ctx context.Context, trace []TraceLine, emb embed.Embedder, newIndex func(entries int) (cache.Index, error), o ReplayOptions) ([]ModeReport, error) {
-	sim := &simulator{answers: map[string]string{}, accuracy: o.JudgeAccuracy, seed: o.Seed}
+	sim := &simulator{answers: map[string]string{}, accuracy: o.JudgeAccuracy, seed: o.Seed, answerTokens: o.AnswerTokens}
+	if sim.answerTokens <= 0 {
+		sim.answerTokens = DefaultAnswerTokens
+	}
 	for _, l := range trace {
 		if prev, ok := sim.answers[l.Question]; ok && prev != l.Answer {
 			return nil, fmt.Errorf("replay trace: %q has two answer ids, %s and %s", l.Question, prev, l.Answer)
@@ -229,11 +242,11 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	var judged func(q, c string) (bool, string)
 	vo := verify.Options{MinSimilarity: o.MinSimilarity, Candidates: o.Candidates}
 	if mode == ModeVerified {
-		j, err := verify.NewRerank(verify.RerankOptions{URL: url + "/v1", Model: "simulated-reranker"})
-		if err != nil {
-			return rep, err
-		}
-		vo.Judge = j
+		// The default judge: the request's own model, a candidate
+		// without a verdict a miss.
+		vo.Judge, vo.NoVerdictMiss = verify.Auto{}, true
+		strict := guard.New(guard.Options{}).Check
+		vo.Strict = func(q, c string) bool { ok, _ := strict(q, c); return ok }
 		judged = guard.New(guard.Options{MaxUnmatched: o.GuardSlack}).Check
 	}
 	v, err := verify.New(vo)
@@ -267,7 +280,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 		Cache: c, Caller: caller, Partitioner: part, MaxTemperature: 1, APIs: apis.All,
 		Logger: slog.New(slog.DiscardHandler),
 		Verify: &proxy.Verify{
-			Rate: o.SampleRate, Estimator: est, Judge: v, Compare: cmp.Same,
+			Rate: o.SampleRate, Estimator: est, Judge: v, Compare: cmp.Same, Auto: mode == ModeVerified,
 			Rand: func() float64 { rngMu.Lock(); defer rngMu.Unlock(); return rng.float() },
 		},
 	})
@@ -276,7 +289,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	}
 	defer srv.Close()
 	h := srv.Handler()
-	chats0 := sim.chats.Load()
+	chats0, judges0 := sim.chats.Load(), sim.judges.Load()
 	var stored int64
 	users := newSplitMix(o.Seed ^ 0x7573657273)
 	for i, l := range trace {
@@ -326,6 +339,12 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	rep.WrongRate = Wilson(rep.WrongHits, rep.SemanticHits)
 	rep.RightHitRate = Wilson(rep.ExactHits-rep.ExactWrong+rep.RightHits, rep.Requests)
 	rep.UpstreamCalls = sim.chats.Load() - chats0
+	rep.JudgeCalls = sim.judges.Load() - judges0
+	tok := srv.Snapshot().Tokens
+	rep.TokensSaved, rep.TokensJudge = tok.Saved, tok.Verification
+	if saved := tok.Saved.Input + tok.Saved.Output; saved > 0 {
+		rep.JudgeShare = float64(tok.Verification.Input+tok.Verification.Output) / float64(saved)
+	}
 	rep.Judge = v.Stats()
 	rep.Live = est.Stats()
 	rep.Live.Timeline = nil
@@ -368,19 +387,19 @@ func (r *splitMix) float() float64 {
 
 // writeReplay prints the modes side by side.
 func writeReplay(w io.Writer, reps []ModeReport, o ReplayOptions) error {
-	fmt.Fprintf(w, "replay: %d requests; static threshold %.2f; verified: judge from %.2f, simulated reranker right %.0f %% of the time; %.0f %% of would-be semantic hits sampled\n",
-		reps[0].Requests, o.Threshold, o.MinSimilarity, o.JudgeAccuracy*100, o.SampleRate*100)
+	fmt.Fprintf(w, "replay: %d requests; static threshold %.2f; verified: the default judge (auto: the request's model) from %.2f, the simulated model's verdicts right %.0f %% of the time; answers of %d tokens; %.0f %% of would-be semantic hits sampled\n",
+		reps[0].Requests, o.Threshold, o.MinSimilarity, o.JudgeAccuracy*100, cmp.Or(o.AnswerTokens, DefaultAnswerTokens), o.SampleRate*100)
 	users := "no end-user identity (one anonymous user)"
 	if o.Users > 0 {
 		users = fmt.Sprintf("%d end users, drawn uniformly", o.Users)
 	}
 	fmt.Fprintf(w, "%s; cross_user %q\n\n", users, cmp.Or(o.CrossUser, cache.DefaultCrossUser))
-	fmt.Fprintf(w, "%-9s %7s %6s %9s %7s %6s %-22s %-22s %7s %8s %8s %-22s %s\n",
-		"mode", "exact", "(wrong)", "semantic", "right", "wrong", "wrong rate [95% CI]", "right-hit rate [95% CI]", "judge", "upstream", "sampled", "live estimate [95% CI]", "contains")
+	fmt.Fprintf(w, "%-9s %7s %6s %9s %7s %6s %-22s %-22s %7s %-22s %-12s %8s %8s %-22s %s\n",
+		"mode", "exact", "(wrong)", "semantic", "right", "wrong", "wrong rate [95% CI]", "right-hit rate [95% CI]", "judge", "judge/requests [95% CI]", "judge tokens", "upstream", "sampled", "live estimate [95% CI]", "contains")
 	for _, r := range reps {
-		fmt.Fprintf(w, "%-9s %7d %6d %9d %7d %6d %-22s %-22s %7d %8d %8d %-22s %v\n",
+		fmt.Fprintf(w, "%-9s %7d %6d %9d %7d %6d %-22s %-22s %7d %-22s %-12s %8d %8d %-22s %v\n",
 			r.Mode, r.ExactHits, r.ExactWrong, r.SemanticHits, r.RightHits, r.WrongHits, fmtInterval(r.WrongRate), fmtInterval(r.RightHitRate),
-			r.Judge.Calls, r.UpstreamCalls, r.Live.Samples,
+			r.JudgeCalls, fmtInterval(Wilson(int(r.JudgeCalls), r.Requests)), fmt.Sprintf("%.2f %%", 100*r.JudgeShare), r.UpstreamCalls, r.Live.Samples,
 			fmtInterval(Interval{Value: r.Live.FalseHitRate.Value, Low: r.Live.FalseHitRate.Low, High: r.Live.FalseHitRate.High}), r.Contains)
 	}
 	if len(reps) == 2 && reps[0].RightHits > 0 {

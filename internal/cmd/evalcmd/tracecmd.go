@@ -15,7 +15,7 @@ import (
 	"github.com/breakwater-dev/breakwater/embed"
 )
 
-// DefaultJudgeAccuracy is the simulated reranker's accuracy in a replay.
+// DefaultJudgeAccuracy is the simulated model's accuracy on judge prompts in a replay.
 const DefaultJudgeAccuracy = 0.95
 
 // traceFlags are eval's replay flags.
@@ -28,6 +28,7 @@ type traceFlags struct {
 	sampleRate, accuracy         float64
 	users                        int
 	crossUser                    string
+	answerTokens                 int
 }
 
 func (t *traceFlags) register(fs *flag.FlagSet) {
@@ -42,7 +43,8 @@ func (t *traceFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&t.candidates, "candidates", verify.DefaultCandidates, "verified mode: candidates judged per lookup ([cache.verify] candidates)")
 	fs.IntVar(&t.guardSlack, "guard-slack", verify.DefaultGuardSlack, "verified mode: content words without a counterpart the guard tolerates in a judged candidate")
 	fs.Float64Var(&t.sampleRate, "sample-rate", verify.DefaultSampleRate, "share of would-be semantic hits answered fresh for the live estimate ([cache.verify] sample_rate)")
-	fs.Float64Var(&t.accuracy, "judge-accuracy", DefaultJudgeAccuracy, "probability that the simulated reranker's verdict on a pair is right")
+	fs.Float64Var(&t.accuracy, "judge-accuracy", DefaultJudgeAccuracy, "probability that the simulated model's verdict on a judge prompt is right")
+	fs.IntVar(&t.answerTokens, "answer-tokens", DefaultAnswerTokens, "output tokens the simulated model reports per answer (what a hit saves beside the question)")
 	fs.IntVar(&t.users, "users", 0, "end users the requests are spread over (each request's safety_identifier drawn uniformly, fixed by -trace-seed); 0: no identity (one anonymous user)")
 	fs.StringVar(&t.crossUser, "cross-user", cache.DefaultCrossUser, "cache.semantic.cross_user of the replay: agreed, any or never")
 }
@@ -134,7 +136,7 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	defer emb.Close()
 	o := ReplayOptions{
 		Threshold: float32(t.threshold), MinSimilarity: float32(t.minSimilarity), Candidates: t.candidates, GuardSlack: t.guardSlack,
-		SampleRate: t.sampleRate, JudgeAccuracy: t.accuracy, Seed: t.seed, Users: t.users, CrossUser: t.crossUser,
+		SampleRate: t.sampleRate, JudgeAccuracy: t.accuracy, Seed: t.seed, Users: t.users, CrossUser: t.crossUser, AnswerTokens: t.answerTokens,
 		Progress: func(mode string, done, total int) {
 			fmt.Fprintf(stderr, "\r%s: %d/%d requests", mode, done, total)
 		},

@@ -86,15 +86,22 @@ func (s *Sim) chat(w http.ResponseWriter, r *http.Request, release func()) {
 		writeError(w, http.StatusBadRequest, "invalid_request_error", "missing_messages", "sim: messages must not be empty")
 		return
 	}
-	question, prompt := "", 0
+	question, system, prompt := "", "", 0
 	for _, m := range req.Messages {
 		t := text(m.Content)
 		prompt += tokens(t)
-		if m.Role == "user" {
+		switch m.Role {
+		case "user":
 			question = t
+		case "system", "developer":
+			system = t
 		}
 	}
-	s.answer(w, r, release, req, "chat.completion", question, prompt)
+	ans, ok := s.judge(system, question)
+	if !ok {
+		ans = Answer(question)
+	}
+	s.answer(w, r, release, req, "chat.completion", ans, prompt)
 }
 
 func (s *Sim) completion(w http.ResponseWriter, r *http.Request, release func()) {
@@ -104,11 +111,10 @@ func (s *Sim) completion(w http.ResponseWriter, r *http.Request, release func())
 		return
 	}
 	p := strings.Join(texts(req.Prompt), "\n")
-	s.answer(w, r, release, req, "text_completion", p, tokens(p))
+	s.answer(w, r, release, req, "text_completion", Answer(p), tokens(p))
 }
 
-func (s *Sim) answer(w http.ResponseWriter, r *http.Request, release func(), req *chatRequest, object, question string, prompt int) {
-	ans := Answer(question)
+func (s *Sim) answer(w http.ResponseWriter, r *http.Request, release func(), req *chatRequest, object, ans string, prompt int) {
 	words := strings.Fields(ans)
 	model := req.Model
 	if model == "" {

@@ -11,8 +11,9 @@ import (
 
 // messagesRequest is the part of an Anthropic Messages request the sim reads.
 type messagesRequest struct {
-	Model    string `json:"model"`
-	Stream   bool   `json:"stream"`
+	Model    string          `json:"model"`
+	Stream   bool            `json:"stream"`
+	System   json.RawMessage `json:"system"`
 	Messages []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
@@ -41,7 +42,12 @@ func (s *Sim) messages(w http.ResponseWriter, r *http.Request, release func()) {
 			prefill = t
 		}
 	}
-	ans := Answer(question)
+	system := text(req.System)
+	prompt += tokens(system)
+	ans, judged := s.judge(system, question)
+	if !judged {
+		ans = Answer(question)
+	}
 	if prefill != "" && strings.HasPrefix(ans, prefill) {
 		ans = ans[len(prefill):]
 	}

@@ -15,6 +15,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/cache/guard"
+	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
 )
 
 // Jitter distributions.
@@ -73,6 +76,56 @@ type Options struct {
 	Models []string
 	// Dimension is the length of /v1/embeddings vectors. Zero: 64.
 	Dimension int
+	// Same is the truth the simulated model judges by when it is asked the
+	// cache's judge prompt (internal/lib/judgeprompt, on chat and
+	// messages): whether one answer serves both questions. Nil: the
+	// questions are the same when the cache's strict guard accepts the pair
+	// (no answer-determining word differs, every content word has a
+	// counterpart), as a model would read a light rewording.
+	Same func(a, b string) bool
+	// JudgeAccuracy is the share of judge prompts answered with the truth;
+	// the others get the opposite verdict, chosen by a hash of the pair and
+	// Seed, so a pair always gets the same one (a deterministic model that
+	// is wrong about some pairs). Zero: DefaultJudgeAccuracy.
+	JudgeAccuracy float64
+}
+
+// DefaultJudgeAccuracy is how often the simulated model's verdict on a
+// judge prompt is the truth: about what small chat models reach on
+// question-pair benchmarks (docs/PRECISION.md).
+const DefaultJudgeAccuracy = 0.95
+
+// judge answers the cache's judge prompt (system names the fences): the
+// verdict, as a model that obeys what is outside the fences would give it
+// (judgeprompt.Naive), right JudgeAccuracy of the time. ok is false for
+// any other prompt.
+func (s *Sim) judge(system, user string) (string, bool) {
+	if !strings.Contains(system, "<question-A-") {
+		return "", false
+	}
+	s.judged.Add(1)
+	same := s.opts.Same
+	if same == nil {
+		same = s.guardSame
+	}
+	acc := s.opts.JudgeAccuracy
+	if acc == 0 {
+		acc = DefaultJudgeAccuracy
+	}
+	return judgeprompt.Naive(system, user, func(a, b string) bool {
+		h := fnv.New64a()
+		fmt.Fprintf(h, "%d\x00%s\x00%s", s.opts.Seed, a, b)
+		if float64(h.Sum64()>>11)/float64(1<<53) < acc {
+			return same(a, b)
+		}
+		return !same(a, b)
+	}), true
+}
+
+// guardSame is the default truth: the strict guard accepts the pair.
+func (s *Sim) guardSame(a, b string) bool {
+	ok, _ := s.guard(a, b)
+	return ok
 }
 
 // Step is a capacity change: from After on, Capacity calls may be in flight
@@ -100,6 +153,9 @@ type Stats struct {
 	Distinct     int64 `json:"distinct"`
 	PromptTokens int64 `json:"prompt_tokens"`
 	OutputTokens int64 `json:"completion_tokens"`
+	// Judged counts calls that were the cache's judge prompts (counted in
+	// Calls and OK too): a few tokens each, not answers.
+	Judged int64 `json:"judged"`
 }
 
 // Sim is a simulated model endpoint; it is an http.Handler.
@@ -127,6 +183,8 @@ type Sim struct {
 	prompts      map[string]int // calls per prompt, kept when RefuseFirst > 0
 	promptTokens atomic.Int64
 	outputTokens atomic.Int64
+	judged       atomic.Int64
+	guard        func(q, c string) (bool, string)
 }
 
 // NewHandler returns a simulated model endpoint serving /v1/chat/completions,
@@ -152,7 +210,7 @@ func New(opts Options) *Sim {
 	if opts.Dist == "" {
 		opts.Dist = DistExponential
 	}
-	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed))}
+	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), guard: guard.New(guard.Options{}).Check}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.model(s.chat))
 	s.mux.HandleFunc("POST /v1/completions", s.model(s.completion))
@@ -192,6 +250,7 @@ func (s *Sim) Stats() Stats {
 		Distinct:     s.distinct.Load(),
 		PromptTokens: s.promptTokens.Load(),
 		OutputTokens: s.outputTokens.Load(),
+		Judged:       s.judged.Load(),
 	}
 }
 
