@@ -99,6 +99,6 @@ func (s *Server) countJudge(x *exchange, resp *upstream.Response, model, asked s
 	if resp.Model == model {
 		resp.Model = asked
 	}
-	nano := s.tokens.countJudge(resp.Model, x.key.Partition, u)
+	nano := s.tokens.count(resp.Model, x.key.Partition, outcomeJudge, useVerify, u)
 	s.window.recordJudge(s.opts.Now(), u, nano)
 }

@@ -91,10 +91,18 @@ func (b *tokenBook) slot(set map[string]*tokenCounts, name string, limit int) *t
 	return c
 }
 
-// count records the usage u of one answer from model: saved when the
-// request reused it, spent when it paid for it. tenant is the partition
-// ("" when the cache is off: no tenant is known). outcome labels the metric.
-func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (nano uint64) {
+// Kinds of token use: what a request paid for, what a hit saved, what the
+// judge spent verifying a candidate (breakwater_cost_usd_total{kind}).
+const (
+	useSpent  = "spent"
+	useSaved  = "saved"
+	useVerify = "verification"
+)
+
+// count records the usage u of one answer from model, of kind use (useSpent,
+// useSaved, useVerify). tenant is the partition ("" when the cache is off: no
+// tenant is known). outcome labels the metric.
+func (b *tokenBook) count(model, tenant, outcome, use string, u Usage) (nano uint64) {
 	if !u.Known {
 		return 0
 	}
@@ -117,11 +125,16 @@ func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (n
 		if c == nil {
 			continue
 		}
-		if saved {
+		switch use {
+		case useSaved:
 			c.savedIn.Add(u.Input)
 			c.savedOut.Add(u.Output)
 			c.savedNano.Add(nano)
-		} else {
+		case useVerify:
+			c.judgeIn.Add(u.Input)
+			c.judgeOut.Add(u.Output)
+			c.judgeNano.Add(nano)
+		default:
 			c.spentIn.Add(u.Input)
 			c.spentOut.Add(u.Output)
 			c.spentNano.Add(nano)
@@ -133,11 +146,7 @@ func (b *tokenBook) count(model, tenant, outcome string, saved bool, u Usage) (n
 	if b.metric != nil {
 		b.metric.WithLabelValues(label, "input", outcome).Add(float64(u.Input))
 		b.metric.WithLabelValues(label, "output", outcome).Add(float64(u.Output))
-		kind := "spent"
-		if saved {
-			kind = "saved"
-		}
-		b.addCost(kind, nano)
+		b.addCost(use, nano)
 	}
 	return nano
 }
@@ -152,46 +161,6 @@ func (b *tokenBook) addCost(kind string, nano uint64) {
 // outcomeJudge labels the tokens of the auto judge's calls in
 // breakwater_tokens_total: spent on verifying semantic candidates.
 const outcomeJudge = "judge"
-
-// countJudge records the usage u of one judge call to model, for tenant,
-// as spent on verification.
-func (b *tokenBook) countJudge(model, tenant string, u Usage) (nano uint64) {
-	if !u.Known {
-		return 0
-	}
-	price, priced := b.prices[model]
-	if priced {
-		nano = uint64(math.Round(price.cost(u.Input, u.Output) * 1e9))
-	}
-	b.mu.Lock()
-	m := b.slot(b.models, model, maxTokenModels)
-	label := model
-	if m == b.models[tokenOther] {
-		label = tokenOther
-	}
-	var t *tokenCounts
-	if tenant != "" {
-		t = b.slot(b.tenants, tenant, maxTokenTenants)
-	}
-	b.mu.Unlock()
-	for _, c := range [2]*tokenCounts{m, t} {
-		if c == nil {
-			continue
-		}
-		c.judgeIn.Add(u.Input)
-		c.judgeOut.Add(u.Output)
-		c.judgeNano.Add(nano)
-		if priced {
-			c.priced.Store(true)
-		}
-	}
-	if b.metric != nil {
-		b.metric.WithLabelValues(label, "input", outcomeJudge).Add(float64(u.Input))
-		b.metric.WithLabelValues(label, "output", outcomeJudge).Add(float64(u.Output))
-		b.addCost("verification", nano)
-	}
-	return nano
-}
 
 // TokenCount is a number of input and output tokens.
 type TokenCount struct {
@@ -329,17 +298,17 @@ func (s *Server) countTokens(x *exchange, outcome string) {
 	if !x.usage.Known {
 		return
 	}
-	saved := false
+	use := useSpent
 	switch {
 	case x.coalesced:
-		saved, outcome = true, outcomeCoalesced
+		use, outcome = useSaved, outcomeCoalesced
 	case outcome == OutcomeHitExact, outcome == OutcomeHitSemantic, outcome == OutcomeStale:
-		saved = true
+		use = useSaved
 	case !x.called:
 		return
 	}
-	nano := s.tokens.count(x.usageModel, x.key.Partition, outcome, saved, x.usage)
-	if saved {
+	nano := s.tokens.count(x.usageModel, x.key.Partition, outcome, use, x.usage)
+	if use == useSaved {
 		s.window.recordTokens(s.opts.Now(), x.usage, nano)
 	}
 }

@@ -410,7 +410,7 @@ func TestCostSaved(t *testing.T) {
 		t.Errorf("tenants %+v, want one that saved %v", st.Tenants, wantSaved)
 	}
 	// An answer from a model without a price: tokens, no cost.
-	e.server.tokens.count("unpriced", "", OutcomeMiss, false, Usage{Input: 1, Output: 2, Known: true})
+	e.server.tokens.count("unpriced", "", OutcomeMiss, useSpent, Usage{Input: 1, Output: 2, Known: true})
 	_, _, st = tokensOf(t, e, "gpt-test")
 	for _, me := range st.Models {
 		if me.Name == "unpriced" && (me.CostSpentUSD != nil || me.Spent != (TokenCount{1, 2})) {
@@ -511,7 +511,7 @@ func TestTokenBookBounded(t *testing.T) {
 	b := newTokenBook(nil, NewMetrics(reg))
 	u := Usage{Input: 1, Output: 1, Known: true}
 	for i := range maxTokenTenants + 10 {
-		b.count(fmt.Sprint("model-", i), fmt.Sprint("tenant-", i), OutcomeMiss, false, u)
+		b.count(fmt.Sprint("model-", i), fmt.Sprint("tenant-", i), OutcomeMiss, useSpent, u)
 	}
 	st := b.snapshot()
 	if len(st.Models) != maxTokenModels+1 || len(st.Tenants) != maxTokenTenants+1 {
