@@ -31,10 +31,10 @@ import (
 // quickly. Another tenant's small requests are answered throughout.
 func TestLargePromptFillMemory(t *testing.T) {
 	if runtime.GOOS != "linux" {
-		t.Skip("reads /proc/<pid>/status")
+		t.Skip("reads /proc/<pid>/status: Linux only (GOOS)")
 	}
 	if testing.Short() {
-		t.Skip("builds the binary and sends 200 MiB")
+		t.Skip("skipped by go test -short; it builds the binary and sends 200 MiB")
 	}
 	const (
 		prompts   = 200
