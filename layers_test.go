@@ -27,8 +27,8 @@ var layers = []struct {
 	// encoder, and their test helpers.
 	{1, []string{"cache", "cache/guard", "cache/indextest", "cache/keytest", "cache/qdrant/qdranttest", "embed", "embed/internal/"}},
 	// Backends and services built on them: the semantic indexes, the judge,
-	// the upstream caller.
-	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream"}},
+	// the upstream caller and its lane admission.
+	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream", "proxy/upstream/lane"}},
 	// The wire-API seam: the Format, the hooks, the registration.
 	{3, []string{"proxy/wire"}},
 	// One package per wire API, and the one list of them.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // Caller sends requests upstream with routing, retries, fallbacks, breakers,
@@ -263,8 +265,8 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 			m := left[i]
 			left = slices.Delete(left, i, i+1)
 			k.last = gi == len(groups)-1 && len(left) == 0
-			if a, err := k.tryTarget(m); a != nil || err != nil {
-				return a, err
+			if v := k.tryTarget(m); v.fallback == fallNone {
+				return v.a, v.err
 			}
 		}
 	}
@@ -275,8 +277,8 @@ func (c *Caller) run(ctx context.Context, req *Request, stream bool) (*answer, e
 		k.lastResort, k.last = true, false
 		for _, group := range groups {
 			for _, m := range group {
-				if a, err := k.tryTarget(m); a != nil || err != nil {
-					return a, err
+				if v := k.tryTarget(m); v.fallback == fallNone {
+					return v.a, v.err
 				}
 			}
 		}
@@ -421,9 +423,47 @@ func (k *call) skipOpen(t *target) {
 	k.rep.note(t.name, "circuit half-open, probes already in flight")
 }
 
-// tryTarget makes up to MaxAttempts attempts at one target. It returns an answer
-// to hand back, an error that ends the call, or neither to fall back.
-func (k *call) tryTarget(m *member) (*answer, error) {
+// tried is tryTarget's verdict: an answer to hand back (a), an error that
+// ends the call (err), or, with fallback set, the reason the call goes on to
+// the next target.
+type tried struct {
+	a        *answer
+	err      error
+	fallback fallback
+}
+
+// fallback is why a call leaves a target for the next one.
+type fallback int
+
+const (
+	fallNone        fallback = iota // no fallback: an answer or an error
+	fallRateLimited                 // the upstream's rate-limit hold outlasts the deadline
+	fallBreakerOpen                 // the breaker refused and no probe was free
+	fallShed                        // the lane shed the request (see lane.Shed)
+	fallPoolShed                    // the class's pool queue was full
+	fallFailed                      // the attempt failed and may not be retried here
+	fallRetryBudget                 // a congestion retry found the retry budget spent
+	fallWaitBeyond                  // the next backoff or Retry-After outlasts the deadline
+	fallAttempts                    // every attempt at the target was spent
+	fallStopped                     // a stop found no error to end the call with
+)
+
+func answered(a *answer) tried { return tried{a: a} }
+
+// stop ends the call with err; with none (the context's error gone by the
+// time it was read) the call goes on to the next target.
+func stop(err error) tried {
+	if err == nil {
+		return tried{fallback: fallStopped}
+	}
+	return tried{err: err}
+}
+func fallBack(why fallback) tried { return tried{fallback: why} }
+
+// tryTarget makes up to MaxAttempts attempts at one target. Its verdict is
+// an answer to hand back, an error that ends the call, or the reason the call
+// falls back to the next target.
+func (k *call) tryTarget(m *member) tried {
 	c, t := k.c, m.t
 	body, path := k.req.Body, k.req.Path
 	model := k.req.Model
@@ -440,11 +480,11 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 	l := t.laneFor(laneKey(k.req.Header, t.up.cfg))
 	// The request is on the lane until it leaves the target, a live answer
 	// until its body ends (see lane.present).
-	l.enter()
+	l.Enter()
 	live := false
 	defer func() {
 		if !live {
-			l.exit()
+			l.Exit()
 		}
 	}()
 	if t.answeredWithin(c.now(), aliveWindow) {
@@ -462,87 +502,87 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 	retried, budgeted := false, false
 	for n := 1; n <= c.retry.MaxAttempts; n++ {
 		if err := k.stopped(); err != nil {
-			return nil, err
+			return stop(err)
 		}
 		x.startAttempt(k.rep.attempts + 1)
 		// A lone lane's burst waits out the hold in the lane's queue, so it
 		// goes with the retries it came with when the hold ends (see
 		// lane.lone); waiting outside, it reached the lane just after their
 		// next refusal, and the next hold: a second lost for nothing.
-		if wait := l.pace.wait(c.now()); wait > 0 && (wait >= k.remaining() || !l.waitsInQueue()) {
+		if wait := l.Wait(c.now()); wait > 0 && (wait >= k.remaining() || !l.WaitsInQueue()) {
 			if wait >= k.remaining() {
 				k.shed(t, ShedRateLimited, wait, fmt.Sprintf(
 					"breakwater: the upstream's rate limit holds %s back for another %s, beyond the deadline; retry after %s",
 					t.name, wait.Round(time.Millisecond), atLeastSecond(wait)))
-				return nil, nil
+				return fallBack(fallRateLimited)
 			}
 			x.log().Debug("upstream paced", "wait", wait)
 			if !sleep(k.dctx, wait) {
-				return nil, k.stopped()
+				return stop(k.stopped())
 			}
 		}
 		probe, ok := t.breaker.allow(c.now())
 		if !ok {
 			if !k.lastResort || !t.breaker.allowLastResort(c.now()) {
 				k.skipOpen(t)
-				return nil, nil
+				return fallBack(fallBreakerOpen)
 			}
 			probe = lastResort
 		}
 		qstart := time.Now()
-		rank, deadline := classRank(k.req.Class, retried), k.deadline
+		rank, deadline := lane.ClassRank(k.req.Class, retried), k.deadline
 		if k.req.Short {
 			// Ahead of full requests, and measured against its own deadline:
 			// the lane sheds a request whose expected wait plus a full
 			// answer's time exceed what is left, and a short answer takes
 			// a fraction of that time.
-			rank, deadline = min(rank, classRank("interactive", false)), deadline.Add(2*l.serviceTime())
+			rank, deadline = min(rank, lane.ClassRank("interactive", false)), deadline.Add(2*l.ServiceTime())
 		}
-		err := l.acquire(k.dctx, rank, budgeted, k.last, deadline)
+		err := l.Acquire(k.dctx, rank, budgeted, k.last, deadline)
 		if err != nil {
 			k.traceQueue(t, qstart, err)
 			t.breaker.report(c.now(), probe, neutral)
-			var shed *laneShed
+			var shed *lane.Shed
 			if !errors.As(err, &shed) {
 				if err := k.stopped(); err != nil {
-					return nil, err
+					return stop(err)
 				}
-				return nil, k.deadlineErr()
+				return stop(k.deadlineErr())
 			}
-			k.shed(t, shed.reason, shed.retryAfter, shed.Error())
-			x.log().Info("upstream shed", "reason", shed.reason, "waiting", shed.waiting, "slots", shed.slots, "retry_after", shed.retryAfter)
-			return nil, nil
+			k.shed(t, shed.Reason, shed.RetryAfter, shed.Error())
+			x.log().Info("upstream shed", "reason", shed.Reason, "waiting", shed.Waiting, "slots", shed.Slots, "retry_after", shed.RetryAfter)
+			return fallBack(fallShed)
 		}
-		err = x.pool.acquire(k.dctx)
+		err = x.pool.Acquire(k.dctx)
 		k.traceQueue(t, qstart, err)
 		if err != nil {
-			l.release()
+			l.Release()
 			t.breaker.report(c.now(), probe, neutral)
-			var shed *shedError
+			var shed *lane.PoolShed
 			if !errors.As(err, &shed) {
 				if err := k.stopped(); err != nil {
-					return nil, err
+					return stop(err)
 				}
-				return nil, k.deadlineErr()
+				return stop(k.deadlineErr())
 			}
-			k.shed(t, ShedQueueFull, shedRetryAfter, shed.Error())
-			x.log().Info("upstream shed", "pool", shed.pool, "waiting", shed.waiting, "inflight", shed.inflight)
-			return nil, nil
+			k.shed(t, ShedQueueFull, lane.ShedRetryAfter, shed.Error())
+			x.log().Info("upstream shed", "pool", shed.Pool, "waiting", shed.Waiting, "inflight", shed.Inflight)
+			return fallBack(fallPoolShed)
 		}
 		x.probe = probe
 		r := k.send(x)
 		switch {
 		case r.out == outCanceled:
-			return nil, k.ctx.Err()
+			return stop(k.ctx.Err())
 		case r.deadline:
-			return nil, k.deadlineErr()
+			return stop(k.deadlineErr())
 		case !r.retry && r.err == nil && !r.refusal:
 			if f := r.finish; f != nil {
 				live = true
 				var once sync.Once
-				r.finish = func(err error) { f(err); once.Do(l.exit) }
+				r.finish = func(err error) { f(err); once.Do(l.Exit) }
 			}
-			return &answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts}, nil
+			return answered(&answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts})
 		}
 		k.rep.note(t.name, r.describe())
 		k.rep.lastStatus, k.rep.lastErr = 0, r.err
@@ -554,15 +594,15 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 			k.rep.hint(t.name, r.hold) // the lane is held already (holdLane)
 		}
 		if !r.retry || r.noRetry || n == c.retry.MaxAttempts {
-			return nil, nil
+			return fallBack(fallFailed)
 		}
-		if r.congestion && !k.last && !l.retryBudget() {
+		if r.congestion && !k.last && !l.RetryBudget() {
 			// Spent: another target may take the request now; the last one
 			// waits for the budget in its queue.
-			k.shed(t, ShedRetryBudget, shedRetryAfter, (&laneShed{target: t.name, reason: ShedRetryBudget}).Error())
-			return nil, nil
+			k.shed(t, ShedRetryBudget, lane.ShedRetryAfter, (&lane.Shed{Target: t.name, Reason: ShedRetryBudget}).Error())
+			return fallBack(fallRetryBudget)
 		}
-		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), l.pace.wait(c.now()))
+		wait := max(c.backoff(n, c.retry.BaseDelay, c.retry.MaxDelay, r.resp), l.Wait(c.now()))
 		if r.hold > 0 {
 			wait = max(min(wait, c.raCap), r.hold)
 		}
@@ -573,16 +613,16 @@ func (k *call) tryTarget(m *member) (*answer, error) {
 				what = "asked to wait"
 			}
 			k.rep.note(t.name, fmt.Sprintf("%s %s, beyond the deadline", what, wait.Round(time.Millisecond)))
-			return nil, nil
+			return fallBack(fallWaitBeyond)
 		}
 		c.metrics.retry(t.name, r.reason)
 		x.log().Info("upstream retry", "reason", r.reason, "wait", wait)
 		if !sleep(k.dctx, wait) {
-			return nil, k.stopped()
+			return stop(k.stopped())
 		}
 		retried, budgeted = true, r.congestion
 	}
-	return nil, nil
+	return fallBack(fallAttempts)
 }
 
 // aliveWindow is how recent a target's last answer must be for its refusals

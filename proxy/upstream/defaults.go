@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // Defaults New applies to zero fields of RetryPolicy and BreakerOptions; the
@@ -39,4 +40,24 @@ const (
 	DefaultBreakerOpenFor = 15 * time.Second
 	// DefaultBreakerHalfOpenProbes is how many probes a half-open breaker admits.
 	DefaultBreakerHalfOpenProbes = 1
+)
+
+// Admission defaults: the lane package's (see there).
+const (
+	DefaultInitialLimit   = lane.DefaultInitialLimit
+	ColdSlots             = lane.ColdSlots
+	DefaultMaxConcurrency = lane.DefaultMaxConcurrency
+	DefaultMaxQueue       = lane.DefaultMaxQueue
+	DefaultRetryAfterCap  = lane.DefaultRetryAfterCap
+)
+
+// Shed reasons: the label of breakwater_upstream_shed_total and the keys of
+// TargetStats.Sheds (lane.Shed…).
+const (
+	ShedQueueFull    = lane.ShedQueueFull
+	ShedWaitBeyond   = lane.ShedWaitBeyond
+	ShedQueueTimeout = lane.ShedQueueTimeout
+	ShedRateLimited  = lane.ShedRateLimited
+	ShedBreakerOpen  = lane.ShedBreakerOpen
+	ShedRetryBudget  = lane.ShedRetryBudget
 )

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // Sentinels callers branch on with errors.Is.
@@ -16,7 +18,7 @@ var (
 	ErrNoHealthyTarget = errors.New("no healthy target")
 	// ErrShed matches an *Error with Code "capacity_exceeded": every eligible
 	// target's queue was full.
-	ErrShed = errors.New("capacity exceeded")
+	ErrShed = lane.ErrShed
 	// ErrUnknownModel matches an *Error with Code "model_not_found": no route names
 	// the model and there is no default upstream.
 	ErrUnknownModel = errors.New("unknown model")
@@ -141,13 +143,7 @@ func (r *report) summary() string {
 	return strings.Join(parts, "; ")
 }
 
-func atLeastSecond(d time.Duration) time.Duration {
-	if d < time.Second {
-		return time.Second
-	}
-	// Retry-After is sent in whole seconds: round up so clients never come back early.
-	return (d + time.Second - 1).Truncate(time.Second)
-}
+func atLeastSecond(d time.Duration) time.Duration { return lane.AtLeastSecond(d) }
 
 // exhausted builds the error for a request whose every target was tried or skipped.
 func (r *report) exhausted() *Error {

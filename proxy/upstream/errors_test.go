@@ -6,6 +6,8 @@ import (
 	"io"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 func TestReportExhausted(t *testing.T) {
@@ -40,7 +42,7 @@ func TestReportExhausted(t *testing.T) {
 		}, 504, CodeUpstreamError, time.Second, ErrNoHealthyTarget},
 		{"every queue full", func(r *report) {
 			r.note("a", "queue full")
-			r.hint("a", shedRetryAfter)
+			r.hint("a", lane.ShedRetryAfter)
 			r.shed = append(r.shed, "breakwater: the 'default' queue for upstream a is full")
 		}, 429, CodeCapacityExceeded, time.Second, ErrShed},
 		{"every breaker open: the soonest wins", func(r *report) {

@@ -10,14 +10,16 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // exchange is what every attempt to one target shares: the same method, URL,
 // headers and body bytes.
 type exchange struct {
 	m      *member
-	pool   *pool
-	lane   *lane
+	pool   *lane.Pool
+	lane   *lane.Lane
 	method string
 	url    string
 	header http.Header
@@ -104,14 +106,14 @@ func (k *call) send(x *exchange) result {
 		timer.Stop()
 		cancel(nil)
 		t.stats.inflight.Add(-1)
-		x.pool.release()
+		x.pool.Release()
 		switch {
 		case o == outCanceled:
-			x.lane.abandon(start)
+			x.lane.Abandon(start)
 		case k.req.Short && v != congested:
-			x.lane.release() // a few tokens say nothing of a full answer's time
+			x.lane.Release() // a few tokens say nothing of a full answer's time
 		default:
-			x.lane.done(start, time.Since(start), v)
+			x.lane.Done(start, time.Since(start), laneOutcome(v))
 		}
 	}
 
@@ -146,7 +148,7 @@ func (k *call) send(x *exchange) result {
 		t.abandoned() // answered after its client went away
 	}
 	if r.resp != nil && err == nil {
-		x.lane.pace.observe(c.now(), r.resp.Header, c.raCap)
+		x.lane.Observe(c.now(), r.resp.Header, c.raCap)
 	}
 	if err != nil {
 		// A body that broke off is a failed attempt, whatever the status said.
@@ -252,7 +254,7 @@ func (k *call) send(x *exchange) result {
 // through would refuse that many more. It runs before the attempt's slot is
 // released, so the release does not hand the slot to a queued request that
 // the model would refuse at once.
-func (r *result) holdLane(l *lane, c *Caller) {
+func (r *result) holdLane(l *lane.Lane, c *Caller) {
 	ra, hinted := RetryAfter(r.resp, time.Now())
 	if r.retryAfter > 0 {
 		ra, hinted = max(ra, r.retryAfter), true
@@ -261,7 +263,7 @@ func (r *result) holdLane(l *lane, c *Caller) {
 		return
 	}
 	r.hold = min(ra, c.raCap)
-	l.pace.hold(c.now().Add(r.hold))
+	l.Hold(c.now().Add(r.hold))
 }
 
 func streamOutcome(ctx context.Context, err error) outcome {
@@ -336,4 +338,15 @@ func ReadSized(r io.Reader, size int64) ([]byte, error) {
 			b = append(b, 0)[:len(b)]
 		}
 	}
+}
+
+// laneOutcome is what a verdict tells the attempt's lane.
+func laneOutcome(v verdict) lane.Outcome {
+	switch v {
+	case success:
+		return lane.Answered
+	case congested:
+		return lane.Congested
+	}
+	return lane.Other
 }

@@ -1,130 +1,65 @@
 package upstream
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"math"
 	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
-// Bounds on state created from what clients send.
+// Bounds on state created from what clients send: beyond maxModelTargets,
+// models that no route names share the default upstream's common target.
 const (
-	// maxLanes bounds the per-key lanes of one target; when every lane is busy
-	// a new key shares the target's common lane.
-	maxLanes = 1024
-	// maxModelTargets bounds the targets made for models that no route names;
-	// beyond it such models share the default upstream's common target.
 	maxModelTargets = 64
 	maxModelName    = 128
 )
 
-// keyHeaders carry a client's API key: OpenAI's Authorization, Anthropic's
-// x-api-key, Gemini's x-goog-api-key.
-var keyHeaders = [...]string{"Authorization", "X-Api-Key", "X-Goog-Api-Key"}
+// laneKey is the lane of a request to up (lane.Key): the client's key
+// hashed when it is forwarded, "" when the sidecar holds the key.
+func laneKey(h http.Header, up Upstream) string { return lane.Key(h, up.APIKey != "") }
 
-// laneKey is the lane of a request to up: a hash of the client's key when the
-// key is forwarded (upstream limits are per key), "" when the sidecar holds
-// the key. The key itself is never stored or logged.
-func laneKey(h http.Header, up Upstream) string {
-	if up.APIKey != "" {
-		return ""
-	}
-	for _, name := range keyHeaders {
-		if v := h.Get(name); v != "" {
-			var buf [256]byte // keys fit; a longer one spills to the heap
-			sum := sha256.Sum256(append(append(append(buf[:0], name...), 0), v...))
-			var out [16]byte
-			hex.Encode(out[:], sum[:8])
-			return string(out[:])
-		}
-	}
-	return ""
-}
-
-// lanes is a target's admission state: one common lane, plus one per
-// forwarded key.
-type lanes struct {
-	shared *lane
-
-	mu  sync.Mutex
-	per map[string]*lane
-
+// laneCounts is a target's sums over its lanes, and its sheds by reason.
+type laneCounts struct {
 	limitMilli atomic.Int64 // sum of the lanes' limits × 1000
 	paceMilli  atomic.Int64 // sum of the lanes' paces below one slot × 1000
-	sheds      [len(shedReasons)]atomic.Uint64
+	sheds      [len(lane.ShedReasons)]atomic.Uint64
 }
 
 func (t *target) initLanes() {
-	t.lanes.per = make(map[string]*lane)
-	t.lanes.shared = t.newLane("")
+	t.lanes = lane.NewSet(laneTarget{t}, t.up.cfg.MaxConcurrency, t.up.cfg.MaxQueue)
 }
 
-func (t *target) newLane(key string) *lane {
-	return newLane(t, key, t.up.cfg.MaxConcurrency, t.up.cfg.MaxQueue)
-}
+// laneFor returns the lane of key, creating it when needed.
+func (t *target) laneFor(key string) *lane.Lane { return t.lanes.For(key) }
 
-// laneFor returns the lane of key, creating it when needed; an idle lane is
-// evicted to make room when the target has maxLanes.
-func (t *target) laneFor(key string) *lane {
-	if key == "" {
-		return t.lanes.shared
-	}
-	ls := &t.lanes
-	ls.mu.Lock()
-	defer ls.mu.Unlock()
-	if l, ok := ls.per[key]; ok {
-		return l
-	}
-	if len(ls.per) >= maxLanes {
-		now := time.Now()
-		for k, l := range ls.per {
-			if l.idle(now) {
-				l.mu.Lock()
-				limit, pace, used := l.lim.limit, l.lim.belowOne(), !l.used.IsZero()
-				l.mu.Unlock()
-				if used {
-					t.limitMoved(-limit)
-				}
-				if pace != 0 {
-					t.paceMoved(-pace)
-				}
-				delete(ls.per, k)
-				break
-			}
-		}
-		if len(ls.per) >= maxLanes {
-			return ls.shared
-		}
-	}
-	l := t.newLane(key)
-	ls.per[key] = l
-	return l
-}
+// laneTarget is what a target's lanes report to (lane.Target).
+type laneTarget struct{ t *target }
 
-// each calls f on every lane of t.
-func (t *target) eachLane(f func(*lane)) {
-	f(t.lanes.shared)
-	t.lanes.mu.Lock()
-	all := make([]*lane, 0, len(t.lanes.per))
-	for _, l := range t.lanes.per {
-		all = append(all, l)
-	}
-	t.lanes.mu.Unlock()
-	for _, l := range all {
-		f(l)
-	}
+func (lt laneTarget) Name() string              { return lt.t.name }
+func (lt laneTarget) LimitMoved(d float64)      { lt.t.limitMoved(d) }
+func (lt laneTarget) PaceMoved(d float64)       { lt.t.paceMoved(d) }
+func (lt laneTarget) Queued(d int64)            { lt.t.stats.queued.Add(d) }
+func (lt laneTarget) QueueWait(d time.Duration) { lt.t.c.metrics.queueWait(lt.t.name, d) }
+func (lt laneTarget) Abandoned()                { lt.t.abandoned() }
+func (lt laneTarget) Rand() float64             { return lt.t.c.rand() }
+func (lt laneTarget) RetrySent()                { lt.retry(&lt.t.stats.retries, "sent") }
+func (lt laneTarget) BudgetWaited()             { lt.retry(&lt.t.stats.budgetWaits, "waited") }
+func (lt laneTarget) LoneRetry()                { lt.retry(&lt.t.stats.loneRetries, "lone") }
+func (lt laneTarget) retry(n *atomic.Uint64, result string) {
+	n.Add(1)
+	lt.t.c.metrics.retryBudget(lt.t.name, result)
 }
 
 func (t *target) limitMoved(d float64) {
-	v := t.lanes.limitMilli.Add(int64(math.Round(d * 1000)))
+	v := t.counts.limitMilli.Add(int64(math.Round(d * 1000)))
 	t.c.metrics.limit(t.name, float64(v)/1000)
 }
 
 func (t *target) paceMoved(d float64) {
-	v := t.lanes.paceMilli.Add(int64(math.Round(d * 1000)))
+	v := t.counts.paceMilli.Add(int64(math.Round(d * 1000)))
 	t.c.metrics.paceRate(t.name, float64(v)/1000)
 }
 
@@ -135,9 +70,9 @@ func (t *target) abandoned() {
 }
 
 func (t *target) shed(reason string) {
-	for i, r := range shedReasons {
+	for i, r := range lane.ShedReasons {
 		if r == reason {
-			t.lanes.sheds[i].Add(1)
+			t.counts.sheds[i].Add(1)
 		}
 	}
 	t.stats.shed.Add(1)
@@ -159,24 +94,72 @@ type laneSummary struct {
 func (t *target) summary(now time.Time) laneSummary {
 	var s laneSummary
 	var services time.Duration
-	t.eachLane(func(l *lane) {
-		ls := l.snapshot(now)
-		if !ls.used {
+	t.lanes.Each(func(l *lane.Lane) {
+		ls := l.Snapshot(now)
+		if !ls.Used {
 			return // never admitted a request: its limit is only the starting point
 		}
 		s.count++
-		s.limit += ls.limit
-		s.rate += ls.rate
-		s.pace += ls.pace
-		s.wait = max(s.wait, ls.wait)
-		s.queued += ls.queued
-		s.paced = s.paced || ls.paced
-		if ls.service > 0 {
-			services = max(services, ls.service)
+		s.limit += ls.Limit
+		s.rate += ls.Rate
+		s.pace += ls.Pace
+		s.wait = max(s.wait, ls.Wait)
+		s.queued += ls.Queued
+		s.paced = s.paced || ls.Paced
+		if ls.Service > 0 {
+			services = max(services, ls.Service)
 		}
 	})
 	s.service = services
 	return s
+}
+
+// upstream is one API with its pools.
+type upstream struct {
+	cfg   Upstream
+	pools map[string]*lane.Pool
+}
+
+func newUpstream(u Upstream, m *Metrics) *upstream {
+	if u.MaxConcurrency == 0 {
+		u.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if u.MaxQueue == 0 {
+		u.MaxQueue = DefaultMaxQueue
+	}
+	up := &upstream{cfg: u, pools: make(map[string]*lane.Pool, len(u.Pools)+1)}
+	up.pools[defaultPool] = newPool(u.Name, defaultPool, u.MaxConcurrency, u.MaxQueue, m)
+	for name, l := range u.Pools {
+		conc, queue := l.MaxConcurrency, l.MaxQueue
+		if conc == 0 {
+			conc = u.MaxConcurrency
+		}
+		if queue == 0 {
+			queue = u.MaxQueue
+		}
+		up.pools[name] = newPool(u.Name, name, conc, queue, m)
+	}
+	return up
+}
+
+// pool returns the class's pool; unknown classes share the default pool so that
+// clients cannot mint metric labels.
+func (u *upstream) pool(class string) *lane.Pool {
+	if p, ok := u.pools[class]; ok {
+		return p
+	}
+	return u.pools[defaultPool]
+}
+
+// newPool makes an upstream's pool with its gauges.
+func newPool(upstream, name string, max, maxQueue int, m *Metrics) *lane.Pool {
+	if m == nil {
+		return lane.NewPool(upstream, name, max, maxQueue, nil, nil)
+	}
+	// The gauge is looked up once: WithLabelValues hashes the labels on
+	// every call, and every attempt moves it twice.
+	return lane.NewPool(upstream, name, max, maxQueue, m.inflight.WithLabelValues(upstream),
+		func(n int) { m.queuedSet(upstream, name, n) })
 }
 
 // modelTargets makes, on first use, a target per model for the default

@@ -47,7 +47,7 @@ func TestFullQueueShedsAtOnce(t *testing.T) {
 			errs <- err
 		})
 		// Start them one at a time so the first is in flight and the second queued.
-		waitFor(t, func() bool { s := statsOf(t, c, "gpt-4o", "a/*"); return s.Inflight+s.Queued == i+1 })
+		waitUntil(t, func() bool { s := statsOf(t, c, "gpt-4o", "a/*"); return s.Inflight+s.Queued == i+1 })
 	}
 	if s := statsOf(t, c, "gpt-4o", "a/*"); s.Inflight != 1 || s.Queued != 1 {
 		t.Fatalf("inflight %d queued %d, want 1 and 1", s.Inflight, s.Queued)
@@ -107,7 +107,7 @@ func TestPoolsAreIsolated(t *testing.T) {
 	// A lane that has learnt the upstream takes more than its first one
 	// request at once: the pools, not the lane, are under test.
 	tg := c.routes["gpt-4o"].flat[0].t
-	tg.laneFor(laneKey(chat("gpt-4o").Header, tg.up.cfg)).lim.limit = 8
+	tg.laneFor(laneKey(chat("gpt-4o").Header, tg.up.cfg)).Learnt(8)
 
 	batch := func() *Request { r := slow(chat("gpt-4o")); r.Class = "batch"; return r }
 	ctx, cancel := context.WithCancel(t.Context())
@@ -117,7 +117,7 @@ func TestPoolsAreIsolated(t *testing.T) {
 		defer close(done)
 		c.Do(ctx, batch())
 	}()
-	waitFor(t, func() bool { return statsOf(t, c, "gpt-4o", "a/*").Inflight == 1 })
+	waitUntil(t, func() bool { return statsOf(t, c, "gpt-4o", "a/*").Inflight == 1 })
 
 	if _, err := c.Do(t.Context(), batch()); !errors.Is(err, ErrShed) {
 		t.Fatalf("second batch request = %v, want shed", err)

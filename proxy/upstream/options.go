@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // Target is one place a requested model can be served from.
@@ -182,7 +184,7 @@ const (
 	defaultConsecutive  = DefaultBreakerConsecutiveFailures
 	defaultOpenFor      = DefaultBreakerOpenFor
 	defaultProbes       = DefaultBreakerHalfOpenProbes
-	defaultPool         = "default"
+	defaultPool         = lane.DefaultPool
 )
 
 func (p RetryPolicy) withDefaults() RetryPolicy {

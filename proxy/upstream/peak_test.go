@@ -13,6 +13,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // capacityModel is a loopback model that takes cap calls at once, each lasting
@@ -419,7 +421,7 @@ func TestCongestionIsNotBreakage(t *testing.T) {
 				case clients == 1 && (answered.Load() != 40 || ts.LoneRetries != 40 || ts.Retries != 0 || ts.RetryBudgetWaits != 0):
 					t.Errorf("%d of 40 answered, %d lone retries, %d retries under the budget, %d budget waits; want every request answered on its retry, outside the budget",
 						answered.Load(), ts.LoneRetries, ts.Retries, ts.RetryBudgetWaits)
-				case clients > 1 && (answered.Load() < 20 || ts.Retries > retryBudgetStart/retryCost+40/10 || ts.RetryBudgetWaits == 0):
+				case clients > 1 && (answered.Load() < 20 || ts.Retries > lane.InitialRetryBudget+40/10 || ts.RetryBudgetWaits == 0):
 					t.Errorf("%d of 40 answered, %d retries, %d budget waits; want at least the 20 first attempts answered, at most 7 retries, and the budget spent",
 						answered.Load(), ts.Retries, ts.RetryBudgetWaits)
 				}

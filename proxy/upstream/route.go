@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // Weight dynamics: each failure multiplies a target's weight by
@@ -26,7 +28,8 @@ type target struct {
 	model     string // "" = unchanged
 	up        *upstream
 	breaker   *breaker
-	lanes     lanes
+	lanes     *lane.Set
+	counts    laneCounts
 	stats     targetStats
 	cfgWeight float64 // weight of the first route entry, for the weight metric
 	c         *Caller
@@ -104,7 +107,7 @@ func pick(candidates []*member, now time.Time, rnd func() float64, h http.Header
 		if !m.t.breaker.peek(now) {
 			continue
 		}
-		if m.t.laneFor(laneKey(h, m.t.up.cfg)).pace.wait(now) > 0 {
+		if m.t.laneFor(laneKey(h, m.t.up.cfg)).Wait(now) > 0 {
 			paced = append(paced, i)
 		} else {
 			ready = append(ready, i)

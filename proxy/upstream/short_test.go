@@ -43,7 +43,7 @@ func TestShortGoesAheadInItsLane(t *testing.T) {
 	release := func() { once.Do(func() { close(hold) }) }
 	defer release()                                                            // a failed check must not leave the server's handlers blocked
 	slots := max(int(math.Ceil(statsOf(t, c, "gpt-4o", "a/*").Limit-1e-9)), 1) // as aimd.slots
-	n := max(slots, loneMax+1)
+	n := max(slots, ColdSlots+1)                                               // more than a lone lane holds (lane.loneMax)
 	var all []chan error
 	for range n {
 		all = append(all, send("held", false))
@@ -56,12 +56,7 @@ func TestShortGoesAheadInItsLane(t *testing.T) {
 	waitUntil(t, func() bool { return statsOf(t, c, "gpt-4o", "a/*").Queued == queued+2 })
 	tg := c.routes["gpt-4o"].groups[0][0].t
 	l := tg.laneFor(laneKey(chat("gpt-4o").Header, tg.up.cfg))
-	l.mu.Lock()
-	var ranks []int
-	for e := l.waiters.Front(); e != nil; e = e.Next() {
-		ranks = append(ranks, e.Value.(*waiter).rank)
-	}
-	l.mu.Unlock()
+	ranks := l.Ranks()
 	// The short call came last; it must be first, ahead of every full one.
 	if len(ranks) != queued+2 || slices.Min(ranks[1:]) <= ranks[0] {
 		t.Errorf("lane queue ranks %v (the short call came last), want it first and alone in its rank", ranks)

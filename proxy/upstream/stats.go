@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // outcome classifies one attempt; its string is the attempts_total label.
@@ -199,8 +201,8 @@ func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 	if judged := ts.Success + ts.RateLimited + ts.Overloaded + ts.ServerError + ts.Timeout; judged > 0 {
 		ts.SuccessRate = float64(ts.Success) / float64(judged)
 	}
-	for i, r := range shedReasons {
-		if n := t.lanes.sheds[i].Load(); n > 0 {
+	for i, r := range lane.ShedReasons {
+		if n := t.counts.sheds[i].Load(); n > 0 {
 			if ts.Sheds == nil {
 				ts.Sheds = make(map[string]uint64)
 			}
@@ -212,7 +214,7 @@ func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 	ts.QueueWait, ts.Paced, ts.PaceRate = sum.wait, sum.paced, roundWeight(sum.pace)
 	ts.Retries, ts.RetryBudgetWaits, ts.Abandoned = s.retries.Load(), s.budgetWaits.Load(), s.abandoned.Load()
 	ts.LoneRetries = s.loneRetries.Load()
-	ts.RetryBudget = roundWeight(t.lanes.shared.snapshot(now).budget)
+	ts.RetryBudget = roundWeight(t.lanes.For("").Snapshot(now).Budget)
 	ts.LatencyP50, ts.LatencyP99 = s.percentiles()
 	return ts
 }

@@ -1,4 +1,4 @@
-package upstream
+package lane
 
 import (
 	"math"

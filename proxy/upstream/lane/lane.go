@@ -1,4 +1,4 @@
-package upstream
+package lane
 
 import (
 	"container/list"
@@ -20,41 +20,41 @@ const (
 	ShedRetryBudget  = "retry_budget"         // a retry found the lane's retry budget spent (and could fall back)
 )
 
-// shedReasons lists every reason, for stats.
-var shedReasons = [...]string{ShedQueueFull, ShedWaitBeyond, ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen, ShedRetryBudget}
+// ShedReasons lists every reason, for stats.
+var ShedReasons = [...]string{ShedQueueFull, ShedWaitBeyond, ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen, ShedRetryBudget}
 
-// laneShed is a request a lane refused before it reached the upstream.
-type laneShed struct {
-	target, reason    string
-	retryAfter        time.Duration
-	waiting, inflight int
-	slots             int
-	left              time.Duration
+// Shed is a request a lane refused before it reached the upstream.
+type Shed struct {
+	Target, Reason    string
+	RetryAfter        time.Duration
+	Waiting, Inflight int
+	Slots             int
+	Left              time.Duration
 }
 
-func (e *laneShed) Error() string {
-	switch e.reason {
+func (e *Shed) Error() string {
+	switch e.Reason {
 	case ShedRetryBudget:
 		return fmt.Sprintf("breakwater: the retry budget of %s is spent (retries of refusals are at most a tenth of first attempts); retry after %s",
-			e.target, atLeastSecond(e.retryAfter))
+			e.Target, AtLeastSecond(e.RetryAfter))
 	case ShedQueueFull:
 		return fmt.Sprintf("breakwater: the queue for %s is full (%d waiting for %d slots of its adaptive limit); retry after %s or raise max_queue",
-			e.target, e.waiting, e.slots, atLeastSecond(e.retryAfter))
+			e.Target, e.Waiting, e.Slots, AtLeastSecond(e.RetryAfter))
 	case ShedQueueTimeout:
 		return fmt.Sprintf("breakwater: %s is at capacity: the request waited in its queue until no answer could arrive within the deadline (%d waiting, %d slots); retry after %s",
-			e.target, e.waiting, e.slots, atLeastSecond(e.retryAfter))
+			e.Target, e.Waiting, e.Slots, AtLeastSecond(e.RetryAfter))
 	}
 	return fmt.Sprintf("breakwater: %s is at capacity: %d requests wait for %d slots, an expected wait of %s, beyond the %s left of the deadline; retry after %s",
-		e.target, e.waiting, e.slots, e.retryAfter.Round(time.Millisecond), e.left.Round(time.Millisecond), atLeastSecond(e.retryAfter))
+		e.Target, e.Waiting, e.Slots, e.RetryAfter.Round(time.Millisecond), e.Left.Round(time.Millisecond), AtLeastSecond(e.RetryAfter))
 }
 
-func (e *laneShed) Unwrap() error { return ErrShed }
+func (e *Shed) Unwrap() error { return ErrShed }
 
 // classRank orders a lane's queue: interactive classes first, batch classes
 // last, everything else in between; within a rank, first come first served.
 // Retries of a request the upstream refused go ahead of every class: they
 // were admitted once already.
-func classRank(class string, retry bool) int {
+func ClassRank(class string, retry bool) int {
 	switch {
 	case retry:
 		return 0
@@ -71,8 +71,8 @@ func classRank(class string, retry bool) int {
 // pacing of sends (a token bucket at limit ÷ time per answer), the retry
 // budget, the class-ordered queue and the rate-limit hold, so a key that the
 // upstream limits never slows another key.
-type lane struct {
-	t   *target
+type Lane struct {
+	t   Target
 	key string // hash of the forwarded key; "" when the sidecar holds the key
 	// maxQueue bounds the queue.
 	maxQueue int
@@ -145,9 +145,12 @@ const (
 	retryBudgetMax   = 10 * retryCost
 )
 
+// InitialRetryBudget is the retries a lane's budget holds at first.
+const InitialRetryBudget = retryBudgetStart / retryCost
+
 // retryBudget reports whether the lane's retry budget has a retry left, or
 // the lane is lone and its retries need none.
-func (l *lane) retryBudget() bool {
+func (l *Lane) RetryBudget() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.budget >= retryCost || l.lone(time.Now())
@@ -197,7 +200,7 @@ const crowdMemory = 10 * time.Second
 // times over; four prompts at once waited for each other's tokens and for a
 // budget that only new requests refill, and three of four reached a 60 s
 // deadline.
-func (l *lane) lone(now time.Time) bool {
+func (l *Lane) lone(now time.Time) bool {
 	return l.present <= loneMax && (l.crowdAt.IsZero() || now.Sub(l.crowdAt) >= crowdMemory)
 }
 
@@ -210,19 +213,19 @@ const burstWindow = 50 * time.Millisecond
 // burst reports whether the requests on the lane came together, within
 // burstWindow of the first: the app sent them at once. The caller holds
 // l.mu.
-func (l *lane) burst() bool { return l.arrived.Sub(l.firstArrived) <= burstWindow }
+func (l *Lane) burst() bool { return l.arrived.Sub(l.firstArrived) <= burstWindow }
 
 // waitsInQueue reports whether a request held by the lane's Retry-After
 // waits for it in the queue (a lone lane's burst: it goes with the retries
 // when the hold ends) rather than before it.
-func (l *lane) waitsInQueue() bool {
+func (l *Lane) WaitsInQueue() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lone(time.Now()) && l.burst()
 }
 
 // enter counts a request on the lane (see present); exit uncounts it.
-func (l *lane) enter() {
+func (l *Lane) Enter() {
 	l.mu.Lock()
 	l.present++
 	l.arrived = time.Now()
@@ -235,7 +238,7 @@ func (l *lane) enter() {
 	l.mu.Unlock()
 }
 
-func (l *lane) exit() {
+func (l *Lane) Exit() {
 	l.mu.Lock()
 	l.present--
 	l.dispatch(time.Now()) // the lane may have become lone
@@ -250,11 +253,14 @@ func (l *lane) exit() {
 // changes: first in, first out. The wait is at least two answers' time.
 const lifoAfterDefault = time.Second
 
-func newLane(t *target, key string, ceiling, maxQueue int) *lane {
+// New makes a lane of t for the forwarded key (its hash; "" when the sidecar
+// holds the key): its limit grows up to ceiling (<= 0: DefaultMaxConcurrency)
+// and maxQueue requests may wait (0: DefaultMaxQueue; < 0: none).
+func New(t Target, key string, ceiling, maxQueue int) *Lane {
 	if maxQueue == 0 {
 		maxQueue = DefaultMaxQueue
 	}
-	l := &lane{t: t, key: key, maxQueue: max0(maxQueue), lim: newAIMD(ceiling), budget: retryBudgetStart, lifoAfter: lifoAfterDefault}
+	l := &Lane{t: t, key: key, maxQueue: max0(maxQueue), lim: newAIMD(ceiling), budget: retryBudgetStart, lifoAfter: lifoAfterDefault}
 	l.tokens = float64(l.lim.slots())
 	return l
 }
@@ -262,7 +268,7 @@ func newLane(t *target, key string, ceiling, maxQueue int) *lane {
 // expectedWait is how long a request of rank would wait for a slot now, and
 // how many requests it would wait behind. Under sustained queueing the queue
 // is LIFO within a rank, so only lower ranks are ahead. The caller holds l.mu.
-func (l *lane) expectedWait(rank int, now time.Time) (time.Duration, int) {
+func (l *Lane) expectedWait(rank int, now time.Time) (time.Duration, int) {
 	lifo := l.lifo(now)
 	ahead := 0
 	for e := l.waiters.Front(); e != nil; e = e.Next() {
@@ -282,24 +288,24 @@ func (l *lane) expectedWait(rank int, now time.Time) (time.Duration, int) {
 
 // lifo reports whether the queue has been non-empty long enough to serve the
 // newest first. The caller holds l.mu.
-func (l *lane) lifo(now time.Time) bool {
+func (l *Lane) lifo(now time.Time) bool {
 	return !l.busySince.IsZero() && now.Sub(l.busySince) >= max(l.lifoAfter, 2*l.lim.service())
 }
 
 // acquire takes a slot, waiting in class order when the limit is reached, the
 // send bucket is empty, the upstream's Retry-After holds the lane, or (for a
-// retry) the retry budget is spent. It sheds at once (a *laneShed) when the
+// retry) the retry budget is spent. It sheds at once (a *Shed) when the
 // queue is full or the expected wait plus an answer's time exceeds what is
 // left before deadline, and sheds a waiter that is still queued when an
 // answer could no longer fit. A retry that finds the budget spent waits for
 // it when wait is set, and is shed at once (ShedRetryBudget) otherwise. It
 // returns ctx.Err() when ctx ends first.
-func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadline time.Time) error {
+func (l *Lane) Acquire(ctx context.Context, rank int, retry, mayWait bool, deadline time.Time) error {
 	now := time.Now()
 	left := deadline.Sub(now)
 	l.mu.Lock()
 	if l.used.IsZero() {
-		defer l.t.limitMoved(l.lim.limit) // counted from first use
+		defer l.t.LimitMoved(l.lim.limit) // counted from first use
 	}
 	l.used = now
 	alone := retry && l.lone(now) // a new request is paced as the lane learnt: see lone
@@ -325,14 +331,14 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		l.mu.Unlock()
 		return nil
 	case retry && !alone && !mayWait && l.budget < retryCost:
-		reason, retryAfter = ShedRetryBudget, max(expected, shedRetryAfter)
+		reason, retryAfter = ShedRetryBudget, max(expected, ShedRetryAfter)
 	case l.waiters.Len() >= l.maxQueue:
-		reason, retryAfter = ShedQueueFull, max(expected, shedRetryAfter)
+		reason, retryAfter = ShedQueueFull, max(expected, ShedRetryAfter)
 	case expected+service > left:
 		reason = ShedWaitBeyond
 	}
-	shed := &laneShed{target: l.t.name, reason: reason, retryAfter: retryAfter, waiting: l.waiters.Len(),
-		inflight: l.inflight, slots: slots, left: left}
+	shed := &Shed{Target: l.t.Name(), Reason: reason, RetryAfter: retryAfter, Waiting: l.waiters.Len(),
+		Inflight: l.inflight, Slots: slots, Left: left}
 	if reason != "" {
 		l.mu.Unlock()
 		return shed
@@ -340,13 +346,12 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 	w := &waiter{rank: rank, queued: now, deadline: deadline, retry: retry, noWait: !mayWait, ready: make(chan struct{})}
 	e := l.insert(w, now)
 	if retry && !alone && l.budget < retryCost {
-		l.t.stats.budgetWaits.Add(1)
-		l.t.c.metrics.retryBudget(l.t.name, "waited")
+		l.t.BudgetWaited()
 	}
 	l.dispatch(now) // a slot may be free, waiting only for the bucket
-	l.t.stats.queued.Add(1)
+	l.t.Queued(1)
 	l.mu.Unlock()
-	defer l.t.stats.queued.Add(-1)
+	defer l.t.Queued(-1)
 
 	// Leave the queue while an answer can still arrive before the deadline,
 	// with room for one more answer's time, since service is an average.
@@ -355,14 +360,14 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 	select {
 	case <-w.ready:
 		if w.budgetShed {
-			shed.reason, shed.retryAfter = ShedRetryBudget, shedRetryAfter
+			shed.Reason, shed.RetryAfter = ShedRetryBudget, ShedRetryAfter
 			return shed
 		}
 		if time.Until(deadline) > service {
 			l.waited(time.Since(now))
 			return nil
 		}
-		l.release() // granted too late for an answer to fit: pass the slot on
+		l.Release() // granted too late for an answer to fit: pass the slot on
 	case <-ctx.Done():
 		l.leave(e, w)
 	case <-timer.C:
@@ -374,20 +379,19 @@ func (l *lane) acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 	l.mu.Lock()
 	now = time.Now()
 	expected, _ = l.expectedWait(rank, now)
-	shed.waiting, shed.inflight, shed.slots = l.waiters.Len(), l.inflight, l.lim.slots()
+	shed.Waiting, shed.Inflight, shed.Slots = l.waiters.Len(), l.inflight, l.lim.slots()
 	l.mu.Unlock()
-	shed.reason, shed.retryAfter, shed.left = ShedQueueTimeout, max(expected, l.pace.wait(now)), time.Until(deadline)
+	shed.Reason, shed.RetryAfter, shed.Left = ShedQueueTimeout, max(expected, l.pace.wait(now)), time.Until(deadline)
 	return shed
 }
 
 // grant counts an admitted attempt: a slot, and the retry budget (a first
 // attempt adds to it, a retry spends it). The caller holds l.mu.
-func (l *lane) grant(retry bool) {
+func (l *Lane) grant(retry bool) {
 	l.inflight++
 	if retry {
 		l.budget -= retryCost
-		l.t.stats.retries.Add(1)
-		l.t.c.metrics.retryBudget(l.t.name, "sent")
+		l.t.RetrySent()
 		return
 	}
 	l.budget = min(l.budget+1, retryBudgetMax)
@@ -397,7 +401,7 @@ func (l *lane) grant(retry bool) {
 // token if the bucket has one (the lane's rate stays what it sent), and for
 // a retry no budget (a first attempt adds to it as ever). The caller holds
 // l.mu.
-func (l *lane) grantLone(now time.Time, retry bool) {
+func (l *Lane) grantLone(now time.Time, retry bool) {
 	l.inflight++
 	if r := l.lim.pace(); r > 0 {
 		l.fill(now, r)
@@ -409,25 +413,24 @@ func (l *lane) grantLone(now time.Time, retry bool) {
 		l.budget = min(l.budget+1, retryBudgetMax)
 		return
 	}
-	l.t.stats.loneRetries.Add(1)
-	l.t.c.metrics.retryBudget(l.t.name, "lone")
+	l.t.LoneRetry()
 }
 
 // loneSlots is how many attempts a lone lane lets through: loneMax, as a
 // cold lane, within MaxConcurrency. The caller holds l.mu.
-func (l *lane) loneSlots() int { return max(l.lim.slots(), min(loneMax, int(l.lim.ceiling))) }
+func (l *Lane) loneSlots() int { return max(l.lim.slots(), min(loneMax, int(l.lim.ceiling))) }
 
 // loneWait is the expected wait of a lone lane's request behind ahead others:
 // the hold, then an answer's time for every loneMax ahead. The caller holds
 // l.mu.
-func (l *lane) loneWait(ahead int, now time.Time) time.Duration {
+func (l *Lane) loneWait(ahead int, now time.Time) time.Duration {
 	return l.pace.wait(now) + time.Duration(ahead/l.loneSlots())*l.lim.service()
 }
 
 // takeToken takes a send token from the bucket when it holds need (one, or
 // a chain's worth), reporting whether it did. Before the first answer the
 // lane is not paced. The caller holds l.mu.
-func (l *lane) takeToken(now time.Time, need float64) bool {
+func (l *Lane) takeToken(now time.Time, need float64) bool {
 	r := l.lim.pace()
 	if r <= 0 {
 		return true
@@ -457,11 +460,11 @@ const chainLen = 3
 
 // chains reports whether the lane sends in chains: it shares the model and
 // is below one slot. The caller holds l.mu.
-func (l *lane) chains() bool { return l.lim.shared() && l.lim.limit < 1 }
+func (l *Lane) chains() bool { return l.lim.shared() && l.lim.limit < 1 }
 
 // bucketCap is how many tokens the bucket holds at most: the slot count, or
 // a chain's worth. The caller holds l.mu.
-func (l *lane) bucketCap() float64 {
+func (l *Lane) bucketCap() float64 {
 	if l.chains() {
 		return chainLen
 	}
@@ -483,7 +486,7 @@ func (l *lane) bucketCap() float64 {
 // set by rate-limit headers has no refusal), once per hold at a random phase:
 // a cold lane whose queue fills while held is spread too. The caller holds
 // l.mu.
-func (l *lane) restartBucket(end time.Time) {
+func (l *Lane) restartBucket(end time.Time) {
 	switch {
 	case l.lim.serviceE == 0 && l.waiters.Len() == 0:
 		l.tokens, l.tokensAt = 1, end
@@ -495,14 +498,14 @@ func (l *lane) restartBucket(end time.Time) {
 		if l.chains() && l.urgency(end) > 1 {
 			keep = max(0, min(l.tokens, chainLen-1))
 		}
-		l.tokens, l.tokensAt, l.restarted = keep-l.t.c.rand(), end, end
+		l.tokens, l.tokensAt, l.restarted = keep-l.t.Rand(), end, end
 	}
 }
 
 // fill adds the tokens earned since the bucket was last filled at rate r,
 // up to the slot count (so an idle lane may send a burst of at most its
 // limit at once). The caller holds l.mu.
-func (l *lane) fill(now time.Time, r float64) {
+func (l *Lane) fill(now time.Time, r float64) {
 	if now.Before(l.tokensAt) {
 		return // restarted as of a hold's end
 	}
@@ -515,13 +518,13 @@ func (l *lane) fill(now time.Time, r float64) {
 
 // leave takes w out of the queue, passing its slot on if it was granted
 // meanwhile.
-func (l *lane) leave(e *list.Element, w *waiter) {
+func (l *Lane) leave(e *list.Element, w *waiter) {
 	l.mu.Lock()
 	select {
 	case <-w.ready:
 		l.mu.Unlock()
 		if !w.budgetShed {
-			l.release()
+			l.Release()
 		}
 	default:
 		l.waiters.Remove(e)
@@ -534,7 +537,7 @@ func (l *lane) leave(e *list.Element, w *waiter) {
 
 // insert queues w behind every waiter of the same or a lower rank. The caller
 // holds l.mu.
-func (l *lane) insert(w *waiter, now time.Time) *list.Element {
+func (l *Lane) insert(w *waiter, now time.Time) *list.Element {
 	if l.waiters.Len() == 0 {
 		l.busySince = now
 	}
@@ -546,12 +549,12 @@ func (l *lane) insert(w *waiter, now time.Time) *list.Element {
 	return l.waiters.PushFront(w)
 }
 
-func (l *lane) waited(d time.Duration) {
+func (l *Lane) waited(d time.Duration) {
 	const alpha = 0.2
 	l.mu.Lock()
 	l.waitE += alpha * (d.Seconds() - l.waitE)
 	l.mu.Unlock()
-	l.t.c.metrics.queueWait(l.t.name, d)
+	l.t.QueueWait(d)
 }
 
 // next picks the waiter to serve: the first of the best rank, or under
@@ -567,7 +570,7 @@ func (l *lane) waited(d time.Duration) {
 // would have first in, first out (twelve sidecars at three times the model's
 // capacity: 51 to 69 of 600 shed, most at the bottom of a queue that
 // drained within 15 s after their deadline; 5 to 11 with this).
-func (l *lane) next(now time.Time) *list.Element {
+func (l *Lane) next(now time.Time) *list.Element {
 	lifo := l.lifo(now)
 	lone := l.lone(now)
 	var pick *list.Element
@@ -605,12 +608,12 @@ func (l *lane) next(now time.Time) *list.Element {
 // dispatch hands free slots to waiters while the bucket has tokens and no
 // Retry-After holds the lane, arming the wake timer for when it will. The
 // caller holds l.mu.
-func (l *lane) dispatch(now time.Time) { l.dispatchChain(now, false) }
+func (l *Lane) dispatch(now time.Time) { l.dispatchChain(now, false) }
 
 // dispatchChain is dispatch; chained when the lane's own answer just freed a
 // slot, which a chain (see chainLen) takes at once with a single token, as
 // does a lane behind. The caller holds l.mu.
-func (l *lane) dispatchChain(now time.Time, chained bool) {
+func (l *Lane) dispatchChain(now time.Time, chained bool) {
 	for l.inflight < l.lim.slots() || l.lone(now) && l.inflight < l.loneSlots() {
 		e := l.next(now)
 		if e == nil {
@@ -651,7 +654,7 @@ func (l *lane) dispatchChain(now time.Time, chained bool) {
 
 // wakeIn arms the wake timer to dispatch after d, unless it is already due
 // sooner. The caller holds l.mu.
-func (l *lane) wakeIn(now time.Time, d time.Duration) {
+func (l *Lane) wakeIn(now time.Time, d time.Duration) {
 	at := now.Add(d)
 	if !l.wakeAt.IsZero() && !l.wakeAt.After(at) {
 		return
@@ -664,7 +667,7 @@ func (l *lane) wakeIn(now time.Time, d time.Duration) {
 	l.wake.Reset(d)
 }
 
-func (l *lane) woken() {
+func (l *Lane) woken() {
 	l.mu.Lock()
 	l.wakeAt = time.Time{}
 	l.dispatch(time.Now())
@@ -672,7 +675,7 @@ func (l *lane) woken() {
 }
 
 // release returns a slot without a verdict.
-func (l *lane) release() {
+func (l *Lane) Release() {
 	l.mu.Lock()
 	l.inflight--
 	l.dispatch(time.Now())
@@ -686,28 +689,28 @@ func (l *lane) release() {
 // have come (the longest time an answer took lately, since a slower answer
 // than the mean keeps the model busy just as well): freeing it at once sends the
 // next request into a model that is still busy.
-func (l *lane) abandon(sent time.Time) {
-	l.t.abandoned()
+func (l *Lane) Abandon(sent time.Time) {
+	l.t.Abandoned()
 	l.mu.Lock()
 	hold := time.Until(sent.Add(l.lim.serviceLong()))
 	l.mu.Unlock()
 	if hold <= 0 {
-		l.release()
+		l.Release()
 		return
 	}
-	time.AfterFunc(hold, l.release)
+	time.AfterFunc(hold, l.Release)
 }
 
 // done returns the slot of an attempt sent at sent and feeds its verdict to
 // the adaptive limit.
-func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
+func (l *Lane) Done(sent time.Time, d time.Duration, o Outcome) {
 	now := time.Now()
 	l.mu.Lock()
 	before, paceBefore := l.lim.limit, l.lim.belowOne()
-	switch v {
-	case success:
+	switch o {
+	case Answered:
 		l.lim.answered(d, l.inflight, l.urgency(now), now)
-	case congested:
+	case Congested:
 		l.lim.refused(sent, now, l.inflight, l.urgency(now))
 		hold := l.pace.wait(now) // holdLane set it before done
 		if l.lim.serviceE == 0 {
@@ -719,13 +722,13 @@ func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
 	}
 	after, paceAfter := l.lim.limit, l.lim.belowOne()
 	l.inflight--
-	l.dispatchChain(now, v == success)
+	l.dispatchChain(now, o == Answered)
 	l.mu.Unlock()
 	if after != before { // used: done follows an acquire
-		l.t.limitMoved(after - before)
+		l.t.LimitMoved(after - before)
 	}
 	if paceAfter != paceBefore {
-		l.t.paceMoved(paceAfter - paceBefore)
+		l.t.PaceMoved(paceAfter - paceBefore)
 	}
 }
 
@@ -736,7 +739,7 @@ func (l *lane) done(sent time.Time, d time.Duration, v verdict) {
 // measured rate of answers: a lane cut to the floor after a fast start
 // measured its past, and took itself to be ahead while its last requests
 // reached the deadline. The caller holds l.mu.
-func (l *lane) urgency(now time.Time) float64 {
+func (l *Lane) urgency(now time.Time) float64 {
 	b := l.waiters.Back()
 	if b == nil {
 		return 0
@@ -753,38 +756,37 @@ func (l *lane) urgency(now time.Time) float64 {
 }
 
 // serviceTime is the lane's time per answer.
-func (l *lane) serviceTime() time.Duration {
+func (l *Lane) ServiceTime() time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.lim.service()
 }
 
-// laneStats is one lane's view for TargetStats.
-type laneStats struct {
-	limit, rate   float64
-	pace          float64 // sends per second while the limit is below one slot, else 0
-	budget        float64 // retries
-	wait, service time.Duration
-	queued        int
-	paced         bool
-	used          bool
+// Stats is one lane's view for the target's stats.
+type Stats struct {
+	Limit, Rate   float64
+	Pace          float64 // sends per second while the limit is below one slot, else 0
+	Budget        float64 // retries
+	Wait, Service time.Duration
+	Queued        int
+	Paced         bool
+	Used          bool
 }
 
-func (l *lane) snapshot(now time.Time) laneStats {
+func (l *Lane) Snapshot(now time.Time) Stats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := laneStats{
-		limit: l.lim.limit, rate: l.lim.rate(now), service: l.lim.service(), budget: float64(l.budget) / retryCost,
-		wait:   time.Duration(l.waitE * float64(time.Second)),
-		queued: l.waiters.Len(), paced: l.pace.wait(now) > 0, used: !l.used.IsZero(),
+	return Stats{
+		Limit: l.lim.limit, Rate: l.lim.rate(now), Service: l.lim.service(), Budget: float64(l.budget) / retryCost,
+		Wait:   time.Duration(l.waitE * float64(time.Second)),
+		Queued: l.waiters.Len(), Paced: l.pace.wait(now) > 0, Used: !l.used.IsZero(),
+		Pace: l.lim.belowOne(),
 	}
-	s.pace = l.lim.belowOne()
-	return s
 }
 
 // idle reports whether the lane holds nothing worth keeping: no request in
 // flight or queued and no rate-limit hold.
-func (l *lane) idle(now time.Time) bool {
+func (l *Lane) Idle(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.inflight == 0 && l.waiters.Len() == 0 && l.present == 0 && l.pace.wait(now) == 0

@@ -1,4 +1,4 @@
-package upstream
+package lane
 
 import (
 	"context"
@@ -8,18 +8,18 @@ import (
 )
 
 func TestPoolQueueAndShed(t *testing.T) {
-	p := newPool("openai", "batch", 1, 1, nil)
+	p := NewPool("openai", "batch", 1, 1, nil, nil)
 	ctx := t.Context()
-	if err := p.acquire(ctx); err != nil {
+	if err := p.Acquire(ctx); err != nil {
 		t.Fatalf("first acquire: %v", err)
 	}
 	got := make(chan error, 1)
-	go func() { got <- p.acquire(ctx) }()
-	waitFor(t, func() bool { _, q := p.counts(); return q == 1 })
+	go func() { got <- p.Acquire(ctx) }()
+	waitUntil(t, func() bool { _, q := p.Counts(); return q == 1 })
 
 	start := time.Now()
-	err := p.acquire(ctx)
-	var shed *shedError
+	err := p.Acquire(ctx)
+	var shed *PoolShed
 	if !errors.As(err, &shed) || !errors.Is(err, ErrShed) {
 		t.Fatalf("third acquire = %v, want a shed error", err)
 	}
@@ -31,51 +31,40 @@ func TestPoolQueueAndShed(t *testing.T) {
 	if got, want := shed.Error(), "breakwater: the 'batch' queue for upstream openai is full (1 waiting, 1 in flight); retry after 1s or raise the pool's max_queue"; got != want {
 		t.Errorf("message = %q\nwant        %q", got, want)
 	}
-	p.release() // hands the slot to the waiter
+	p.Release() // hands the slot to the waiter
 	if err := <-got; err != nil {
 		t.Fatalf("queued acquire: %v", err)
 	}
-	if in, q := p.counts(); in != 1 || q != 0 {
+	if in, q := p.Counts(); in != 1 || q != 0 {
 		t.Fatalf("counts = %d in flight, %d queued; want 1, 0", in, q)
 	}
-	p.release()
-	if in, _ := p.counts(); in != 0 {
+	p.Release()
+	if in, _ := p.Counts(); in != 0 {
 		t.Fatalf("in flight = %d after releases, want 0", in)
 	}
 }
 
 func TestPoolWaitRespectsContext(t *testing.T) {
-	p := newPool("openai", defaultPool, 1, 4, nil)
-	if err := p.acquire(t.Context()); err != nil {
+	p := NewPool("openai", DefaultPool, 1, 4, nil, nil)
+	if err := p.Acquire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
 	defer cancel()
-	if err := p.acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
+	if err := p.Acquire(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("acquire = %v, want deadline exceeded", err)
 	}
-	if in, q := p.counts(); in != 1 || q != 0 {
+	if in, q := p.Counts(); in != 1 || q != 0 {
 		t.Fatalf("counts = %d, %d; want the waiter gone", in, q)
 	}
 }
 
 func TestPoolNoQueue(t *testing.T) {
-	p := newPool("openai", defaultPool, 1, 0, nil)
-	if err := p.acquire(t.Context()); err != nil {
+	p := NewPool("openai", DefaultPool, 1, 0, nil, nil)
+	if err := p.Acquire(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.acquire(t.Context()); !errors.Is(err, ErrShed) {
+	if err := p.Acquire(t.Context()); !errors.Is(err, ErrShed) {
 		t.Fatalf("acquire = %v, want shed with no queue", err)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
