@@ -4,35 +4,40 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
 const module = "github.com/breakwater-dev/breakwater"
 
-// layers ranks every package of the module, lowest first; a package may
-// import packages of its own rank or a lower one, never a higher one (the
-// ranks are the table in docs/ARCHITECTURE.md, "Layers"). The longest
-// matching prefix ranks a package; one that matches none fails the test, so a
-// new package is placed on purpose.
+// layers ranks the module's folders, lowest first; a package may import
+// packages of its own rank or a lower one, never a higher one (the ranks are
+// the table in docs/ARCHITECTURE.md, "Layers"). A package takes the rank of
+// the deepest folder listed here that holds it (the folder itself or one of
+// its parents; "x/*" is every folder inside x but not x itself): ranks are
+// given by folder, never by package, so a new package takes the rank of
+// where it is put. The leaf libraries have a top-level folder of their own
+// (TestNoFolderHoldsTheTopAndTheBottom).
 var layers = []struct {
-	rank     int
-	prefixes []string
+	rank    int
+	folders []string
 }{
 	// Leaf libraries: no import from the module.
-	{0, []string{"internal/lib/"}},
-	// Domain libraries: the cache's types and the exact tier, the guard, the
+	{0, []string{"lib"}},
+	// Domain libraries: the cache's types and exact tier, the guard, the
 	// encoder, and their test helpers.
-	{1, []string{"cache", "cache/guard", "cache/indextest", "cache/keytest", "cache/qdrant/qdranttest", "embed", "embed/internal/"}},
+	{1, []string{"cache", "embed", "cache/qdrant/qdranttest"}},
 	// Backends and services built on them: the semantic indexes, the judge,
 	// the upstream caller and its lane admission.
 	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream", "proxy/upstream/lane"}},
 	// The wire-API seam: the Format, the hooks, the registration.
 	{3, []string{"proxy/wire"}},
 	// One package per wire API, and the one list of them.
-	{4, []string{"proxy/wire/"}},
+	{4, []string{"proxy/wire/*"}},
 	// The HTTP front: routes, the cached flow, pass-through.
 	{5, []string{"proxy"}},
 	// Configuration: reads the file and builds the options of the layers below.
@@ -40,7 +45,7 @@ var layers = []struct {
 	// The composition root: wires config into the parts and serves.
 	{7, []string{"internal/app"}},
 	// Sub-commands, and the deployment manifests' tests.
-	{8, []string{"internal/cmd/", "deploy", "cache/qdrant/qdranttest/cmd/"}},
+	{8, []string{"internal/cmd", "deploy", "cache/qdrant/qdranttest/cmd"}},
 	// The simulated model and the load generator are commands that are also
 	// test peers: they import only leaf libraries, and the composition
 	// root's end-to-end tests drive the sidecar with them.
@@ -50,19 +55,67 @@ var layers = []struct {
 }
 
 // rankOf returns the rank of a package path relative to the module ("" is
-// the module root), and false when no layer claims it.
+// the module root): the rank of the deepest listed folder that holds it, and
+// false when none does.
 func rankOf(rel string) (int, bool) {
 	best, rank := -1, 0
 	for _, l := range layers {
-		for _, p := range l.prefixes {
-			// "x/" ranks everything beneath x; any other entry one package.
-			match := rel == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(rel, p))
-			if match && len(p) > best {
-				best, rank = len(p), l.rank
+		for _, f := range l.folders {
+			if inFolder(rel, f) && len(f) > best {
+				best, rank = len(f), l.rank
 			}
 		}
 	}
 	return rank, best >= 0
+}
+
+// inFolder reports whether the package at rel lies in folder f (or is it);
+// for "x/*", whether it lies inside x.
+func inFolder(rel, f string) bool {
+	if parent, ok := strings.CutSuffix(f, "/*"); ok {
+		return strings.HasPrefix(rel, parent+"/")
+	}
+	return f == "" || rel == f || strings.HasPrefix(rel, f+"/")
+}
+
+// topRank is the lowest rank of the top of the house: the composition root
+// and the commands.
+const topRank = 7
+
+// mixedFolders returns the top-level folders that hold both a leaf library
+// (rank 0) and a package of the top (rank >= topRank), with what they hold.
+func mixedFolders(packages []string) []string {
+	type span struct{ leaf, top string }
+	spans := map[string]*span{}
+	for _, rel := range packages {
+		top, _, nested := strings.Cut(rel, "/")
+		if !nested {
+			continue // the module root and one-folder packages hold no others
+		}
+		rank, ok := rankOf(rel)
+		if !ok {
+			continue
+		}
+		s := spans[top]
+		if s == nil {
+			s = &span{}
+			spans[top] = s
+		}
+		switch {
+		case rank == 0 && s.leaf == "":
+			s.leaf = rel
+		case rank >= topRank && s.top == "":
+			s.top = rel
+		}
+	}
+	var out []string
+	for top, s := range spans {
+		if s.leaf != "" && s.top != "" {
+			out = append(out, fmt.Sprintf("%s/ holds the leaf library %s and the top's %s", top, s.leaf, s.top))
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 type listedPackage struct {
@@ -76,38 +129,12 @@ type listedPackage struct {
 // (its own and its tests') with `go list -json` and fails on an import that
 // goes up the layers.
 func TestNoImportFromALowerLayerToAHigherOne(t *testing.T) {
-	goTool, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the go command is needed to list the packages: %v", err)
-	}
-	cmd := exec.Command(goTool, "list", "-json", "./...")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, stderr.String())
-	}
-	rel := func(path string) (string, bool) {
-		if path == module {
-			return "", true
-		}
-		r, ok := strings.CutPrefix(path, module+"/")
-		return r, ok
-	}
-	dec := json.NewDecoder(bytes.NewReader(out))
-	packages := 0
-	for {
-		var p listedPackage
-		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
-			break
-		} else if err != nil {
-			t.Fatalf("decode go list: %v", err)
-		}
-		packages++
+	packages := listPackages(t)
+	for _, p := range packages {
 		from, _ := rel(p.ImportPath)
 		fromRank, ok := rankOf(from)
 		if !ok {
-			t.Errorf("package %q is in no layer: add it to layers (and to docs/ARCHITECTURE.md)", p.ImportPath)
+			t.Errorf("package %q is in no layer: put it in a ranked folder, or rank its folder in layers (and in docs/ARCHITECTURE.md)", p.ImportPath)
 			continue
 		}
 		for kind, imports := range map[string][]string{"imports": p.Imports, "test imports": append(p.TestImports, p.XTestImports...)} {
@@ -127,9 +154,70 @@ func TestNoImportFromALowerLayerToAHigherOne(t *testing.T) {
 			}
 		}
 	}
-	if packages < 10 {
-		t.Fatalf("go list returned %d packages; the check saw too little to mean anything", packages)
+}
+
+// TestNoFolderHoldsTheTopAndTheBottom: the leaf libraries live apart from
+// the composition root and the commands (issue 40), so the folders show the
+// layers.
+func TestNoFolderHoldsTheTopAndTheBottom(t *testing.T) {
+	var rels []string
+	for _, p := range listPackages(t) {
+		r, _ := rel(p.ImportPath)
+		rels = append(rels, r)
 	}
+	for _, m := range mixedFolders(rels) {
+		t.Error(m)
+	}
+	// The layout before issue 40 is caught: internal/ held lib/ beside app/.
+	saved := layers
+	defer func() { layers = saved }()
+	layers = append(slices.Clone(layers), struct {
+		rank    int
+		folders []string
+	}{0, []string{"internal/lib"}})
+	if got := mixedFolders([]string{"internal/lib/retry", "internal/app", "cache"}); len(got) != 1 || !strings.HasPrefix(got[0], "internal/ ") {
+		t.Errorf("mixedFolders(the old layout) = %q, want internal/ named", got)
+	}
+}
+
+// rel returns a package path relative to the module ("" for the module
+// root), and false for a package of another module.
+func rel(path string) (string, bool) {
+	if path == module {
+		return "", true
+	}
+	return strings.CutPrefix(path, module+"/")
+}
+
+// listPackages lists the module's packages with `go list -json ./...`.
+func listPackages(t *testing.T) []listedPackage {
+	t.Helper()
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command is needed to list the packages: %v", err)
+	}
+	cmd := exec.Command(goTool, "list", "-json", "./...")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	var packages []listedPackage
+	dec := json.NewDecoder(bytes.NewReader(out))
+	for {
+		var p listedPackage
+		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
+			break
+		} else if err != nil {
+			t.Fatalf("decode go list: %v", err)
+		}
+		packages = append(packages, p)
+	}
+	if len(packages) < 10 {
+		t.Fatalf("go list returned %d packages; the check saw too little to mean anything", len(packages))
+	}
+	return packages
 }
 
 // The check catches what it is for: the imports issue 27 removed would fail it.
@@ -138,7 +226,7 @@ func TestLayersRankTheRemovedImportsAsViolations(t *testing.T) {
 		{"cache/verify", "proxy"},
 		{"embed", "internal/app"},
 		{"config", "internal/cmd/demo"},
-		{"internal/lib/retry", "cache"},
+		{"lib/retry", "cache"},
 		{"proxy/upstream", "proxy"},
 		{"proxy/wire", "proxy"},
 		{"proxy/wire/gemini", "proxy"},

@@ -3,7 +3,7 @@ package cache
 import (
 	"strings"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/textnorm"
+	"github.com/breakwater-dev/breakwater/lib/textnorm"
 )
 
 // SemanticText returns the text the semantic tier embeds, guards and stores

@@ -23,7 +23,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
-	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/retry"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -373,7 +373,7 @@ type RetryConfig struct {
 	BaseDelay Duration `toml:"base_delay"`
 	// MaxDelay caps one computed backoff wait; must be >= BaseDelay. Default
 	// 5s. A server's Retry-After above it is honoured when the deadline
-	// leaves room for it (internal/lib/retry).
+	// leaves room for it (lib/retry).
 	MaxDelay Duration `toml:"max_delay"`
 	// Deadline bounds a whole request: every attempt, wait and fallback,
 	// the wait in the queue included. Default 60s.

@@ -9,7 +9,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/embedded"
 	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/embed"
-	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/retry"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/cputime"
+	"github.com/breakwater-dev/breakwater/lib/cputime"
 )
 
 // benchText returns a text of exactly n tokens (checked), built from

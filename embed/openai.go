@@ -15,7 +15,7 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/retry"
 )
 
 // Defaults applied by NewOpenAI to zero-valued OpenAIOptions fields.
@@ -253,7 +253,7 @@ func (o *OpenAI) embedBatch(ctx context.Context, texts []string) ([][]float32, e
 		if attempt > o.maxRetries || !retryableOpenAIError(err) {
 			return nil, fmt.Errorf("request embeddings (attempt %d): %w", attempt, err)
 		}
-		// The shared rules (internal/lib/retry): a server's wait is honoured in
+		// The shared rules (lib/retry): a server's wait is honoured in
 		// full, even above MaxDelay, when the deadline leaves room for it.
 		wait, hinted := retry.Delay(attempt, o.baseDelay, o.maxDelay, hdr, time.Now())
 		deadline, hasDeadline := ctx.Deadline()
@@ -356,7 +356,7 @@ func normalizeResponseVector(v []float32) error {
 }
 
 // retryableOpenAIError reports whether a failed request may succeed if sent
-// again, by the rules the upstream caller uses too (internal/lib/retry): the
+// again, by the rules the upstream caller uses too (lib/retry): the
 // retried statuses, timeouts and network failures. Other 4xx and malformed
 // responses (a decoding error is no network failure) are not retried.
 func retryableOpenAIError(err error) bool {

@@ -623,7 +623,7 @@ func TestRetryableOpenAIError(t *testing.T) {
 }
 
 // TestOpenAIRetryAfterSharedRules: the embedder reads a server's wait by the
-// rules the upstream caller uses (internal/lib/retry). Before they were shared,
+// rules the upstream caller uses (lib/retry). Before they were shared,
 // the embedder ignored a fractional Retry-After and gave up on any wait above
 // MaxDelay even when the deadline left room for it (hardening audit, "two
 // retry loops").

@@ -17,7 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"google.golang.org/genai"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
+	"github.com/breakwater-dev/breakwater/lib/logtest"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 

@@ -15,7 +15,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/verify"
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
 )
 
 // judgeCall is one judge request a fake upstream received.

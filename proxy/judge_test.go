@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
 )
 
 // The questions of the judge tests: a stored one, a paraphrase of it (the

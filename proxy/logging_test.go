@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
+	"github.com/breakwater-dev/breakwater/lib/logtest"
 )
 
 // TestRequestLogLine checks the one info line per request: it carries the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/indextest"
-	"github.com/breakwater-dev/breakwater/internal/lib/cputime"
+	"github.com/breakwater-dev/breakwater/lib/cputime"
 )
 
 // BenchmarkInsert is the write-back of a semantic miss: one new entry upserted

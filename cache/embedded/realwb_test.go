@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
-	"github.com/breakwater-dev/breakwater/internal/lib/cputime"
+	"github.com/breakwater-dev/breakwater/lib/cputime"
 )
 
 // BenchmarkRealWriteBack builds the index of BenchmarkReal the way a cache

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/textnorm"
+	"github.com/breakwater-dev/breakwater/lib/textnorm"
 )
 
 // tokenPool recycles the token slices of Check, its largest allocation.

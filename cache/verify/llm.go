@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
 )
 
 // Completer sends one Chat Completions request body for model and returns

@@ -18,7 +18,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/breakwater-dev/breakwater/cache"
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
 )
 
 // rerankServer serves the Cohere-compatible rerank API: a document is

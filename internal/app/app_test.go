@@ -18,8 +18,8 @@ import (
 	"unicode"
 
 	"github.com/breakwater-dev/breakwater/config"
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
-	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/logtest"
 )
 
 // model is an OpenAI-compatible upstream answering from the last user turn,

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
+	"github.com/breakwater-dev/breakwater/lib/logtest"
 )
 
 // TestLogBufferWritesEveryLineInOrder: lines from many goroutines all

@@ -22,7 +22,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/config"
-	"github.com/breakwater-dev/breakwater/internal/lib/cputime"
+	"github.com/breakwater-dev/breakwater/lib/cputime"
 )
 
 // The three request paths of a sidecar, measured end to end over loopback on

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/logtest"
+	"github.com/breakwater-dev/breakwater/lib/logtest"
 )
 
 // TestAttemptLogLines checks the lines an attempt writes (built only when

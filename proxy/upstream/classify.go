@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/retry"
 )
 
 // congestionMarkers are error types and statuses in refusal bodies that mean

@@ -3,7 +3,7 @@ package upstream
 import (
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/retry"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 

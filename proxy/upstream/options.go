@@ -90,7 +90,7 @@ type RetryPolicy struct {
 	// BaseDelay is the first backoff ceiling; 0 means 200ms.
 	BaseDelay time.Duration
 	// MaxDelay caps a computed backoff (not a server's Retry-After, which is
-	// honoured when the deadline leaves room: internal/lib/retry); 0 means 5s.
+	// honoured when the deadline leaves room: lib/retry); 0 means 5s.
 	MaxDelay time.Duration
 	// Deadline bounds the whole request: every attempt, wait and fallback. The
 	// context's own deadline wins when it comes first. 0 means 60s.

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/retry"
 )
 
 // CheckRetry decides whether an attempt that returned resp or err is worth retrying,
@@ -56,7 +56,7 @@ func isTimeout(err error) bool { return retry.IsTimeout(err) }
 // fractional ones included, or an HTTP date) when present, even above max (a
 // wait the deadline cannot hold skips the target instead), else waits a
 // full-jitter exponential delay: a uniform random duration in
-// [0, min(max, min·2^(attempt-1))]. The rules live in internal/lib/retry, shared
+// [0, min(max, min·2^(attempt-1))]. The rules live in lib/retry, shared
 // with the OpenAI embedder.
 func DefaultBackoff(attempt int, min, max time.Duration, resp *http.Response) time.Duration {
 	var h http.Header

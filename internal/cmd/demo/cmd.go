@@ -13,7 +13,7 @@ import (
 	"github.com/breakwater-dev/breakwater/internal/app"
 	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/tty"
+	"github.com/breakwater-dev/breakwater/lib/tty"
 )
 
 // Run is the demo command: breakwater demo [-duration 10s] [-rate R] ...

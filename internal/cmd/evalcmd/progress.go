@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/tty"
+	"github.com/breakwater-dev/breakwater/lib/tty"
 )
 
 // progressBar draws one self-overwriting line on a terminal: stage, count,

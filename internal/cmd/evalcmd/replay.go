@@ -20,7 +20,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/guard"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire/apis"

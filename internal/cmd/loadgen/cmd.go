@@ -8,7 +8,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/tty"
+	"github.com/breakwater-dev/breakwater/lib/tty"
 )
 
 // DefaultPairs is where -workload qqp looks for the pairs when -pairs is not

@@ -6,7 +6,7 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
 )
 
 // TestJudgePrompts: the simulated model answers the cache's judge prompt on

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache/guard"
-	"github.com/breakwater-dev/breakwater/internal/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
 )
 
 // Jitter distributions.
@@ -77,7 +77,7 @@ type Options struct {
 	// Dimension is the length of /v1/embeddings vectors. Zero: 64.
 	Dimension int
 	// Same is the truth the simulated model judges by when it is asked the
-	// cache's judge prompt (internal/lib/judgeprompt, on chat and
+	// cache's judge prompt (lib/judgeprompt, on chat and
 	// messages): whether one answer serves both questions. Nil: the
 	// questions are the same when the cache's strict guard accepts the pair
 	// (no answer-determining word differs, every content word has a

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/internal/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/retry"
 )
 
 // pacer holds a lane (a target, or a target and forwarded key) back until the
