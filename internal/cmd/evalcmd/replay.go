@@ -81,6 +81,22 @@ type ModeReport struct {
 	// RightHitRate = (ExactHits - ExactWrong + RightHits) / Requests: requests answered
 	// rightly without an upstream call.
 	RightHitRate Interval `json:"right_hit_rate"`
+	// NewWordings are the requests whose question was never asked verbatim
+	// before in the trace: no exact entry can answer them, so an answer
+	// from the cache is a semantic hit in either mode, whatever each mode
+	// promotes afterwards. NewRight are those answered rightly from the
+	// cache, NewWrong wrongly; NewRightRate = NewRight / NewWordings. This
+	// is the figure comparable between modes: since a semantic hit is
+	// promoted into the exact tier only when a judge verified it, the
+	// static mode's repeats of a paraphrase come back as semantic hits
+	// again and inflate its RightHits, the verified mode's as exact hits.
+	NewWordings  int      `json:"new_wordings"`
+	NewRight     int      `json:"new_wording_right_hits"`
+	NewWrong     int      `json:"new_wording_wrong_hits"`
+	NewRightRate Interval `json:"new_wording_right_rate"`
+	// newRight[i] says whether the i-th new wording was answered rightly
+	// from the cache (for the paired interval of NewWordingRatio).
+	newRight []bool
 	// Sampled are would-be semantic hits answered fresh for the estimate.
 	Sampled int `json:"sampled"`
 	// UpstreamCalls are the model's answers to questions, JudgeCalls its
@@ -292,6 +308,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	chats0, judges0 := sim.chats.Load(), sim.judges.Load()
 	var stored int64
 	users := newSplitMix(o.Seed ^ 0x7573657273)
+	asked := make(map[string]bool, len(trace))
 	for i, l := range trace {
 		if err := ctx.Err(); err != nil {
 			return rep, err
@@ -312,7 +329,22 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 		if rec.Code != http.StatusOK {
 			return rep, fmt.Errorf("replay %s: request %d: status %d: %.200s", mode, i+1, rec.Code, rec.Body.String())
 		}
-		switch rec.Header().Get(proxy.HeaderCache) {
+		outcome := rec.Header().Get(proxy.HeaderCache)
+		if !asked[l.Question] {
+			asked[l.Question] = true
+			rep.NewWordings++
+			right := false
+			if outcome == proxy.OutcomeHitExact || outcome == proxy.OutcomeHitSemantic {
+				right = verify.AnswerText(rec.Body.Bytes()) == AnswerFor(l.Answer)
+				if right {
+					rep.NewRight++
+				} else {
+					rep.NewWrong++
+				}
+			}
+			rep.newRight = append(rep.newRight, right)
+		}
+		switch outcome {
 		case proxy.OutcomeHitExact:
 			rep.ExactHits++
 			if verify.AnswerText(rec.Body.Bytes()) != AnswerFor(l.Answer) {
@@ -338,6 +370,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	}
 	rep.WrongRate = Wilson(rep.WrongHits, rep.SemanticHits)
 	rep.RightHitRate = Wilson(rep.ExactHits-rep.ExactWrong+rep.RightHits, rep.Requests)
+	rep.NewRightRate = Wilson(rep.NewRight, rep.NewWordings)
 	rep.UpstreamCalls = sim.chats.Load() - chats0
 	rep.JudgeCalls = sim.judges.Load() - judges0
 	tok := srv.Snapshot().Tokens
@@ -386,7 +419,8 @@ func (r *splitMix) float() float64 {
 }
 
 // writeReplay prints the modes side by side.
-func writeReplay(w io.Writer, reps []ModeReport, o ReplayOptions) error {
+func writeReplay(w io.Writer, rep TraceReport, o ReplayOptions) error {
+	reps := rep.Modes
 	fmt.Fprintf(w, "replay: %d requests; static threshold %.2f; verified: the default judge (auto: the request's model) from %.2f, the simulated model's verdicts right %.0f %% of the time; answers of %d tokens; %.0f %% of would-be semantic hits sampled\n",
 		reps[0].Requests, o.Threshold, o.MinSimilarity, o.JudgeAccuracy*100, cmp.Or(o.AnswerTokens, DefaultAnswerTokens), o.SampleRate*100)
 	users := "no end-user identity (one anonymous user)"
@@ -402,8 +436,12 @@ func writeReplay(w io.Writer, reps []ModeReport, o ReplayOptions) error {
 			r.JudgeCalls, fmtInterval(Wilson(int(r.JudgeCalls), r.Requests)), fmt.Sprintf("%.2f %%", 100*r.JudgeShare), r.UpstreamCalls, r.Live.Samples,
 			fmtInterval(Interval{Value: r.Live.FalseHitRate.Value, Low: r.Live.FalseHitRate.Low, High: r.Live.FalseHitRate.High}), r.Contains)
 	}
-	if len(reps) == 2 && reps[0].RightHits > 0 {
-		fmt.Fprintf(w, "\nverified / static right semantic hits: %.2f×\n", float64(reps[1].RightHits)/float64(reps[0].RightHits))
+	fmt.Fprintf(w, "\nnew wordings (questions never asked verbatim before) answered rightly from the cache:\n")
+	for _, r := range reps {
+		fmt.Fprintf(w, "%-9s %d of %d, %s; wrongly %d\n", r.Mode, r.NewRight, r.NewWordings, fmtInterval(r.NewRightRate), r.NewWrong)
+	}
+	if q := rep.NewWordingRatio; q.Resamples > 0 {
+		fmt.Fprintf(w, "verified / static: %.2f× [%.2f, %.2f] (95 %%, paired bootstrap over the new wordings, %d resamples)\n", q.Value, q.Low, q.High, q.Resamples)
 	}
 	return nil
 }

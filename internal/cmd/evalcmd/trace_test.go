@@ -139,6 +139,63 @@ func TestReplayStaticAndVerified(t *testing.T) {
 	if verified.RightHits < static.RightHits {
 		t.Errorf("verified right hits %d < static %d", verified.RightHits, static.RightHits)
 	}
+	// New wordings: the same requests in both modes, each a question asked
+	// for the first time in the trace.
+	tr, err := BuildTrace(tracePairs, TraceOptions{Requests: 300, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	distinct := map[string]bool{}
+	for _, l := range tr {
+		distinct[l.Question] = true
+	}
+	for _, m := range rep.Modes {
+		if m.NewWordings != len(distinct) {
+			t.Errorf("%s: %d new wordings, want the trace's %d distinct questions", m.Mode, m.NewWordings, len(distinct))
+		}
+		if m.NewRight+m.NewWrong > m.NewWordings || m.NewRight > m.ExactHits-m.ExactWrong+m.RightHits {
+			t.Errorf("%s: new wordings %d right, %d wrong of %d; answers right from the cache %d", m.Mode, m.NewRight, m.NewWrong,
+				m.NewWordings, m.ExactHits-m.ExactWrong+m.RightHits)
+		}
+	}
+	// A new wording has no exact entry: what the cache answers it is a
+	// semantic hit, in either mode.
+	for _, m := range rep.Modes {
+		if m.NewRight > m.RightHits || m.NewWrong > m.WrongHits {
+			t.Errorf("%s: new wordings %d right, %d wrong; semantic hits %d right, %d wrong", m.Mode, m.NewRight, m.NewWrong, m.RightHits, m.WrongHits)
+		}
+	}
+	if verified.NewWrong != 0 || verified.NewRight < static.NewRight {
+		t.Errorf("new wordings right/wrong: verified %d/%d, static %d/%d; an always-right judge serves none wrong and no fewer right",
+			verified.NewRight, verified.NewWrong, static.NewRight, static.NewWrong)
+	}
+	q := rep.NewWordingRatio
+	if want := float64(verified.NewRight) / float64(static.NewRight); q.Value != want || q.Resamples == 0 || q.Low > q.Value || q.High < q.Value {
+		t.Errorf("new-wording ratio %+v, want %.3f within its interval", q, want)
+	}
+}
+
+// The ratio's interval resamples the new wordings in pairs: two modes that
+// answer the same wordings give exactly 1, and a mode that answers twice as
+// many (a superset) gives 2 within an interval above 1.
+func TestNewWordingRatio(t *testing.T) {
+	static, verified := ModeReport{newRight: make([]bool, 400)}, ModeReport{newRight: make([]bool, 400)}
+	for i := range 400 {
+		static.newRight[i] = i%8 == 0
+		verified.newRight[i] = i%4 == 0
+	}
+	static.NewRight, verified.NewRight = 50, 100
+	same := NewWordingRatio(static, static, 1)
+	if same.Value != 1 || same.Low != 1 || same.High != 1 {
+		t.Errorf("a mode against itself: %+v, want exactly 1", same)
+	}
+	q := NewWordingRatio(static, verified, 1)
+	if q.Value != 2 || q.Low <= 1 || q.Low >= 2 || q.High <= 2 || q.Resamples != bootstrapResamples {
+		t.Errorf("twice the right answers: %+v, want 2 within an interval above 1", q)
+	}
+	if got := NewWordingRatio(ModeReport{}, verified, 1); got != (Ratio{}) {
+		t.Errorf("no static answers: %+v, want no ratio", got)
+	}
 }
 
 func TestReplayWrongJudgeServesWrongHits(t *testing.T) {

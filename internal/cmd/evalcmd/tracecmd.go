@@ -69,7 +69,10 @@ type TraceReport struct {
 	CrossUser     string       `json:"cross_user"`
 	Embedder      string       `json:"embedder"`
 	Modes         []ModeReport `json:"modes"`
-	Seconds       float64      `json:"seconds"`
+	// NewWordingRatio is verified / static right answers to new wordings,
+	// the comparable count of right semantic hits (ModeReport.NewRight).
+	NewWordingRatio Ratio   `json:"new_wording_ratio"`
+	Seconds         float64 `json:"seconds"`
 }
 
 func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.Writer, d deps) error {
@@ -150,9 +153,10 @@ func runTrace(ctx context.Context, t traceFlags, asJSON bool, stdout, stderr io.
 	rep := TraceReport{
 		Requests: len(trace), Threshold: t.threshold, MinSimilarity: t.minSimilarity, JudgeAccuracy: t.accuracy,
 		SampleRate: t.sampleRate, Users: t.users, CrossUser: t.crossUser, Embedder: emb.Name(), Modes: reps, Seconds: time.Since(start).Seconds(),
+		NewWordingRatio: NewWordingRatio(reps[0], reps[1], t.seed),
 	}
 	if asJSON {
 		return writeJSON(stdout, rep)
 	}
-	return writeReplay(stdout, reps, o)
+	return writeReplay(stdout, rep, o)
 }
