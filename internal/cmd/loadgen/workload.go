@@ -10,10 +10,16 @@ import (
 )
 
 // Item is one question of a workload, with an optional paraphrase that a
-// later request may ask instead.
+// later request may ask instead, and an optional second one.
 type Item struct {
 	Question   string
 	Paraphrase string // empty: the question has none
+	// Another is a second paraphrase. A plan asks it only when its mix
+	// wants more paraphrases than new questions (30 % beside 50 % repeats),
+	// which first paraphrases alone cannot give, and no first paraphrase is
+	// unasked: plans of other mixes are what they were without it. Empty:
+	// none.
+	Another string
 }
 
 // Kinds of request in a plan.
@@ -58,9 +64,11 @@ func Plan(items []Item, n int, m Mix) []Request {
 		m.Seed = 1
 	}
 	rng := rand.New(rand.NewPCG(m.Seed, 0x10ad))
+	useSpare := m.Paraphrase > 1-m.Repeat-m.Paraphrase
 	var (
 		asked   []string // distinct texts asked so far, in first-ask order
 		pending []int    // items asked whose paraphrase is unasked
+		spare   []string // second paraphrases of items whose first was asked
 		next    int      // next new item
 		out     = make([]Request, 0, n)
 	)
@@ -92,11 +100,22 @@ func Plan(items []Item, n int, m Mix) []Request {
 	}
 	askParaphrase := func() bool {
 		if len(pending) == 0 {
-			return false
+			if len(spare) == 0 {
+				return false
+			}
+			i := zipf(len(spare))
+			q := spare[i]
+			spare = append(spare[:i], spare[i+1:]...)
+			asked = append(asked, q)
+			out = append(out, Request{Question: q, Kind: KindParaphrase})
+			return true
 		}
 		i := zipf(len(pending))
 		it := items[pending[i]]
 		pending = append(pending[:i], pending[i+1:]...)
+		if useSpare && it.Another != "" {
+			spare = append(spare, it.Another)
+		}
 		asked = append(asked, it.Paraphrase)
 		out = append(out, Request{Question: it.Paraphrase, Kind: KindParaphrase})
 		return true
@@ -189,8 +208,9 @@ func LoadQuestions(path string) ([]Item, error) {
 
 // Builtin is a synthetic workload that needs no file: programming questions
 // ("How do I reverse a list in Python?"), each with a light paraphrase
-// ("How can I reverse a list in Python?"). It is what a fresh clone's demo
-// runs; use -workload qqp for real paraphrases.
+// ("How can I reverse a list in Python?") and a second one ("How would I
+// reverse a list in Python?"). It is what a fresh clone's demo runs; use
+// -workload qqp for real paraphrases.
 func Builtin(seed uint64) []Item {
 	tasks := []string{
 		"reverse a list", "sort a map by value", "read a file line by line", "parse a JSON document",
@@ -203,16 +223,17 @@ func Builtin(seed uint64) []Item {
 		"read a CSV file", "download a file", "validate an email address", "calculate a SHA-256 checksum",
 	}
 	langs := []string{"Python", "Go", "Rust", "Java", "JavaScript", "TypeScript", "C#", "Ruby", "Kotlin", "Swift"}
-	forms := [][2]string{
-		{"How do I %s in %s?", "How can I %s in %s?"},
-		{"What is the best way to %s in %s?", "What's the best way to %s in %s?"},
-		{"What is the easiest way to %s in %s?", "What is the simplest way to %s in %s?"},
+	forms := [][3]string{
+		{"How do I %s in %s?", "How can I %s in %s?", "How would I %s in %s?"},
+		{"What is the best way to %s in %s?", "What's the best way to %s in %s?", "Which is the best way to %s in %s?"},
+		{"What is the easiest way to %s in %s?", "What is the simplest way to %s in %s?", "What's the easiest way to %s in %s?"},
 	}
 	var items []Item
 	for i, task := range tasks {
 		for j, lang := range langs {
 			f := forms[(i+j)%len(forms)]
-			items = append(items, Item{Question: fmt.Sprintf(f[0], task, lang), Paraphrase: fmt.Sprintf(f[1], task, lang)})
+			items = append(items, Item{Question: fmt.Sprintf(f[0], task, lang), Paraphrase: fmt.Sprintf(f[1], task, lang),
+				Another: fmt.Sprintf(f[2], task, lang)})
 		}
 	}
 	shuffle(items, seed)

@@ -19,6 +19,8 @@ func TestPlan(t *testing.T) {
 		{"defaults", Mix{Repeat: 0.3, Paraphrase: 0.2, Zipf: 1.1, Seed: 1}, 0.3, 0.2},
 		{"all new", Mix{Seed: 2}, 0, 0},
 		{"repeat heavy", Mix{Repeat: 0.6, Paraphrase: 0.1, Zipf: 1.5, Seed: 3}, 0.6, 0.1},
+		// More paraphrases than new questions: second paraphrases fill in.
+		{"paraphrase heavy", Mix{Repeat: 0.5, Paraphrase: 0.3, Zipf: 1.1, Seed: 1}, 0.5, 0.3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,6 +34,7 @@ func TestPlan(t *testing.T) {
 			origin := map[string]string{}
 			for _, it := range items {
 				origin[it.Paraphrase] = it.Question
+				origin[it.Another] = it.Question
 			}
 			for i, r := range plan {
 				count[r.Kind]++
@@ -57,6 +60,40 @@ func TestPlan(t *testing.T) {
 				t.Error("same seed gave a different plan")
 			}
 		})
+	}
+}
+
+// A second paraphrase is asked only by a mix that wants more paraphrases
+// than new questions: the demo's default mix (50 % repeats, 20 %
+// paraphrases) draws what it drew before items had second paraphrases, so
+// the figures measured with it stand.
+func TestPlanSecondParaphraseOnlyWhenNoFirst(t *testing.T) {
+	items := Builtin(1)
+	firstOnly := slices.Clone(items)
+	for i := range firstOnly {
+		firstOnly[i].Another = ""
+	}
+	for seed := uint64(1); seed <= 5; seed++ {
+		for _, n := range []int{60, 400} {
+			m := Mix{Repeat: 0.5, Paraphrase: 0.2, Zipf: 1.1, Seed: seed}
+			if !slices.Equal(Plan(items, n, m), Plan(firstOnly, n, m)) {
+				t.Errorf("seed %d, %d requests: second paraphrases changed a plan of the default mix", seed, n)
+			}
+		}
+	}
+	// At 30 % they are what lets the share be reached at all.
+	m := Mix{Repeat: 0.5, Paraphrase: 0.3, Zipf: 1.1, Seed: 1}
+	count := func(plan []Request) (n int) {
+		for _, r := range plan {
+			if r.Kind == KindParaphrase {
+				n++
+			}
+		}
+		return n
+	}
+	with, without := count(Plan(items, 400, m)), count(Plan(firstOnly, 400, m))
+	if with < 110 || without > 105 {
+		t.Errorf("paraphrases in 400 requests at a 30 %% mix: %d with second paraphrases, %d without; want >= 110 and <= 105", with, without)
 	}
 }
 
@@ -87,8 +124,8 @@ func TestLoad(t *testing.T) {
 		want            []Item
 		wantErr         bool
 	}{
-		{"qqp", qqp, []Item{{"How do I learn Go?", "What is the best way to learn Go?"}, {"What is 2+2?", ""}}, false},
-		{plain, "", []Item{{"What now?", ""}, {"Why?", "How come?"}}, false},
+		{"qqp", qqp, []Item{{Question: "How do I learn Go?", Paraphrase: "What is the best way to learn Go?"}, {Question: "What is 2+2?"}}, false},
+		{plain, "", []Item{{Question: "What now?"}, {Question: "Why?", Paraphrase: "How come?"}}, false},
 		{"qqp", bad, nil, true},
 		{"qqp", filepath.Join(dir, "missing"), nil, true},
 	}
