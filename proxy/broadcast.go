@@ -79,6 +79,14 @@ func (b *broadcast) finishUsage(u Usage, model string) {
 	b.finish(nil)
 }
 
+// listeners is the number of clients still relaying the stream (the
+// leader's and its coalesced followers').
+func (b *broadcast) listeners() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return max(b.waiters, 1)
+}
+
 // usageOf is the usage of a finished stream (zero before it finished).
 func (b *broadcast) usageOf() (Usage, string) {
 	b.mu.Lock()

@@ -212,7 +212,11 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	// A stream that was cut is never cached, even when resumed: the
 	// continuation came from another request and may not read as one answer.
 	wasCut := cut != nil
-	for resumes := 0; cut != nil && resumable(cut) && s.opts.Resume && ctx.Err() == nil && resumes < s.opts.MaxResumes; resumes++ {
+	// Each client listening brings its own MaxResumes: a stream shared by n
+	// clients may be resumed up to n × MaxResumes times, one at a time, so
+	// one unlucky run of cuts does not reach every follower at once. That is
+	// no more upstream calls than the n clients' own streams could have made.
+	for resumes := 0; cut != nil && resumable(cut) && s.opts.Resume && ctx.Err() == nil && resumes < s.opts.MaxResumes*b.listeners(); resumes++ {
 		rbody, err := job.format.Resume(job.req.Body, asm)
 		if err != nil {
 			break

@@ -344,3 +344,68 @@ func TestStreamCoalescedFollowersGetChunksLive(t *testing.T) {
 		t.Errorf("upstream calls = %d, want %d", got, want)
 	}
 }
+
+// A stream shared by coalesced clients is resumed with every listener's
+// budget (MaxResumes each), one resume at a time: a run of cuts that would
+// exhaust one client's resumes does not reach all of them at once. The
+// budget stays bounded: a model that always cuts gets 1 + 2 × 2 calls for
+// two clients, no more than their own streams could have made.
+func TestStreamCoalescedResumesWithEveryListenersBudget(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		cuts     int64 // attempts cut before one answers
+		wantText string
+		wantErr  bool
+	}{
+		{"cut on the first try and two resumes", 3, "The tide is high at noon.", false},
+		{"always cut", 100, "The tide is ", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, envOptions{})
+			var attempts atomic.Int64
+			e.model.HandleFunc = func(w http.ResponseWriter, r *http.Request, body map[string]any) bool {
+				n := attempts.Add(1)
+				if n > tc.cuts {
+					streamAnswer(w, body, "high at noon.", 0)
+					return true
+				}
+				w.Header().Set("Content-Type", "text/event-stream")
+				if n == 1 {
+					fmt.Fprint(w, `data: {"id":"p","object":"chat.completion.chunk","created":1,"model":"gpt-test","choices":[{"index":0,"delta":{"role":"assistant","content":"The tide is "},"finish_reason":null}]}`+"\n\n")
+					w.(http.Flusher).Flush()
+					// Cut only once the second client follows this stream.
+					deadline := time.Now().Add(10 * time.Second)
+					for e.server.stats.coalesced.Load() < 1 && time.Now().Before(deadline) {
+						time.Sleep(time.Millisecond)
+					}
+				}
+				fmt.Fprint(w, "event: error\ndata: {\"error\":{\"message\":\"overloaded\"}}\n\n")
+				return true
+			}
+			type result struct {
+				text string
+				err  error
+			}
+			results := make(chan result, 2)
+			for range 2 {
+				go func() {
+					text, _, err := streamChat(t, e, "When is the tide?")
+					results <- result{text, err}
+				}()
+			}
+			for range 2 {
+				r := <-results
+				if (r.err != nil) != tc.wantErr || r.text != tc.wantText {
+					t.Errorf("client got %q, error %v; want %q, error %v", r.text, r.err, tc.wantText, tc.wantErr)
+				}
+			}
+			if got := e.server.stats.coalesced.Load(); got != 1 {
+				t.Errorf("coalesced = %d, want 1 (the two clients shared one stream)", got)
+			}
+			e.waitStreams()
+			if got, want := attempts.Load(), min(tc.cuts+1, 1+2*2); got != want {
+				t.Errorf("upstream attempts = %d, want %d", got, want)
+			}
+		})
+	}
+}

@@ -129,21 +129,16 @@ func TestPeakDrop(t *testing.T) {
 	}
 }
 
-// The Anthropic demo: the model answers 529 beyond its capacity and cuts
-// some streams with an error event; through Breakwater the app sees neither.
-//
-// The judge is off: this is about refusals and cuts, and at a model of two
-// slots its calls lengthen the queue, so a popular question's stream
-// gathers more coalesced followers. One stream cut on its first try and on
-// both resumes (0.8 % of streams at a 20 % cut rate) then reaches all of
-// them at once: 8 cut streams against the direct run's 7 in 2 runs of 13
-// with the default judge, 0 otherwise (the judge's own peak figures are
-// docs/PRECISION.md's).
+// The Anthropic demo, on defaults (the judge included): the model answers
+// 529 beyond its capacity and cuts some streams with an error event;
+// through Breakwater the app sees neither. At a model of two slots the
+// judge's calls lengthen the queue, so a popular question's stream gathers
+// coalesced followers; a stream they share is resumed with every listener's
+// budget, so one run of cuts does not reach them all at once.
 func TestDemoAnthropic(t *testing.T) {
 	res, err := Demo(t.Context(), Options{
 		Capacity: 2, Latency: 100 * time.Millisecond, Jitter: 50 * time.Millisecond,
 		Rate: 20, Duration: 3 * time.Second, DataDir: t.TempDir(), API: loadgen.APIAnthropic, CutRate: 0.2,
-		Judge: "none",
 	})
 	if err != nil {
 		t.Fatal(err)
