@@ -162,13 +162,17 @@ func Demo(ctx context.Context, o Options) (*Result, error) {
 }
 
 // SameItems is the truth the simulated model judges by: a question and its
-// paraphrase ask the same thing, nothing else does.
+// paraphrases ask the same thing, nothing else does.
 func SameItems(items []loadgen.Item) func(a, b string) bool {
-	pair := make(map[[2]string]bool, 2*len(items))
+	pair := make(map[[2]string]bool, 6*len(items))
 	for _, it := range items {
-		if it.Paraphrase != "" {
-			pair[[2]string{it.Question, it.Paraphrase}] = true
-			pair[[2]string{it.Paraphrase, it.Question}] = true
+		texts := []string{it.Question, it.Paraphrase, it.Another}
+		for i, x := range texts {
+			for j, y := range texts {
+				if i != j && x != "" && y != "" {
+					pair[[2]string{x, y}] = true
+				}
+			}
 		}
 	}
 	return func(a, b string) bool { return a == b || pair[[2]string{a, b}] }
