@@ -34,6 +34,11 @@ func (s *Server) mountAPIs(e *echo.Echo, apis []wire.API) error {
 		if s.defaultErrors == nil && api.Claims == nil && api.Errors != nil {
 			s.defaultErrors = api.Errors
 		}
+		if api.Errors != nil {
+			if err := api.Errors.Check(true); err != nil {
+				return errorf("new proxy: API %q: Errors: %v", api.Name, err)
+			}
+		}
 		h := &apiHost{s: s, a: a}
 		s.noteIDFormat(api.Errors)
 		for _, r := range api.Routes {
@@ -41,6 +46,9 @@ func (s *Server) mountAPIs(e *echo.Echo, apis []wire.API) error {
 			var mw []echo.MiddlewareFunc
 			switch {
 			case r.Format != nil:
+				if err := r.Format.Check(false); err != nil {
+					return errorf("new proxy: API %q: route %s %s: %v", api.Name, r.Method, r.Path, err)
+				}
 				s.noteIDFormat(r.Format)
 				handler = s.serveFormat(r.Format, a.home)
 				mw = append(mw, s.bodyBudget)
@@ -108,7 +116,7 @@ func (h *apiHost) wrap(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func (h *apiHost) Serve(c echo.Context, f wire.Format) error {
+func (h *apiHost) Serve(c echo.Context, f Format) error {
 	c.Set(formatCtxKey, f)
 	return h.s.serveCached(c, f, h.a.home)
 }
@@ -160,7 +168,7 @@ func (h *apiHost) Logger(c echo.Context) *slog.Logger { return h.s.logger(c) }
 func (h *apiHost) StoreMaxTokens() bool { return h.s.opts.StoreMaxTokens }
 
 // Call sends an uncached request through the caller and relays its answer.
-func (h *apiHost) Call(c echo.Context, f wire.Format, endpoint string, ureq *upstream.Request) error {
+func (h *apiHost) Call(c echo.Context, f Format, endpoint string, ureq *upstream.Request) error {
 	s := h.s
 	req := c.Request()
 	c.Set(formatCtxKey, f)

@@ -19,41 +19,36 @@ import (
 // echoAPI is a wire API made up for the registration's tests: an exact-only
 // JSON endpoint whose errors are {"problem": ...}, claiming the requests
 // that carry X-Echo-Version.
-type echoAPI struct{}
-
-func (echoAPI) Endpoint() string { return "/v1/echo" }
-func (echoAPI) Key(p string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
-	obj, err := cache.DecodeObject(body)
-	if err != nil {
-		return cache.Key{}, err
-	}
-	return cache.CommonKey(p, "/v1/echo", obj)
+var echoAPI = &wire.Format{
+	Endpoint: "/v1/echo",
+	Key: func(p string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
+		obj, err := cache.DecodeObject(body)
+		if err != nil {
+			return cache.Key{}, err
+		}
+		return cache.CommonKey(p, "/v1/echo", obj)
+	},
+	ExactOnly:    true,
+	Finished:     json.Valid,
+	Usage:        func([]byte) Usage { return Usage{} },
+	AnswerText:   func([]byte) string { return "" },
+	Replay:       func(io.Writer, func(), []byte, []byte, time.Time) error { return nil },
+	NewAssembler: func() StreamAssembler { return nil },
+	StreamError:  func(error) []byte { return nil },
+	Error: func(status int, code, message string) (int, []byte) {
+		b, _ := json.Marshal(map[string]string{"problem": code + ": " + message})
+		return status, b
+	},
+	// ShapeRequest sends the made-up API's calls to the fake model's path.
+	ShapeRequest: func(r *upstream.Request) { r.Path = "/v1/chat/completions" },
 }
-func (echoAPI) Semantic() bool                                            { return false }
-func (echoAPI) Finished(body []byte) bool                                 { return json.Valid(body) }
-func (echoAPI) Fresh(body []byte, _ time.Time) []byte                     { return body }
-func (echoAPI) Usage([]byte) Usage                                        { return Usage{} }
-func (echoAPI) AnswerText([]byte) string                                  { return "" }
-func (echoAPI) Replay(io.Writer, func(), []byte, []byte, time.Time) error { return nil }
-func (echoAPI) NewAssembler() StreamAssembler                             { return nil }
-func (echoAPI) Resume([]byte, StreamAssembler) ([]byte, error)            { return nil, wire.ErrNoResume }
-func (echoAPI) ForModel(string, []byte) func(string) (string, []byte)     { return nil }
-func (echoAPI) StreamError(error) []byte                                  { return nil }
-func (echoAPI) Error(status int, code, message string) (int, []byte) {
-	b, _ := json.Marshal(map[string]string{"problem": code + ": " + message})
-	return status, b
-}
-
-// ShapeRequest sends the made-up API's calls to the fake model's path.
-func (echoAPI) ShapeRequest(r *upstream.Request) { r.Path = "/v1/chat/completions" }
-func (echoAPI) PathShape() (string, bool)        { return "", false }
 
 var echoRegistration = wire.API{
 	Name:   "echo",
-	Errors: echoAPI{},
+	Errors: echoAPI,
 	Claims: func(h http.Header) bool { return h.Get("X-Echo-Version") != "" },
 	Routes: []wire.Route{
-		{Method: http.MethodPost, Path: "/v1/echo", Format: echoAPI{}},
+		{Method: http.MethodPost, Path: "/v1/echo", Format: echoAPI},
 		{Method: http.MethodGet, Path: "/v1/echo/home", Handler: func(h wire.Host) echo.HandlerFunc {
 			return func(c echo.Context) error { return h.Error(c, http.StatusTeapot, "home", "served by its own handler") }
 		}},
@@ -110,7 +105,7 @@ func TestRegistrationsRefused(t *testing.T) {
 	}{
 		{"none", Options{}, "no registered API without a Claims"},
 		{"twice", Options{APIs: []wire.API{echoRegistration, echoRegistration}}, `API "echo": every registered API needs a name of its own`},
-		{"no route kind", Options{APIs: []wire.API{{Name: "x", Errors: echoAPI{}, Routes: []wire.Route{{Path: "/v1/x"}}}}}, "has neither a Format nor a Handler"},
+		{"no route kind", Options{APIs: []wire.API{{Name: "x", Errors: echoAPI, Routes: []wire.Route{{Path: "/v1/x"}}}}}, "has neither a Format nor a Handler"},
 		{"unknown home", Options{APIs: apis.All, APIUpstreams: map[string]string{"claude": "a"}}, `APIUpstreams names "claude", which is no registered API`},
 		{"only claiming", Options{APIs: []wire.API{noDefault}}, "no registered API without a Claims"},
 	} {

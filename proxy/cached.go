@@ -14,7 +14,6 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // exchange is one request on its way through the cached flow.
@@ -24,7 +23,7 @@ type exchange struct {
 	log      *slog.Logger // the server's; logger() adds the request id
 	reqID    string
 	format   Format
-	endpoint string // format.Endpoint()
+	endpoint string // format.Endpoint
 	// home is the upstream of the API's requests for a model no route
 	// lists (Options.APIUpstreams; "" = the default upstream).
 	home      string
@@ -81,7 +80,7 @@ func (x *exchange) logger() *slog.Logger { return x.log.With("request_id", x.req
 // serveCached is the cached flow: parse, exact tier, singleflight,
 // semantic tier, caller, write-back.
 func (s *Server) serveCached(c echo.Context, f Format, home string) error {
-	endpoint := f.Endpoint()
+	endpoint := f.Endpoint
 	x := &exchange{srv: s, c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, home: home, start: s.opts.Now()}
 	if s.tracer != nil {
 		s.startServerSpan(x)
@@ -103,8 +102,7 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 		// stream_options); the upstream validates the rest of its own API.
 		// Anything else, or a body the scan leaves alone, is read by the
 		// Format's own strict key decoding.
-		_, scan := f.(wire.BodyKeyed)
-		if !scan || scanShape(body, &x.shape) != nil {
+		if !f.BodyKeyed || scanShape(body, &x.shape) != nil {
 			k, err := f.Key(cache.SharedPartition, req.Header, body, s.opts.Group)
 			if err != nil {
 				if !json.Valid(body) {
@@ -114,10 +112,8 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 			}
 			x.shape = requestShape{Model: k.Model, Stream: k.Stream, Temperature: k.Temperature, IncludeUsage: k.IncludeUsage}
 		}
-		if sh, ok := f.(wire.RequestShaper); ok {
-			if m, stream := sh.PathShape(); m != "" {
-				x.shape.Model, x.shape.Stream = m, stream
-			}
+		if f.PathModel != "" {
+			x.shape.Model, x.shape.Stream = f.PathModel, f.PathStream
 		}
 		if x.shape.Model == "" {
 			return writeError(c, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
@@ -225,7 +221,7 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	h[HeaderUpstream] = cacheUpstreamValue
 	x.reuse(&res.Entry)
 	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
-	if _, ok := x.format.(wire.Identified); ok {
+	if x.format.FreshIDs != nil {
 		// Straight from the bytes prepared when it was stored.
 		return storedOf(&res.Entry, x.format).write(x.c, s.opts.Now())
 	}
@@ -244,7 +240,6 @@ func (s *Server) forward(x *exchange, outcome string) error {
 		Header:    req.Header,
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
-		ForModel:  x.format.ForModel(x.endpoint, x.body),
 		GenAI:     s.genAIRequest(x.format, false),
 		// An answer whose clients all left is still worth its price: the
 		// next asker gets it from the cache.

@@ -13,7 +13,7 @@ import (
 type Usage = wire.Usage
 
 // Format is one wire API's cached endpoint (wire.Format).
-type Format = wire.Format
+type Format = *wire.Format
 
 // StreamAssembler follows one stream of a Format (wire.StreamAssembler).
 type StreamAssembler = wire.StreamAssembler
@@ -71,11 +71,11 @@ func (s *Server) claimant(h http.Header) *mountedAPI {
 // sends a model no route lists to f's home upstream.
 func (s *Server) shapeRequest(f Format, home string, r *upstream.Request) {
 	r.Upstream = home
-	if sh, ok := f.(wire.RequestShaper); ok {
-		sh.ShapeRequest(r)
+	if f.ShapeRequest != nil {
+		f.ShapeRequest(r)
 	}
-	if b, ok := f.(wire.UpstreamBinder); ok {
-		if bound, prev := b.BoundToUpstream(r.Body); bound {
+	if f.BoundToUpstream != nil {
+		if bound, prev := f.BoundToUpstream(r.Body); bound {
 			r.SameUpstream = true
 			// The upstream that created the previous response, when this
 			// process or (Options.SharedOwners) another replica saw it:

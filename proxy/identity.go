@@ -13,7 +13,7 @@ import (
 
 // wireBody is a stored answer ready to write (cache.Entry.Wire), prepared
 // once when it is stored: its token usage, and for an API whose answers
-// get a fresh id and created per hit (wire.Identified), where those are.
+// get a fresh id and created per hit (wire.FreshIDs), where those are.
 type wireBody struct {
 	body []byte
 	// id is the prepared identity; nil when the Format's answers have none.
@@ -28,8 +28,8 @@ type wireBody struct {
 // prepareStored prepares body, an answer of f, for the hits to come.
 func prepareStored(body []byte, f Format) *wireBody {
 	w := &wireBody{body: body}
-	if r, ok := f.(wire.Identified); ok {
-		w.id = wire.PrepareIdentity(body, r.FreshIDPrefix)
+	if f.FreshIDs != nil {
+		w.id = wire.PrepareIdentity(body, f.FreshIDs.JSONPrefix)
 	}
 	return w
 }

@@ -8,13 +8,12 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // judgeCredentials are the client headers that carry its key in every API,
 // which a judge call keeps (so it goes out with the same key, on the same
 // per-key lane, as the request would), with the Format's own
-// (wire.Judger JudgeHeaders).
+// (wire.Judge Headers).
 var judgeCredentials = [...]string{"Authorization"}
 
 // errJudgeStatus is a judge call answered with another status than 200.
@@ -26,7 +25,7 @@ var errJudgeStatus = errors.New("the judge call was not answered 200")
 func (s *Server) lookupContext(x *exchange) context.Context {
 	ctx := x.c.Request().Context()
 	if v := s.opts.Verify; v != nil && v.Auto {
-		if _, ok := x.format.(wire.Judger); ok {
+		if x.format.Judge != nil {
 			return verify.WithAsker(ctx, judgeAsker{x})
 		}
 	}
@@ -44,7 +43,7 @@ type judgeAsker struct{ x *exchange }
 func (a judgeAsker) Ask(ctx context.Context, system, user string) (string, error) {
 	x := a.x
 	s := x.srv
-	j := x.format.(wire.Judger)
+	j := x.format.Judge
 	// The request's own model routes the call (its targets, lanes and
 	// keys); the route's judge model, when it names one, is what is asked,
 	// and a target serving another model is asked with that model.
@@ -54,10 +53,10 @@ func (a judgeAsker) Ask(ctx context.Context, system, user string) (string, error
 			asked = m
 		}
 	}
-	path, body := j.JudgeRequest(asked, system, user)
+	path, body := j.Request(asked, system, user)
 	in := x.c.Request().Header
 	h := make(http.Header, len(judgeCredentials)+2)
-	for _, k := range append(judgeCredentials[:], j.JudgeHeaders()...) {
+	for _, k := range append(judgeCredentials[:], j.Headers...) {
 		if v := in[http.CanonicalHeaderKey(k)]; len(v) > 0 {
 			h[http.CanonicalHeaderKey(k)] = v
 		}
@@ -72,7 +71,7 @@ func (a judgeAsker) Ask(ctx context.Context, system, user string) (string, error
 	// The judge's own path and body for every target, whatever model it
 	// serves (Gemini carries the model in the path).
 	ureq.Path = path
-	ureq.ForModel = func(m string) (string, []byte) { return j.JudgeRequest(m, system, user) }
+	ureq.ForModel = func(m string) (string, []byte) { return j.Request(m, system, user) }
 	ureq.SameUpstream, ureq.BindUpstream = false, ""
 	resp, err := s.opts.Caller.Do(ctx, ureq)
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/breakwater-dev/breakwater/cache"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // keyMemoBytes bounds the memory of the key memo: about 10k recent
@@ -96,12 +95,12 @@ func (m *keyMemo) close() { m.c.Close() }
 // (cache.MaxQueryBytes), so neither the memo nor the request holds a second
 // copy of a large prompt.
 func (s *Server) requestKey(f Format, partition string, h http.Header, body []byte) (cache.Key, error) {
-	if _, ok := f.(wire.BodyKeyed); !ok || s.keys == nil {
+	if !f.BodyKeyed || s.keys == nil {
 		k, err := f.Key(partition, h, body, s.opts.Group)
 		k.DropLongQuery()
 		return k, err
 	}
-	d := s.keys.digest(partition, f.Endpoint(), body)
+	d := s.keys.digest(partition, f.Endpoint, body)
 	if k, ok := s.keys.get(d); ok {
 		return k, nil
 	}

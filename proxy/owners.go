@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/labstack/echo/v4"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -190,11 +189,10 @@ func (r *responseOwners) size() int {
 // coalesced flight shares), before the answer reaches any client, so a client
 // that sends the id back at once finds it known.
 func (s *Server) learnOwner(h http.Header, f Format, status int, body []byte, upstreamName string) {
-	r, ok := f.(wire.ResponseIDer)
-	if !ok || status < 200 || status > 299 {
+	if f.ResponseID == nil || status < 200 || status > 299 {
 		return
 	}
-	s.addOwner(h, r.ResponseID(body), upstreamName)
+	s.addOwner(h, f.ResponseID(body), upstreamName)
 }
 
 // ownerOf is the upstream that created the response id, when this process
@@ -318,14 +316,14 @@ type readCloser struct {
 }
 
 // noteIDFormat keeps f when its answers carry ids a later request may name
-// (wire.ResponseIDer): a create passed through to an upstream teaches the
+// (wire.Format.ResponseID): a create passed through to an upstream teaches the
 // id's owner too.
 func (s *Server) noteIDFormat(f Format) {
-	if _, ok := f.(wire.ResponseIDer); !ok {
+	if f == nil || f.ResponseID == nil {
 		return
 	}
 	for _, g := range s.idFormats {
-		if g.Endpoint() == f.Endpoint() {
+		if g.Endpoint == f.Endpoint {
 			return
 		}
 	}
@@ -339,10 +337,10 @@ func (s *Server) createsIDs(path string) bool {
 	return s.idFormatOf(path) != nil
 }
 
-func (s *Server) idFormatOf(path string) wire.ResponseIDer {
+func (s *Server) idFormatOf(path string) Format {
 	for _, f := range s.idFormats {
-		if rest, _ := upstream.CutAPIVersion(f.Endpoint()); strings.HasSuffix(path, rest) {
-			return f.(wire.ResponseIDer)
+		if rest, _ := upstream.CutAPIVersion(f.Endpoint); strings.HasSuffix(path, rest) {
+			return f
 		}
 	}
 	return nil

@@ -217,7 +217,7 @@ type Server struct {
 	apis          []*mountedAPI
 	defaultErrors Format
 	// idFormats are the registered Formats whose answers carry ids
-	// (wire.ResponseIDer), for the creates passed through.
+	// (wire.Format.ResponseID), for the creates passed through.
 	idFormats []Format
 	ready     atomic.Bool
 	bodySem   *semaphore.Weighted // nil: no limit

@@ -45,7 +45,7 @@ func newSSERenders() (*ristretto.Cache[string, *sseRender], error) {
 	})
 }
 
-// replayFunc is wire.Identified.ReplayWith.
+// replayFunc is wire.FreshIDs.ReplayWith.
 type replayFunc func(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error
 
 // renderReplay replays body once with the placeholders and finds them.
@@ -120,13 +120,13 @@ func offset(p int) int {
 	return p
 }
 
-// replayCached writes e, an answer of an Identified Format, as an SSE
+// replayCached writes e, an answer of a Format with FreshIDs, as an SSE
 // stream, from a render kept in s.renders when there is one for these
 // bytes, and keeps the render for next time. A time whose unix seconds are
 // not 10 digits falls back to a plain replay.
-func (s *Server) replayCached(w io.Writer, flush func(), e *cache.Entry, r wire.Identified, includeUsage bool) error {
+func (s *Server) replayCached(w io.Writer, flush func(), e *cache.Entry, r *wire.FreshIDs, includeUsage bool) error {
 	now := s.opts.Now()
-	prefix := r.ReplayIDPrefix()
+	prefix := r.StreamPrefix
 	if s.renders == nil || now.Unix() < 1e9 || now.Unix() > sseCreated {
 		return r.ReplayWith(w, flush, e.Body, prefix+newID()[:24], now.Unix(), includeUsage)
 	}

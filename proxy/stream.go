@@ -12,7 +12,6 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // streamJob is what the pump of one upstream stream needs. It is copied out
@@ -45,7 +44,6 @@ func (s *Server) newStreamJob(x *exchange) *streamJob {
 		RequestID: req.Header.Get(HeaderRequestID),
 		Class:     x.ctl.class,
 		Stream:    true,
-		ForModel:  x.format.ForModel(x.endpoint, x.body),
 		GenAI:     s.genAIRequest(x.format, true),
 	}
 	s.shapeRequest(x.format, x.home, ureq)
@@ -168,7 +166,7 @@ func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error 
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	var err error
-	if r, ok := x.format.(wire.Identified); ok {
+	if r := x.format.FreshIDs; r != nil {
 		err = s.replayCached(w, w.Flush, &res.Entry, r, x.key.IncludeUsage)
 	} else {
 		err = x.format.Replay(w, w.Flush, res.Entry.Body, x.body, s.opts.Now())
@@ -217,6 +215,9 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 	// one unlucky run of cuts does not reach every follower at once. That is
 	// no more upstream calls than the n clients' own streams could have made.
 	for resumes := 0; cut != nil && resumable(cut) && s.opts.Resume && ctx.Err() == nil && resumes < s.opts.MaxResumes*b.listeners(); resumes++ {
+		if job.format.Resume == nil {
+			break
+		}
 		rbody, err := job.format.Resume(job.req.Body, asm)
 		if err != nil {
 			break
@@ -224,7 +225,9 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		job.log("stream cut; resuming on the next target", "target", sr.Target, "err", cut.Error(), "resume", resumes+1)
 		rreq := *job.req
 		rreq.Body = rbody
-		rreq.ForModel = job.format.ForModel(rreq.Path, rbody)
+		if job.format.ShapeRequest != nil {
+			job.format.ShapeRequest(&rreq)
+		}
 		rreq.Avoid = sr.Target
 		next, err := s.opts.Caller.Open(ctx, &rreq)
 		if err != nil {
@@ -251,8 +254,10 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		b.finish(nil)
 		return
 	}
-	if t := asm.Trailer(); t != nil {
-		b.append(t)
+	if job.format.Trailer != nil {
+		if t := job.format.Trailer(asm); t != nil {
+			b.append(t)
+		}
 	}
 	if wasCut || !asm.Complete() {
 		b.finish(nil)
@@ -300,7 +305,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 	// A stream whose response has an id the provider keeps: its upstream is
 	// remembered as soon as the id is read, before the event that carries
 	// it is relayed.
-	idr, _ := asm.(wire.StreamIDer)
+	idr := job.format.StreamResponseID
 	for {
 		ev, raw, err := rd.next()
 		if errors.Is(err, io.EOF) {
@@ -323,7 +328,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			return err
 		}
 		if idr != nil {
-			if id := idr.ResponseID(); id != "" {
+			if id := idr(asm); id != "" {
 				s.addOwner(job.req.Header, id, sr.Upstream)
 				idr = nil
 			}

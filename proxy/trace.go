@@ -36,8 +36,8 @@ const (
 // one whose API the request speaks, which is what an OpenAI-compatible
 // server behind the sidecar also answers.
 func genAIOf(f Format) (op, provider string) {
-	if n, ok := f.(wire.GenAINamer); ok {
-		return n.GenAI()
+	if f.GenAIOperation != "" {
+		return f.GenAIOperation, f.GenAIProvider
 	}
 	return "chat", ""
 }

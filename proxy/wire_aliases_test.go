@@ -71,11 +71,11 @@ var responsesFormat = responses.Format
 type responsesAPI struct{}
 
 func (responsesAPI) ResponseID(body []byte) string {
-	return responsesFormat.(wire.ResponseIDer).ResponseID(body)
+	return responsesFormat.ResponseID(body)
 }
 
 func (responsesAPI) BoundToUpstream(body []byte) (bool, string) {
-	return responsesFormat.(wire.UpstreamBinder).BoundToUpstream(body)
+	return responsesFormat.BoundToUpstream(body)
 }
 
 func (responsesAPI) Finished(body []byte) bool { return responsesFormat.Finished(body) }

@@ -23,8 +23,8 @@ type API struct {
 	// Errors is the Format whose error shape the API's clients get where no
 	// cached route's Format applies: pass-through requests it Claims, echo's
 	// own errors on its routes, a bespoke handler's errors before it built
-	// its Format. Only its Error and StreamError are used there.
-	Errors Format
+	// its Format. Only its Error and StreamError are used there (Format.Check).
+	Errors *Format
 	// Claims reports whether a request outside the cached routes comes from
 	// one of this API's clients, by a header its SDKs always send. Such a
 	// request is passed through to the API's home upstream (when that
@@ -46,7 +46,7 @@ type Route struct {
 	// Path is echo's route pattern ("/v1/messages", "/v1beta/*").
 	Path string
 	// Format, when set, serves the route through the cached flow.
-	Format Format
+	Format *Format
 	// Handler, when Format is nil, is the route's own handler, built once
 	// with the Host of this API.
 	Handler func(h Host) echo.HandlerFunc
@@ -62,7 +62,7 @@ type Route struct {
 type Host interface {
 	// Serve runs the cached flow for f on c's request (and makes f the
 	// shape of its errors).
-	Serve(c echo.Context, f Format) error
+	Serve(c echo.Context, f *Format) error
 	// Body reads the request body within the server's bounds (413 beyond).
 	// answered is true when an error was already sent; return err then.
 	Body(c echo.Context) (body []byte, answered bool, err error)
@@ -87,7 +87,7 @@ type Host interface {
 	// RequestID and Class are read from the request's headers) and relays
 	// the answer, counted under endpoint and answered with errors in f's
 	// shape.
-	Call(c echo.Context, f Format, endpoint string, r *upstream.Request) error
+	Call(c echo.Context, f *Format, endpoint string, r *upstream.Request) error
 	// OwnerOf is the upstream that created answer id (ResponseIDer), when
 	// this process or a replica sharing its owners saw it, for the tenant
 	// whose headers h are.

@@ -1,7 +1,9 @@
 // Package wire is the seam between Breakwater's cached flow (package proxy)
-// and the wire APIs it serves: the Format an API implements, the optional
-// hooks the flow asks for, the API registration that mounts it, and the
-// helpers the APIs share. Each API is one package beneath this one
+// and the wire APIs it serves: the Format an API fills in (required
+// behaviour, and optional behaviour as function fields where nil is the
+// default), the API registration that mounts it, and the helpers the APIs
+// share: one SSE writer (sse.go), one error-event message, one resume-body
+// builder and one text-delta replayer. Each API is one package beneath this one
 // (proxy/wire/<api>); the core imports this package only, never an API.
 package wire
 
@@ -20,51 +22,177 @@ import (
 // know about that API's requests, answers, streams and errors. The flow
 // itself (lookup, coalescing, the caller, write-back, relay, resumption) is
 // the same for every API.
-type Format interface {
+//
+// It is a value of function fields, as net/http/httputil.ReverseProxy is:
+// the fields down to StreamError are what every API has and must be set;
+// every one after them is optional, and nil (or zero) means the default its
+// comment names. No API writes a stub for behaviour it lacks, and the flow
+// asks no Format for a hook by type assertion.
+type Format struct {
 	// Endpoint is the API path, as hashed into the key and used as the
 	// endpoint label in logs, stats and metrics (e.g. "/v1/chat/completions").
-	Endpoint() string
+	Endpoint string
 	// Key parses and validates a request: exact key, context fingerprint
 	// and the text the semantic tier embeds (Query; "" = exact tier only).
 	// An error wrapping cache.ErrBadRequest is answered 400.
-	Key(partition string, h http.Header, body []byte, group func(model string) string) (cache.Key, error)
-	// Semantic reports whether the semantic tier may answer this API at all.
-	Semantic() bool
+	Key func(partition string, h http.Header, body []byte, group func(model string) string) (cache.Key, error)
 	// Finished reports whether a non-stream answer body is a finished,
 	// storable answer (never an error, a refusal or a cut answer).
-	Finished(body []byte) bool
-	// Fresh returns a stored body as it is served to a new JSON request.
-	Fresh(body []byte, now time.Time) []byte
+	Finished func(body []byte) bool
 	// Usage is the token usage an answer body reports, in the API's own
 	// shape (a streamed answer is read from its assembled body, which keeps
 	// the usage the stream's events carried). Read without decoding: it
 	// runs on every miss.
-	Usage(body []byte) Usage
+	Usage func(body []byte) Usage
 	// AnswerText is the text a user reads in an answer body (no reasoning
 	// or thinking, no tool calls): what the live false-hit estimate compares
 	// between a cached answer and a fresh one. "" when there is none.
-	AnswerText(body []byte) string
+	AnswerText func(body []byte) string
 	// Replay writes a stored answer as a complete, valid event stream for a
 	// request whose body is req, calling flush after each event.
-	Replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error
+	Replay func(w io.Writer, flush func(), stored, req []byte, now time.Time) error
 	// NewAssembler returns the assembler of one upstream stream.
-	NewAssembler() StreamAssembler
-	// Resume builds the body asking the next target to continue a stream
-	// cut after asm's events, and readies asm to splice that continuation
-	// onto what the client already has; an error (ErrNoResume) when this API
-	// or this answer cannot be resumed.
-	Resume(body []byte, asm StreamAssembler) ([]byte, error)
-	// ForModel returns the upstream.Request.ForModel hook for a request with
-	// this body: how to rewrite it for a target serving another model. nil
-	// keeps the caller's default (the body's "model" field is rewritten).
-	ForModel(path string, body []byte) func(model string) (string, []byte)
+	NewAssembler func() StreamAssembler
 	// Error renders an error in the API's own shape: the status to send
 	// (an API may answer a condition with its own status, as Anthropic
 	// answers overload with 529) and the body.
-	Error(status int, code, message string) (int, []byte)
+	Error func(status int, code, message string) (int, []byte)
 	// StreamError is the event ending a stream that was cut and could not
-	// be resumed, in the form the API's SDKs raise as an error.
-	StreamError(err error) []byte
+	// be resumed, in the form the API's SDKs raise as an error
+	// (InterruptedMessage says why).
+	StreamError func(err error) []byte
+
+	// ExactOnly keeps the semantic tier from answering this API (false:
+	// both tiers may).
+	ExactOnly bool
+	// BodyKeyed: the key depends on nothing but the partition, Endpoint and
+	// the body bytes, and the body carries "model", "stream" and
+	// "stream_options.include_usage" at its top level, so the exact-hit memo
+	// may map raw bytes to the key, and the cache-off path may scan those
+	// fields instead of building a key. false: the key is always built.
+	BodyKeyed bool
+	// Resume builds the body asking the next target to continue a stream
+	// cut after asm's events, and readies asm to splice that continuation
+	// onto what the client already has; an error (ErrNoResume) when this
+	// answer cannot be resumed. nil: no stream of this API is resumed.
+	Resume func(body []byte, asm StreamAssembler) ([]byte, error)
+	// Trailer is what to send after a stream that finished without the end
+	// marker its clients wait for (e.g. "data: [DONE]"); nil, or a nil
+	// result: nothing.
+	Trailer func(asm StreamAssembler) []byte
+	// ShapeRequest adjusts the upstream request the flow built (a model and
+	// method carried in the path, refusals read from the body, a fallback
+	// target's model put in the path: upstream.Request.ForModel). It runs
+	// again on a resumed stream's request, whose Body it then holds. nil:
+	// sent to Endpoint as it came, a fallback target's model rewritten in
+	// the body's "model" field.
+	ShapeRequest func(r *upstream.Request)
+	// PathModel and PathStream are what the request's path says (model,
+	// stream), read when no key is built (the cache is off). "": the path
+	// says nothing.
+	PathModel  string
+	PathStream bool
+	// BoundToUpstream reports whether a request body continues state that
+	// one provider account holds, so no other upstream may serve it, and
+	// the id of the answer it continues ("" when it names none). nil: none
+	// is.
+	BoundToUpstream func(body []byte) (bound bool, previous string)
+	// ResponseID is the id an answer body carries that the provider keeps
+	// and a later request may name ("" for none): the proxy remembers which
+	// upstream created it (the answer id owners) and binds the later
+	// request there. nil: this API's answers carry none.
+	ResponseID func(body []byte) string
+	// StreamResponseID is that id as read so far by a stream's assembler
+	// ("" until then). nil: read from the stored body only.
+	StreamResponseID func(asm StreamAssembler) string
+	// GenAIOperation and GenAIProvider name the API's operation and
+	// provider as the OpenTelemetry GenAI semantic conventions spell them
+	// (gen_ai.operation.name, gen_ai.provider.name), for spans and metrics.
+	// "": "chat" and no provider.
+	GenAIOperation, GenAIProvider string
+	// FreshIDs: answers get a fresh id and created per hit. nil: a stored
+	// answer is served as it was stored.
+	FreshIDs *FreshIDs
+	// Judge: the auto judge may put its question to this API's model. nil:
+	// it may not.
+	Judge *Judge
+}
+
+// Semantic reports whether the semantic tier may answer f's requests.
+func (f *Format) Semantic() bool { return !f.ExactOnly }
+
+// Fresh returns a stored body as it is served to a new JSON request: with a
+// fresh id and created when f has FreshIDs, else as stored.
+func (f *Format) Fresh(body []byte, now time.Time) []byte {
+	if f.FreshIDs == nil {
+		return body
+	}
+	return PrepareIdentity(body, f.FreshIDs.JSONPrefix).AppendTo(make([]byte, 0, len(body)+32), now)
+}
+
+// Check reports the first required field f lacks; errorsOnly checks only
+// those of an API's error shape (API.Errors).
+func (f *Format) Check(errorsOnly bool) error {
+	missing := ""
+	switch {
+	case f.Error == nil:
+		missing = "Error"
+	case f.StreamError == nil:
+		missing = "StreamError"
+	case errorsOnly:
+	case f.Endpoint == "":
+		missing = "Endpoint"
+	case f.Key == nil:
+		missing = "Key"
+	case f.Finished == nil:
+		missing = "Finished"
+	case f.Usage == nil:
+		missing = "Usage"
+	case f.AnswerText == nil:
+		missing = "AnswerText"
+	case f.Replay == nil:
+		missing = "Replay"
+	case f.NewAssembler == nil:
+		missing = "NewAssembler"
+	}
+	if missing != "" {
+		return errors.New("the Format has no " + missing)
+	}
+	return nil
+}
+
+// FreshIDs is set on a Format whose answers carry a top-level "id" and
+// "created" that every answer served from the cache gets fresh (a new id
+// with the API's prefix, the current time), so each looks like a new answer
+// to the client. The core prepares a stored answer once (Identity) and
+// writes a hit's stored bytes around fresh values, for a JSON answer; a
+// replayed stream is rendered once with placeholders and patched per hit,
+// in place of Replay. Format.Fresh and Replay must give the same bytes.
+type FreshIDs struct {
+	// JSONPrefix is the prefix of a JSON answer's fresh id, from the
+	// stored answer's "id" value (raw JSON, quotes included).
+	JSONPrefix func(storedID []byte) string
+	// StreamPrefix is the prefix of a replayed stream's fresh id.
+	StreamPrefix string
+	// ReplayWith is Replay with the answer's id and created given, for a
+	// request that asks (includeUsage) for the usage chunk.
+	ReplayWith func(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error
+}
+
+// Judge is set on a Format that can put the auto judge's question
+// (cache/verify, judgeprompt) to its own API's model: a short request,
+// output of a few tokens, thinking off where the API allows it. The reply
+// is read with AnswerText and parsed strictly by the judge.
+type Judge struct {
+	// Request is the upstream path and body asking model the judge's
+	// system instruction and user message.
+	Request func(model, system, user string) (path string, body []byte)
+	// Headers are the client headers the judge call keeps besides
+	// Authorization: the API's own credential header, and what selects the
+	// API version or the account. No other: a client's Idempotency-Key
+	// must never make the provider take the judge's call for the request
+	// itself.
+	Headers []string
 }
 
 // StreamAssembler follows one stream of a Format as it is relayed,
@@ -81,9 +209,6 @@ type StreamAssembler interface {
 	FinishedAtEOF() bool
 	// Partial is the text generated so far (what a resumed stream continues).
 	Partial() string
-	// Trailer is what to send after a clean end the upstream did not mark
-	// itself (e.g. "data: [DONE]"); nil when nothing is missing.
-	Trailer() []byte
 	// Complete reports whether the stream finished cleanly and is storable.
 	Complete() bool
 	// Body renders the assembled answer as the API's non-stream body.
@@ -101,88 +226,3 @@ type Event struct {
 
 // Done reports whether the event is the "data: [DONE]" end-of-stream marker.
 func (e Event) Done() bool { return e.Event == "" && bytes.Equal(e.Data, []byte("[DONE]")) }
-
-// The optional hooks below are asked of a Format (or, for StreamIDer, of
-// its StreamAssembler) by type assertion; a Format implements those that
-// apply to its API.
-
-// RequestShaper is a Format whose requests are not sent upstream to its
-// Endpoint as they came (a model and method carried in the path), or whose
-// refusals are read from the body.
-type RequestShaper interface {
-	// ShapeRequest adjusts the upstream request the flow built.
-	ShapeRequest(r *upstream.Request)
-	// PathShape is what the path says (model, stream), read when no key is
-	// built (the cache is off); "" and false when the path says nothing.
-	PathShape() (model string, stream bool)
-}
-
-// UpstreamBinder is a Format some of whose requests continue state that one
-// provider account holds, so no other upstream may serve them.
-type UpstreamBinder interface {
-	// BoundToUpstream reports whether body is bound, and the id of the
-	// answer it continues ("" when it names none).
-	BoundToUpstream(body []byte) (bound bool, previous string)
-}
-
-// BodyKeyed is a Format whose key depends on nothing but the partition, its
-// endpoint and the body bytes, and whose body carries "model", "stream" and
-// "stream_options.include_usage" at its top level: the exact-hit memo may
-// map raw bytes to the key, and the cache-off path may scan those fields
-// instead of building a key.
-type BodyKeyed interface{ BodyKeyed() }
-
-// ResponseIDer is a Format whose answers carry an id the provider keeps and
-// a later request may name: the proxy remembers which upstream created it
-// (the answer id owners) and binds the later request there.
-type ResponseIDer interface {
-	// ResponseID is the id an answer body carries ("" for none).
-	ResponseID(body []byte) string
-}
-
-// StreamIDer is a StreamAssembler that has read its answer's id from the
-// stream ("" until then).
-type StreamIDer interface {
-	ResponseID() string
-}
-
-// GenAINamer names a Format's operation and provider as the OpenTelemetry
-// GenAI semantic conventions spell them (gen_ai.operation.name,
-// gen_ai.provider.name), for spans and metrics.
-type GenAINamer interface {
-	GenAI() (operation, provider string)
-}
-
-// Identified is a Format whose answers carry a top-level "id" and "created"
-// that every answer served from the cache gets fresh (a new id with the
-// API's prefix, the current time), so each looks like a new answer to the
-// client. The core prepares a stored answer once (Identity) and writes a
-// hit's stored bytes around fresh values, for a JSON answer in place of
-// Fresh; a replayed stream is rendered once with placeholders and patched
-// per hit, in place of Replay. Fresh and Replay must give the same bytes.
-type Identified interface {
-	// FreshIDPrefix is the prefix of a JSON answer's fresh id, from the
-	// stored answer's "id" value (raw JSON, quotes included).
-	FreshIDPrefix(storedID []byte) string
-	// ReplayIDPrefix is the prefix of a replayed stream's fresh id.
-	ReplayIDPrefix() string
-	// ReplayWith is Replay with the answer's id and created given, for a
-	// request that asks (includeUsage) for the usage chunk.
-	ReplayWith(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error
-}
-
-// Judger is a Format that can put the auto judge's question (cache/verify,
-// judgeprompt) to its own API's model: a short request, output of a few
-// tokens, thinking off where the API allows it. The reply is read with
-// AnswerText and parsed strictly by the judge.
-type Judger interface {
-	// JudgeRequest is the upstream path and body asking model the
-	// judge's system instruction and user message.
-	JudgeRequest(model, system, user string) (path string, body []byte)
-	// JudgeHeaders are the client headers the judge call keeps besides
-	// Authorization: the API's own credential header, and what selects the
-	// API version or the account. No other:
-	// a client's Idempotency-Key must never make the provider take the
-	// judge's call for the request itself.
-	JudgeHeaders() []string
-}

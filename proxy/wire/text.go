@@ -1,9 +1,6 @@
 package wire
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
 	"unicode"
 	"unicode/utf8"
 )
@@ -41,20 +38,4 @@ func Words(s string) []string {
 		out = append(out, s[start:])
 	}
 	return out
-}
-
-// WriteDataEvent writes ev as one unnamed SSE event ("data: <json>" and a
-// blank line), then flushes when flush is set.
-func WriteDataEvent(w io.Writer, flush func(), ev any) error {
-	b, err := json.Marshal(ev)
-	if err != nil {
-		return err
-	}
-	if _, err := fmt.Fprintf(w, "data: %s\n\n", b); err != nil {
-		return err
-	}
-	if flush != nil {
-		flush()
-	}
-	return nil
 }

@@ -2,7 +2,6 @@ package anthropic
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -15,7 +14,28 @@ import (
 )
 
 // messagesFormat is the Anthropic Messages API (POST /v1/messages).
-var messagesFormat wire.Format = anthropicMessages{}
+var messagesFormat = &wire.Format{
+	Endpoint:   MessagesEndpoint,
+	Key:        messagesKey,
+	Finished:   finished,
+	Usage:      messagesUsage.Read,
+	AnswerText: answerText,
+	Replay: func(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
+		return replayMessage(w, flush, stored)
+	},
+	NewAssembler: func() wire.StreamAssembler { return newMessageStream() },
+	Error:        messagesError,
+	StreamError:  streamError,
+	Resume:       resume,
+	// A Messages call is a chat, by Anthropic.
+	GenAIOperation: "chat",
+	GenAIProvider:  "anthropic",
+	Judge:          judge,
+	// Fresh: nil, the message is served as stored: a Messages answer has no
+	// creation time, and its id names the message the client may compare
+	// against. ShapeRequest: nil, the model is a body field (the caller's
+	// default rewrite for a fallback target).
+}
 
 // Anthropic request headers: the API version and beta features shape the
 // answer, so both are part of the key and forwarded as sent.
@@ -24,13 +44,7 @@ const (
 	headerAnthropicBeta    = "Anthropic-Beta"
 )
 
-type anthropicMessages struct{}
-
-func (anthropicMessages) Endpoint() string { return MessagesEndpoint }
-
-func (anthropicMessages) Semantic() bool { return true }
-
-func (anthropicMessages) Key(partition string, h http.Header, body []byte, group func(string) string) (cache.Key, error) {
+func messagesKey(partition string, h http.Header, body []byte, group func(string) string) (cache.Key, error) {
 	shaping := map[string]string{}
 	for _, name := range []string{headerAnthropicVersion, headerAnthropicBeta} {
 		if v := h.Values(name); len(v) > 0 {
@@ -40,11 +54,11 @@ func (anthropicMessages) Key(partition string, h http.Header, body []byte, group
 	return MessagesKey(partition, body, group, shaping)
 }
 
-// Finished: a message that ended on its own (end_turn, stop_sequence,
+// finished: a message that ended on its own (end_turn, stop_sequence,
 // tool_use) or at max_tokens, under the same policy as OpenAI's "length".
 // refusal, pause_turn, model_context_window_exceeded and anything unknown
 // are never stored.
-func (anthropicMessages) Finished(body []byte) bool {
+func finished(body []byte) bool {
 	var m struct {
 		Type       string            `json:"type"`
 		Role       string            `json:"role"`
@@ -65,78 +79,57 @@ func finishedStopReason(r string) bool {
 	return false
 }
 
-// Fresh serves the message as stored: a Messages answer has no creation
-// time, and its id names the message the client may compare against.
-func (anthropicMessages) Fresh(body []byte, _ time.Time) []byte { return body }
-
-func (anthropicMessages) Replay(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
-	return replayMessage(w, flush, stored)
-}
-
-func (anthropicMessages) NewAssembler() wire.StreamAssembler { return newMessageStream() }
-
-// Resume continues a cut answer by prefilling it as the assistant turn (the
+// resume continues a cut answer by prefilling it as the assistant turn (the
 // model continues a final assistant turn). Only text can be continued: an
 // answer that already holds thinking or tool use, or a request with
 // thinking enabled (the API refuses a prefill with thinking), ends with an
 // error event instead. A model that does not accept prefill answers the
 // resume request with a 400, which ends the stream the same way.
-func (anthropicMessages) Resume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
+func resume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
 	ms, ok := asm.(*messageStream)
 	if !ok {
 		return nil, wire.ErrNoResume
 	}
-	var req map[string]json.RawMessage
-	if err := json.Unmarshal(body, &req); err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	if t := req["thinking"]; len(t) > 0 {
-		// A map, not a struct: encoding/json matches struct fields
-		// case-insensitively, and the request was keyed by exact names.
-		var th map[string]any
-		if json.Unmarshal(t, &th) != nil || th["type"] != "disabled" {
+	return wire.ResumeBody(body, "messages", func(req map[string]json.RawMessage, msgs []json.RawMessage) ([]json.RawMessage, error) {
+		if t := req["thinking"]; len(t) > 0 {
+			// A map, not a struct: encoding/json matches struct fields
+			// case-insensitively, and the request was keyed by exact names.
+			var th map[string]any
+			if json.Unmarshal(t, &th) != nil || th["type"] != "disabled" {
+				return nil, wire.ErrNoResume
+			}
+		}
+		partial, ok := ms.textOnly()
+		if !ok || len(msgs) == 0 {
 			return nil, wire.ErrNoResume
 		}
-	}
-	partial, ok := ms.textOnly()
-	if !ok {
-		return nil, wire.ErrNoResume
-	}
-	var msgs []map[string]json.RawMessage
-	if err := json.Unmarshal(req["messages"], &msgs); err != nil || len(msgs) == 0 {
-		return nil, wire.ErrNoResume
-	}
-	last := msgs[len(msgs)-1]
-	var role string
-	_ = json.Unmarshal(last["role"], &role)
-	prefill := partial
-	if role == "assistant" {
-		// The client prefilled the answer itself: the model continues it.
-		var s string
-		if json.Unmarshal(last["content"], &s) != nil {
+		var last map[string]json.RawMessage
+		if json.Unmarshal(msgs[len(msgs)-1], &last) != nil {
 			return nil, wire.ErrNoResume
 		}
-		prefill = s + partial
-		msgs = msgs[:len(msgs)-1]
-	}
-	// The API refuses a final assistant turn ending in whitespace; the
-	// continuation brings it back, and the stream drops it once.
-	trimmed := strings.TrimRightFunc(prefill, unicode.IsSpace)
-	ms.beginResume(prefill[len(trimmed):])
-	if trimmed != "" {
-		content, _ := json.Marshal(trimmed)
-		msgs = append(msgs, map[string]json.RawMessage{"role": json.RawMessage(`"assistant"`), "content": content})
-	}
-	req["messages"], _ = json.Marshal(msgs)
-	out, err := json.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	return out, nil
+		var role string
+		_ = json.Unmarshal(last["role"], &role)
+		prefill := partial
+		if role == "assistant" {
+			// The client prefilled the answer itself: the model continues it.
+			var s string
+			if json.Unmarshal(last["content"], &s) != nil {
+				return nil, wire.ErrNoResume
+			}
+			prefill = s + partial
+			msgs = msgs[:len(msgs)-1]
+		}
+		// The API refuses a final assistant turn ending in whitespace; the
+		// continuation brings it back, and the stream drops it once.
+		trimmed := strings.TrimRightFunc(prefill, unicode.IsSpace)
+		ms.beginResume(prefill[len(trimmed):])
+		if trimmed != "" {
+			turn, _ := json.Marshal(map[string]string{"role": "assistant", "content": trimmed}) // strings only: never fails
+			msgs = append(msgs, turn)
+		}
+		return msgs, nil
+	})
 }
-
-// ForModel: the model is a body field; the caller's default rewrite.
-func (anthropicMessages) ForModel(string, []byte) func(string) (string, []byte) { return nil }
 
 // anthropicError is the Messages API error body.
 type anthropicError struct {
@@ -149,11 +142,11 @@ type anthropicErrorBody struct {
 	Message string `json:"message"`
 }
 
-// Error answers in Anthropic's shape and statuses. Saturation (every
+// messagesError answers in Anthropic's shape and statuses. Saturation (every
 // target's queue full, every target unavailable, or an upstream's 503/529)
 // is 529 overloaded_error, the status Anthropic's SDKs know as "retry
 // later"; the caller's Retry-After goes with it.
-func (anthropicMessages) Error(status int, code, message string) (int, []byte) {
+func messagesError(status int, code, message string) (int, []byte) {
 	switch {
 	case code == upstream.CodeCapacityExceeded || code == upstream.CodeNoHealthyTarget,
 		status == http.StatusServiceUnavailable, status == statusOverloaded:
@@ -195,14 +188,9 @@ func anthropicErrorType(status int) string {
 	return "invalid_request_error"
 }
 
-// StreamError is the error event the API itself sends mid-stream; the SDKs
-// raise it as an APIError (never a clean end).
-// AnswerText joins the message's text blocks (thinking and tool_use blocks
+// answerText joins the message's text blocks (thinking and tool_use blocks
 // are not what the user reads).
-// Usage reads the Messages usage object (cache reads and writes count as input).
-func (anthropicMessages) Usage(body []byte) wire.Usage { return messagesUsage.Read(body) }
-
-func (anthropicMessages) AnswerText(body []byte) string {
+func answerText(body []byte) string {
 	var m struct {
 		Content []struct {
 			Type string `json:"type"`
@@ -221,26 +209,15 @@ func (anthropicMessages) AnswerText(body []byte) string {
 	return b.String()
 }
 
-func (anthropicMessages) StreamError(err error) []byte {
+// streamError is the error event the API itself sends mid-stream; the SDKs
+// raise it as an APIError (never a clean end).
+func streamError(err error) []byte {
 	body, _ := json.Marshal(anthropicError{Type: "error", Error: anthropicErrorBody{
 		Type:    "overloaded_error",
-		Message: "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
+		Message: wire.InterruptedMessage(err),
 	}})
-	return sseBytes("error", body)
+	return wire.EventBytes("error", body)
 }
-
-// sseBytes is one named event.
-func sseBytes(event string, data []byte) []byte {
-	out := make([]byte, 0, len(event)+len(data)+16)
-	out = append(out, "event: "...)
-	out = append(out, event...)
-	out = append(out, "\ndata: "...)
-	out = append(out, data...)
-	return append(out, "\n\n"...)
-}
-
-// GenAI: a Messages call is a chat, by Anthropic.
-func (anthropicMessages) GenAI() (string, string) { return "chat", "anthropic" }
 
 // Anthropic Messages: "the total input tokens in a request is the
 // summation of input_tokens, cache_creation_input_tokens, and

@@ -23,19 +23,18 @@ type judgeMessage struct {
 	Content string `json:"content"`
 }
 
-// JudgeRequest implements wire.Judger: the system prompt, one user turn, a
+// judge is the Messages judge: judgeRequest, with the API's credential
+// header besides Authorization, the API version the API requires on every
+// request, and the client's beta features
+// (https://docs.anthropic.com/en/api/versioning).
+var judge = &wire.Judge{Request: judgeRequest, Headers: []string{"X-Api-Key", "Anthropic-Version", "Anthropic-Beta"}}
+
+// judgeRequest: the system prompt, one user turn, a
 // reply of at most wire.JudgeMaxTokens at temperature 0, no thinking. The
 // request keeps the client's anthropic-version and anthropic-beta headers.
-func (anthropicMessages) JudgeRequest(model, system, user string) (string, []byte) {
+func judgeRequest(model, system, user string) (string, []byte) {
 	body, _ := json.Marshal(messagesJudge{
 		Model: model, System: system, Messages: []judgeMessage{{"user", user}}, MaxTokens: wire.JudgeMaxTokens,
 	}) // strings and numbers only: never fails
 	return MessagesEndpoint, body
-}
-
-// JudgeHeaders implements wire.Judger: the API's credential header besides
-// Authorization, the API version the API requires on every request, and
-// the client's beta features (https://docs.anthropic.com/en/api/versioning).
-func (anthropicMessages) JudgeHeaders() []string {
-	return []string{"X-Api-Key", "Anthropic-Version", "Anthropic-Beta"}
 }

@@ -68,7 +68,7 @@ func (s *messageStream) Feed(ev wire.Event, raw []byte, _ bool) ([]byte, bool, e
 	switch e.Type {
 	case "error":
 		// An error after the 200 (overloaded_error mid-stream): a cut.
-		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
+		return nil, false, wire.UpstreamErrorEvent(ev.Data)
 	case "message_start":
 		if s.resuming {
 			return nil, false, nil // the client has its message_start
@@ -187,7 +187,7 @@ func reencode(typ string, data []byte, idx int, delta json.RawMessage) ([]byte, 
 	if delta != nil {
 		m["delta"] = mustJSON(delta)
 	}
-	return sseBytes(typ, mustJSON(m)), false, nil
+	return wire.EventBytes(typ, mustJSON(m)), false, nil
 }
 
 func mustJSON(v any) json.RawMessage {
@@ -239,8 +239,6 @@ func (s *messageStream) Partial() string {
 	}
 	return b.String()
 }
-
-func (s *messageStream) Trailer() []byte { return nil }
 
 func (s *messageStream) Complete() bool {
 	if !s.stopped || s.msg == nil {
@@ -322,17 +320,7 @@ func replayMessage(w io.Writer, flush func(), stored []byte) error {
 	}
 	send := func(typ string, ev map[string]any) error {
 		ev["type"] = typ
-		b, err := json.Marshal(ev)
-		if err != nil {
-			return err
-		}
-		if _, err := w.Write(sseBytes(typ, b)); err != nil {
-			return err
-		}
-		if flush != nil {
-			flush()
-		}
-		return nil
+		return wire.WriteJSONEvent(w, flush, typ, ev)
 	}
 	start := make(map[string]json.RawMessage, len(msg))
 	for k, v := range msg {

@@ -30,36 +30,73 @@ type geminiFormat struct {
 	storeMaxTokens bool
 }
 
-// geminiErrors is the wire.Format of a Gemini route before its request is parsed:
-// only its error shape is used.
-var geminiErrors wire.Format = geminiFormat{}
+// geminiErrors is the wire.Format of a Gemini route before its request is
+// parsed: only its error shape is used.
+var geminiErrors = geminiFormat{}.format()
 
-func (f geminiFormat) Endpoint() string { return GeminiEndpoint }
+// geminiRequest holds one request's Format and what its hooks read, in one
+// allocation.
+type geminiRequest struct {
+	f     geminiFormat
+	wf    wire.Format
+	judge wire.Judge
+}
 
-func (f geminiFormat) Semantic() bool { return true }
+// format is the wire.Format of the request f describes: the shared
+// behaviour (geminiShared), with the key, the upstream request and the judge
+// read from the path.
+func (f geminiFormat) format() *wire.Format {
+	r := &geminiRequest{f: f}
+	r.wf = geminiShared[0]
+	if f.storeMaxTokens {
+		r.wf = geminiShared[1]
+	}
+	r.wf.Key = r.f.key
+	r.wf.ShapeRequest = r.f.shapeRequest
+	r.wf.PathModel, r.wf.PathStream = f.model, f.stream
+	r.judge = wire.Judge{Request: r.f.judgeRequest, Headers: judgeHeaders}
+	r.wf.Judge = &r.judge
+	return &r.wf
+}
 
-func (f geminiFormat) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
+// geminiShared is what every request's Format shares, without and with
+// storeMaxTokens.
+var geminiShared = [2]wire.Format{baseFormat(false), baseFormat(true)}
+
+func baseFormat(storeMaxTokens bool) wire.Format {
+	return wire.Format{
+		Endpoint: GeminiEndpoint,
+		Finished: geminiFormat{storeMaxTokens: storeMaxTokens}.Finished,
+		Usage:    geminiUsage.Read,
+		// AnswerText joins the first candidate's text parts, without
+		// thought parts.
+		AnswerText: answerText,
+		Replay: func(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
+			return geminiReplay(w, flush, stored)
+		},
+		NewAssembler: func() wire.StreamAssembler { return newGeminiStream(storeMaxTokens) },
+		Error: func(status int, code, message string) (int, []byte) {
+			return status, geminiErrorBody(status, code, message)
+		},
+		StreamError: streamError,
+		Resume:      geminiResume,
+		// generateContent, by Gemini.
+		GenAIOperation: "generate_content",
+		GenAIProvider:  "gcp.gemini",
+		// Fresh: nil, the stored body is served as it is: a Gemini answer
+		// carries no creation time, and its responseId is only
+		// informational (no later request refers to it).
+	}
+}
+
+func (f *geminiFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
 	return GeminiKey(partition, f.model, f.stream, body, group)
 }
 
+// Finished reads a non-stream body as a stream of one event.
 func (f geminiFormat) Finished(body []byte) bool {
 	a := newGeminiStream(f.storeMaxTokens)
 	return a.add(body) == nil && a.Complete()
-}
-
-// Fresh serves the stored body as it is: a Gemini answer carries no creation
-// time, and its responseId is only informational (no later request refers to
-// it).
-func (f geminiFormat) Fresh(body []byte, _ time.Time) []byte { return body }
-
-func (f geminiFormat) Replay(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
-	return geminiReplay(w, flush, stored)
-}
-
-func (f geminiFormat) NewAssembler() wire.StreamAssembler { return newGeminiStream(f.storeMaxTokens) }
-
-func (f geminiFormat) Resume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
-	return geminiResume(body, asm)
 }
 
 // ForModel sends a fallback target's model in the path, where the Gemini API
@@ -70,18 +107,14 @@ func (f geminiFormat) ForModel(_ string, body []byte) func(string) (string, []by
 	}
 }
 
-func (f geminiFormat) Error(status int, code, message string) (int, []byte) {
-	return status, geminiErrorBody(status, code, message)
-}
-
-// StreamError ends a cut stream with a data event holding an error object:
+// streamError ends a cut stream with a data event holding an error object:
 // the genai SDKs raise a data event whose object has "error" as an APIError
 // (google.golang.org/genai iterateResponseStream; @google/genai likewise).
-// AnswerText joins the first candidate's text parts, without thought parts.
-// Usage reads usageMetadata (thinking tokens count as output).
-func (f geminiFormat) Usage(body []byte) wire.Usage { return geminiUsage.Read(body) }
+func streamError(err error) []byte {
+	return wire.EventBytes("", geminiErrorBody(http.StatusServiceUnavailable, "stream_interrupted", wire.InterruptedMessage(err)))
+}
 
-func (f geminiFormat) AnswerText(body []byte) string {
+func answerText(body []byte) string {
 	var r struct {
 		Candidates []struct {
 			Content struct {
@@ -104,21 +137,14 @@ func (f geminiFormat) AnswerText(body []byte) string {
 	return b.String()
 }
 
-func (f geminiFormat) StreamError(err error) []byte {
-	b := geminiErrorBody(http.StatusServiceUnavailable, "stream_interrupted",
-		"breakwater: the answer stream was interrupted and could not be resumed: "+err.Error())
-	return []byte("data: " + string(b) + "\n\n")
-}
-
-// ShapeRequest points the upstream request at the model's path and reads
-// the upstream's refusals the Gemini way.
-func (f geminiFormat) ShapeRequest(r *upstream.Request) {
+// shapeRequest points the upstream request at the model's path, reads the
+// upstream's refusals the Gemini way, and sends a fallback target's model
+// in the path (ForModel).
+func (f *geminiFormat) shapeRequest(r *upstream.Request) {
 	r.Path = f.upstreamPath(f.model)
 	r.Classify = classifyGemini
+	r.ForModel = f.ForModel("", r.Body)
 }
-
-// PathShape: the model and the streaming are in the path.
-func (f geminiFormat) PathShape() (string, bool) { return f.model, f.stream }
 
 // geminiUsage: usageMetadata.promptTokenCount (+ toolUsePromptTokenCount)
 // in, candidatesTokenCount + thoughtsTokenCount out: thinking tokens are
@@ -306,6 +332,3 @@ func perDay(s string) bool {
 	s = strings.ToLower(strings.ReplaceAll(s, "_", ""))
 	return strings.Contains(s, "perday")
 }
-
-// GenAI: generateContent, by Gemini.
-func (geminiFormat) GenAI() (string, string) { return "generate_content", "gcp.gemini" }

@@ -39,7 +39,7 @@ func textContent(role, text string) geminiContent {
 	return c
 }
 
-// JudgeRequest implements wire.Judger: a non-streaming generateContent on
+// judgeRequest: a non-streaming generateContent on
 // model's path (the version the client called), the system instruction, one
 // user turn, a reply of a few tokens at temperature 0, and thinking as low
 // as the model allows (https://ai.google.dev/gemini-api/docs/thinking):
@@ -48,7 +48,7 @@ func textContent(role, text string) geminiContent {
 //     thinking tokens count against maxOutputTokens;
 //   - Gemini 3 takes thinkingLevel, "low" its lowest on Pro;
 //   - earlier models do not think and get no thinkingConfig.
-func (f geminiFormat) JudgeRequest(model, system, user string) (string, []byte) {
+func (f *geminiFormat) judgeRequest(model, system, user string) (string, []byte) {
 	r := geminiJudge{SystemInstruction: textContent("", system), Contents: []geminiContent{textContent("user", user)}}
 	r.GenerationConfig.MaxOutputTokens = wire.JudgeMaxTokens
 	m := strings.ToLower(model)
@@ -67,11 +67,11 @@ func (f geminiFormat) JudgeRequest(model, system, user string) (string, []byte) 
 	body, _ := json.Marshal(r) // strings and numbers only: never fails
 	// Not streamed, and without the client's query (its alt=sse asks for
 	// events).
-	judge := f
+	judge := *f
 	judge.stream, judge.model, judge.query = false, model, nil
 	return judge.upstreamPath(model), body
 }
 
-// JudgeHeaders implements wire.Judger: the API's credential header besides
-// Authorization, and the project a request is billed to.
-func (geminiFormat) JudgeHeaders() []string { return []string{"X-Goog-Api-Key", "X-Goog-User-Project"} }
+// judgeHeaders are the client headers the judge keeps: the API's credential
+// header besides Authorization, and the project a request is billed to.
+var judgeHeaders = []string{"X-Goog-Api-Key", "X-Goog-User-Project"}

@@ -68,12 +68,12 @@ func handleGemini(h wire.Host) echo.HandlerFunc {
 			f := geminiFormat{model: model, version: version, query: query, storeMaxTokens: h.StoreMaxTokens()}
 			switch {
 			case method == "generateContent":
-				return h.Serve(c, f)
+				return h.Serve(c, f.format())
 			case method == "streamGenerateContent" && query.Get("alt") == "sse":
 				// Without alt=sse the API streams one JSON array, which is
 				// passed through.
 				f.stream = true
-				return h.Serve(c, f)
+				return h.Serve(c, f.format())
 			}
 		}
 		return geminiPassthrough(h, c, model, version+rest, query)

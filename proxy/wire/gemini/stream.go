@@ -54,7 +54,7 @@ func newGeminiStream(storeMaxTokens bool) *geminiStream {
 // so one error event of ours after CRLF events would merge with them.
 func (g *geminiStream) Feed(ev wire.Event, _ []byte, _ bool) ([]byte, bool, error) {
 	if ev.Event == "error" {
-		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
+		return nil, false, wire.UpstreamErrorEvent(ev.Data)
 	}
 	if len(bytes.TrimSpace(ev.Data)) == 0 {
 		return nil, false, nil
@@ -66,10 +66,7 @@ func (g *geminiStream) Feed(ev wire.Event, _ []byte, _ bool) ([]byte, bool, erro
 	if err := g.add(compact.Bytes()); err != nil {
 		return nil, false, err
 	}
-	out := make([]byte, 0, compact.Len()+8)
-	out = append(out, "data: "...)
-	out = append(out, compact.Bytes()...)
-	return append(out, "\n\n"...), false, nil
+	return wire.EventBytes("", compact.Bytes()), false, nil
 }
 
 // add merges one GenerateContentResponse. Field names are matched exactly.
@@ -261,9 +258,6 @@ func (g *geminiStream) Partial() string {
 	return b.String()
 }
 
-// Trailer: a Gemini stream has no end marker.
-func (g *geminiStream) Trailer() []byte { return nil }
-
 // Complete reports whether the answer may be stored: every candidate
 // finished with STOP (or MAX_TOKENS when allowed) and has content. SAFETY,
 // RECITATION, BLOCKLIST, PROHIBITED_CONTENT, SPII, MALFORMED_FUNCTION_CALL,
@@ -358,7 +352,7 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 			maps.Copy(ev, final)
 		}
 		ev["candidates"] = []map[string]any{cand}
-		return wire.WriteDataEvent(w, flush, ev)
+		return wire.WriteJSONEvent(w, flush, "", ev)
 	}
 	for ci, c := range cands {
 		var content struct {
@@ -411,11 +405,8 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 		}
 		for pi, piece := range pieces {
 			if pi < len(pieces)-1 && piece.plain() {
-				if err := fast.write(w, piece); err != nil {
+				if err := fast.write(w, flush, piece); err != nil {
 					return err
-				}
-				if flush != nil {
-					flush()
 				}
 				continue
 			}
@@ -441,14 +432,10 @@ func geminiReplay(w io.Writer, flush func(), stored []byte) error {
 	return nil
 }
 
-// textChunks writes the chunks of plain text pieces of one candidate from
-// an envelope encoded once, with the bytes json.Marshal gives the same chunk
-// (keys sorted): a 1,000-token replay was ~36 allocations a piece when every
-// chunk was a map marshalled from scratch (BenchmarkGeminiReplay1000Tokens).
-type textChunks struct {
-	prefix, suffix []byte
-	buf            []byte
-}
+// textChunks writes the chunks of plain text pieces of one candidate
+// (wire.Deltas), with the bytes json.Marshal gives the same chunk (keys
+// sorted).
+type textChunks struct{ wire.Deltas }
 
 func newTextChunks(role string, index any, common map[string]any) (*textChunks, error) {
 	rb, err := json.Marshal(role)
@@ -470,21 +457,15 @@ func newTextChunks(role string, index any, common map[string]any) (*textChunks, 
 	suffix := append([]byte(`}],"role":`), rb...)
 	suffix = append(append(append(suffix, `},"index":`...), ib...), "}]"...)
 	suffix = append(append(suffix, tail...), "\n\n"...)
-	return &textChunks{prefix: []byte(`data: {"candidates":[{"content":{"parts":[{"text":`), suffix: suffix}, nil
+	head := append(wire.AppendEventHead(nil, ""), `{"candidates":[{"content":{"parts":[{"text":`...)
+	return &textChunks{wire.Deltas{Head: head, Tail: suffix}}, nil
 }
 
-func (t *textChunks) write(w io.Writer, piece replayPiece) error {
-	tb, err := json.Marshal(piece.text)
-	if err != nil {
-		return err
-	}
-	t.buf = append(append(t.buf[:0], t.prefix...), tb...)
+func (t *textChunks) write(w io.Writer, flush func(), piece replayPiece) error {
 	if piece.thought != nil {
-		t.buf = append(append(t.buf, `,"thought":`...), piece.thought...)
+		return t.Write(w, flush, piece.text, []byte(`,"thought":`), piece.thought)
 	}
-	t.buf = append(t.buf, t.suffix...)
-	_, err = w.Write(t.buf)
-	return err
+	return t.Write(w, flush, piece.text)
 }
 
 // replayPiece is what one replayed chunk carries: a piece of a text part, a
@@ -537,23 +518,9 @@ func geminiResume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
 	if partial == "" {
 		return body, nil
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	var contents []json.RawMessage
-	if err := json.Unmarshal(obj["contents"], &contents); err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	model, _ := json.Marshal(map[string]any{"role": "model", "parts": []map[string]string{{"text": partial}}})
-	cont, _ := json.Marshal(map[string]any{"role": "user", "parts": []map[string]string{{"text": wire.ResumeInstruction}}})
-	contents = append(contents, model, cont)
-	obj["contents"], _ = json.Marshal(contents)
-	out, err := json.Marshal(obj)
-	if err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	return out, nil
+	return wire.ResumeBody(body, "contents", wire.ContinueTurns("model", partial, func(role, text string) any {
+		return map[string]any{"role": role, "parts": []map[string]string{{"text": text}}}
+	}))
 }
 
 func isNull(raw json.RawMessage) bool {

@@ -17,9 +17,9 @@ import (
 // The OpenAI formats: Chat Completions (exact and semantic tiers, streams,
 // resumption) and the exact-only /v1/completions and /v1/embeddings.
 var (
-	chatFormat        wire.Format = openAIFormat{endpoint: ChatEndpoint, chat: true}
-	completionsFormat wire.Format = openAIFormat{endpoint: "/v1/completions"}
-	embeddingsFormat  wire.Format = openAIFormat{endpoint: "/v1/embeddings", embeddings: true}
+	chatFormat        = openAIFormat{endpoint: ChatEndpoint, chat: true}.format()
+	completionsFormat = openAIFormat{endpoint: "/v1/completions"}.format()
+	embeddingsFormat  = openAIFormat{endpoint: "/v1/embeddings", embeddings: true}.format()
 )
 
 // openAIFormat is an OpenAI endpoint. Only chat is semantic and resumable.
@@ -29,20 +29,61 @@ type openAIFormat struct {
 	embeddings bool
 }
 
-func (f openAIFormat) Endpoint() string { return f.endpoint }
+// format is the endpoint's wire.Format.
+func (f openAIFormat) format() *wire.Format {
+	op := "chat"
+	switch {
+	case f.embeddings:
+		op = "embeddings"
+	case !f.chat:
+		op = "text_completion"
+	}
+	wf := &wire.Format{
+		Endpoint:     f.endpoint,
+		Key:          f.key,
+		Finished:     f.finished,
+		Usage:        chatUsage.Read,
+		AnswerText:   verify.AnswerText,
+		Replay:       f.replay,
+		NewAssembler: f.newAssembler,
+		Error: func(status int, code, message string) (int, []byte) {
+			return status, wire.ErrorObjectJSON(status, code, message)
+		},
+		StreamError: errorEvent,
+		ExactOnly:   !f.chat,
+		// The key reads the body alone (ChatKey, cache.GenericKey).
+		BodyKeyed: true,
+		// A stream that closed after every choice finished, without the
+		// API's own end marker, gets it: the SDKs wait for it.
+		Trailer: func(asm wire.StreamAssembler) []byte {
+			if s, ok := asm.(*openAIStream); ok && !s.a.sawDone {
+				return []byte(wire.DoneEvent)
+			}
+			return nil
+		},
+		GenAIOperation: op,
+		GenAIProvider:  "openai",
+		// Every answer served gets a new id and created, so it looks like
+		// a new completion.
+		FreshIDs: &wire.FreshIDs{JSONPrefix: freshIDPrefix, StreamPrefix: f.replayIDPrefix(), ReplayWith: Replay},
+		Judge:    chatJudgeOf,
+	}
+	if f.chat {
+		wf.Resume = resumeChat
+	}
+	return wf
+}
 
-func (f openAIFormat) Semantic() bool { return f.chat }
-
-func (f openAIFormat) Key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
+func (f openAIFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
 	if f.chat {
 		return ChatKey(partition, body, group)
 	}
 	return cache.GenericKey(partition, f.endpoint, body)
 }
 
-// Finished: embeddings with data; completions whose every choice finished
+// finished: embeddings with data; completions whose every choice finished
 // with a reason worth serving again.
-func (f openAIFormat) Finished(body []byte) bool {
+func (f openAIFormat) finished(body []byte) bool {
 	if f.embeddings {
 		var r struct {
 			Data []json.RawMessage `json:"data"`
@@ -52,13 +93,7 @@ func (f openAIFormat) Finished(body []byte) bool {
 	return finishedChoices(body)
 }
 
-// Fresh gives the body a new id and created, so every answer looks like a
-// new completion.
-func (f openAIFormat) Fresh(body []byte, now time.Time) []byte {
-	return wire.PrepareIdentity(body, f.FreshIDPrefix).AppendTo(make([]byte, 0, len(body)+32), now)
-}
-
-func (f openAIFormat) Replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error {
+func (f openAIFormat) replay(w io.Writer, flush func(), stored, req []byte, now time.Time) error {
 	// Exact field names, as the key read them (encoding/json would also
 	// accept "Stream_Options").
 	includeUsage := false
@@ -66,34 +101,25 @@ func (f openAIFormat) Replay(w io.Writer, flush func(), stored, req []byte, now 
 		so, _ := obj["stream_options"].(map[string]any)
 		includeUsage, _ = so["include_usage"].(bool)
 	}
-	return Replay(w, flush, stored, f.ReplayIDPrefix()+string(wire.AppendRandomHex(nil, 12)), now.Unix(), includeUsage)
+	return Replay(w, flush, stored, f.replayIDPrefix()+string(wire.AppendRandomHex(nil, 12)), now.Unix(), includeUsage)
 }
 
-func (f openAIFormat) NewAssembler() wire.StreamAssembler {
+func (f openAIFormat) newAssembler() wire.StreamAssembler {
 	return &openAIStream{a: NewAssembler(f.chat)}
 }
 
-func (f openAIFormat) Resume(body []byte, asm wire.StreamAssembler) ([]byte, error) {
-	if !f.chat {
-		return nil, wire.ErrNoResume
-	}
-	return resumeChatBody(body, asm.Partial())
+// resumeChat asks the next target to continue a cut answer: the partial
+// answer goes in as an assistant turn, followed by a continuation
+// instruction.
+func resumeChat(body []byte, asm wire.StreamAssembler) ([]byte, error) {
+	return wire.ResumeBody(body, "messages", wire.ContinueTurns("assistant", asm.Partial(), func(role, text string) any {
+		return map[string]string{"role": role, "content": text}
+	}))
 }
 
-// ForModel: the caller's default, the body's "model" field rewritten.
-func (f openAIFormat) ForModel(string, []byte) func(string) (string, []byte) { return nil }
-
-func (f openAIFormat) Error(status int, code, message string) (int, []byte) {
-	return status, wire.ErrorObjectJSON(status, code, message)
-}
-
-func (f openAIFormat) StreamError(err error) []byte { return errorEvent(err) }
-
-// AnswerText reads the first choice's message content, or a completion's text.
-// Usage reads usage.prompt_tokens and usage.completion_tokens.
-func (f openAIFormat) Usage(body []byte) wire.Usage { return chatUsage.Read(body) }
-
-func (f openAIFormat) AnswerText(body []byte) string { return verify.AnswerText(body) }
+// AnswerText reads the first choice's message content, or a completion's
+// text (verify.AnswerText). Usage reads usage.prompt_tokens and
+// usage.completion_tokens.
 
 // openAIStream adapts the chunk Assembler to wire.StreamAssembler.
 type openAIStream struct{ a *Assembler }
@@ -101,7 +127,7 @@ type openAIStream struct{ a *Assembler }
 func (s *openAIStream) Feed(ev wire.Event, raw []byte, resumed bool) ([]byte, bool, error) {
 	a := s.a
 	if ev.Event == "error" {
-		return nil, false, fmt.Errorf("the upstream sent an error event: %s", wire.Truncate(string(ev.Data), 200))
+		return nil, false, wire.UpstreamErrorEvent(ev.Data)
 	}
 	if ev.Done() {
 		a.sawDone = true
@@ -132,38 +158,9 @@ func (s *openAIStream) FinishedAtEOF() bool { return s.a.Complete() || allFinish
 
 func (s *openAIStream) Partial() string { return s.a.Text() }
 
-func (s *openAIStream) Trailer() []byte {
-	if s.a.sawDone {
-		return nil
-	}
-	return []byte("data: [DONE]\n\n")
-}
-
 func (s *openAIStream) Complete() bool { return s.a.Complete() }
 
 func (s *openAIStream) Body() ([]byte, error) { return s.a.Completion() }
-
-// resumeChatBody asks the next target to continue a cut answer: the partial
-// answer goes in as an assistant turn, followed by a continuation instruction.
-func resumeChatBody(orig []byte, partial string) ([]byte, error) {
-	var body map[string]json.RawMessage
-	if err := json.Unmarshal(orig, &body); err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(body["messages"], &msgs); err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	asst, _ := json.Marshal(map[string]string{"role": "assistant", "content": partial})
-	cont, _ := json.Marshal(map[string]string{"role": "user", "content": wire.ResumeInstruction})
-	msgs = append(msgs, asst, cont)
-	body["messages"], _ = json.Marshal(msgs)
-	nb, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("build resume request: %w", err)
-	}
-	return nb, nil
-}
 
 // finishedChoices reports whether a completion body is worth caching:
 // well-formed, with at least one choice, and every choice finished.
@@ -191,52 +188,34 @@ func finishedChoices(body []byte) bool {
 	return true
 }
 
-func (openAIFormat) BodyKeyed() {}
-
-// FreshIDPrefix: a legacy completion's id starts "cmpl-", a chat
+// freshIDPrefix: a legacy completion's id starts "cmpl-", a chat
 // completion's "chatcmpl-"; a fresh one keeps the kind.
-func (openAIFormat) FreshIDPrefix(storedID []byte) string {
+func freshIDPrefix(storedID []byte) string {
 	if len(storedID) > 6 && string(storedID[:6]) == `"cmpl-` {
 		return "cmpl-bw"
 	}
 	return "chatcmpl-bw"
 }
 
-// ReplayIDPrefix is the prefix of the endpoint's stream chunks' ids.
-func (f openAIFormat) ReplayIDPrefix() string {
+// replayIDPrefix is the prefix of the endpoint's stream chunks' ids.
+func (f openAIFormat) replayIDPrefix() string {
 	if !f.chat {
 		return "cmpl-bw"
 	}
 	return "chatcmpl-bw"
 }
 
-// ReplayWith is Replay with the id and created given.
-func (openAIFormat) ReplayWith(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error {
-	return Replay(w, flush, stored, id, created, includeUsage)
-}
-
-// GenAI: OpenAI's operations as the GenAI conventions name them.
-func (f openAIFormat) GenAI() (string, string) {
-	switch {
-	case f.embeddings:
-		return "embeddings", "openai"
-	case !f.chat:
-		return "text_completion", "openai"
-	}
-	return "chat", "openai"
-}
-
 // errorEvent is the event ending a cut Chat stream.
 func errorEvent(err error) []byte {
 	b, _ := json.Marshal(map[string]any{"error": map[string]any{
-		"message": "breakwater: the answer stream was interrupted and could not be resumed: " + err.Error(),
+		"message": wire.InterruptedMessage(err),
 		"type":    "server_error", "param": nil, "code": "stream_interrupted",
 	}})
 	// A data-only event whose object has "error": what the API itself sends,
 	// and what the SDKs raise as an error (openai-python checks data.error,
 	// go-openai accumulates a data: {"error": line and returns it at EOF; a
 	// named "event: error" line would be mis-parsed by go-openai).
-	return []byte("data: " + string(b) + "\n\n")
+	return wire.EventBytes("", b)
 }
 
 // OpenAI Chat and legacy Completions: usage.prompt_tokens and

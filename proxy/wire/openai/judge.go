@@ -26,11 +26,17 @@ type judgeMessage struct {
 	Content string `json:"content"`
 }
 
-// JudgeRequest implements wire.Judger: a system and a user message, a reply
+// chatJudgeOf is the Chat endpoints' judge: a Chat Completions request on
+// the model (judgeRequest), with the API's credential header besides
+// Authorization (Azure's Api-Key), and the organization and project a key
+// is billed to (https://platform.openai.com/docs/api-reference/authentication).
+var chatJudgeOf = &wire.Judge{Request: judgeRequest, Headers: []string{"Api-Key", "OpenAI-Organization", "OpenAI-Project"}}
+
+// judgeRequest: a system and a user message, a reply
 // of a few tokens at temperature 0, and the lowest reasoning_effort the
 // model takes (wire.OpenAIReasoning; reasoning models accept no
 // temperature but the default, so it is left out for them).
-func (f openAIFormat) JudgeRequest(model, system, user string) (string, []byte) {
+func judgeRequest(model, system, user string) (string, []byte) {
 	r := chatJudge{Model: model, Messages: []judgeMessage{{"system", system}, {"user", user}}}
 	effort, maxTokens := wire.OpenAIReasoning(model)
 	if effort == "" {
@@ -41,11 +47,4 @@ func (f openAIFormat) JudgeRequest(model, system, user string) (string, []byte) 
 	}
 	body, _ := json.Marshal(r) // strings and numbers only: never fails
 	return ChatEndpoint, body
-}
-
-// JudgeHeaders implements wire.Judger: the API's credential header besides
-// Authorization (Azure's Api-Key), and the organization and project a key
-// is billed to (https://platform.openai.com/docs/api-reference/authentication).
-func (openAIFormat) JudgeHeaders() []string {
-	return []string{"Api-Key", "OpenAI-Organization", "OpenAI-Project"}
 }

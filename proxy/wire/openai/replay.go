@@ -55,7 +55,7 @@ func Replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 		if usage != nil {
 			ev["usage"] = usage
 		}
-		return wire.WriteDataEvent(w, flush, ev)
+		return wire.WriteJSONEvent(w, flush, "", ev)
 	}
 	for _, c := range cc.Choices {
 		delta := func(d map[string]any) []map[string]any {
@@ -118,20 +118,12 @@ func Replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 			return err
 		}
 	}
-	if _, err := io.WriteString(w, "data: [DONE]\n\n"); err != nil {
-		return err
-	}
-	if flush != nil {
-		flush()
-	}
-	return nil
+	return wire.WriteEvent(w, flush, []byte(wire.DoneEvent))
 }
 
-// sendPieces writes one content chunk per piece. The envelope around the
-// piece is encoded once: a 1,000-token replay was ~38 allocations a piece
-// when every chunk was a map marshalled from scratch (BenchmarkReplay1000Tokens).
-// The bytes are identical to what send produces (keys in json.Marshal's
-// sorted order), which TestReplayGolden pins.
+// sendPieces writes one content chunk per piece (wire.Deltas). The bytes
+// are identical to what send produces (keys in json.Marshal's sorted
+// order), which TestReplayGolden pins.
 func sendPieces(w io.Writer, flush func(), pieces []string, index int, id string, created int64, model, fingerprint string) error {
 	if len(pieces) == 0 {
 		return nil
@@ -144,22 +136,9 @@ func sendPieces(w io.Writer, flush func(), pieces []string, index int, id string
 	if err != nil {
 		return err
 	}
-	prefix := []byte(`data: {"choices":[{"delta":{"content":`)
-	suffix := append([]byte(`},"finish_reason":null,"index":`+strconv.Itoa(index)+`,"logprobs":null}],`), tb[1:]...)
-	suffix = append(suffix, "\n\n"...)
-	buf := make([]byte, 0, 512)
-	for _, piece := range pieces {
-		pb, err := json.Marshal(piece)
-		if err != nil {
-			return err
-		}
-		buf = append(append(append(buf[:0], prefix...), pb...), suffix...)
-		if _, err := w.Write(buf); err != nil {
-			return err
-		}
-		if flush != nil {
-			flush()
-		}
+	d := wire.Deltas{
+		Head: append(wire.AppendEventHead(nil, ""), `{"choices":[{"delta":{"content":`...),
+		Tail: append(append([]byte(`},"finish_reason":null,"index":`+strconv.Itoa(index)+`,"logprobs":null}],`), tb[1:]...), "\n\n"...),
 	}
-	return nil
+	return d.WriteAll(w, flush, pieces)
 }

@@ -40,23 +40,54 @@ var Format = responsesFormat
 // responsesFormat is OpenAI's Responses API, POST /v1/responses: exact and
 // semantic tiers, streams relayed and replayed as its typed events, answers
 // served with the id the provider gave them.
-var responsesFormat wire.Format = responsesAPI{}
-
-type responsesAPI struct{}
-
-func (responsesAPI) Endpoint() string { return ResponsesEndpoint }
-
-func (responsesAPI) Semantic() bool { return true }
-
-// Key ignores the cache group: see cache.ResponsesKey.
-func (responsesAPI) Key(partition string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
-	return ResponsesKey(partition, body)
+var responsesFormat = &wire.Format{
+	Endpoint: ResponsesEndpoint,
+	// The key ignores the cache group: see ResponsesKey.
+	Key: func(partition string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
+		return ResponsesKey(partition, body)
+	},
+	Finished:   finished,
+	Usage:      responsesUsage.Read,
+	AnswerText: answerText,
+	Replay: func(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
+		return replayResponse(w, flush, stored)
+	},
+	NewAssembler: func() wire.StreamAssembler { return newResponsesStream() },
+	// The Responses API answers errors in the same shape as the rest of
+	// OpenAI's API ({"error":{"message","type","param","code"}}).
+	Error: func(status int, code, message string) (int, []byte) {
+		return status, wire.ErrorObjectJSON(status, code, message)
+	},
+	StreamError:     streamError,
+	BoundToUpstream: boundToUpstream,
+	ResponseID:      responseID,
+	StreamResponseID: func(asm wire.StreamAssembler) string {
+		if s, ok := asm.(*responsesStream); ok {
+			return s.id
+		}
+		return ""
+	},
+	// A Responses call is a chat, by OpenAI.
+	GenAIOperation: "chat",
+	GenAIProvider:  "openai",
+	Judge:          judge,
+	// Fresh: nil, the stored response is served as the provider sent it.
+	// Its id is the provider's: the client may send it back as
+	// previous_response_id, and only an id the provider issued (and
+	// stored) works there. Minting a new one, as Chat Completions hits do,
+	// would break the next turn.
+	//
+	// Resume: nil, never. A continuation would be a second response with
+	// its own id whose context holds the cut text and a continuation
+	// instruction; the client would chain its next turn
+	// (previous_response_id) onto that, not onto the answer it saw. A cut
+	// stream ends with an error event instead.
 }
 
-// Finished: only a response whose status is "completed". "incomplete" (cut
+// finished: only a response whose status is "completed". "incomplete" (cut
 // by max_output_tokens or the content filter), "failed", "cancelled",
 // "queued" and "in_progress" are never served to the next asker.
-func (responsesAPI) Finished(body []byte) bool {
+func finished(body []byte) bool {
 	f, err := exactFields(body)
 	if err != nil {
 		return false
@@ -77,46 +108,23 @@ func (responsesAPI) Finished(body []byte) bool {
 	return true
 }
 
-// Fresh serves the stored response as the provider sent it. Its id is the
-// provider's: the client may send it back as previous_response_id, and only
-// an id the provider issued (and stored) works there. Minting a new one, as
-// Chat Completions hits do, would break the next turn.
-func (responsesAPI) Fresh(body []byte, _ time.Time) []byte { return body }
-
-func (responsesAPI) Replay(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
-	return replayResponse(w, flush, stored)
-}
-
-func (responsesAPI) NewAssembler() wire.StreamAssembler { return newResponsesStream() }
-
-// Resume: never. A continuation would be a second response with its own id
-// whose context holds the cut text and a continuation instruction; the
-// client would chain its next turn (previous_response_id) onto that, not
-// onto the answer it saw. A cut stream ends with an error event instead.
-func (responsesAPI) Resume([]byte, wire.StreamAssembler) ([]byte, error) {
-	return nil, wire.ErrNoResume
-}
-
-// ForModel: the caller's default, the body's "model" field rewritten.
-func (responsesAPI) ForModel(string, []byte) func(string) (string, []byte) { return nil }
-
-// Error: the Responses API answers errors in the same shape as the rest of
-// OpenAI's API ({"error":{"message","type","param","code"}}).
-func (responsesAPI) Error(status int, code, message string) (int, []byte) {
-	return status, wire.ErrorObjectJSON(status, code, message)
-}
-
-// StreamError ends a cut stream with the API's "error" event
+// streamError ends a cut stream with the API's "error" event
 // ({"type":"error","code","message","param"}) that also carries an "error"
 // object: the SDKs (openai-go's ssestream, openai-python, openai-node) stop
 // and raise on a data payload with a top-level "error", so the client sees
 // an error, never a response that silently stopped.
-// AnswerText joins the output_text parts of the response's message items
-// (reasoning and function-call items are not what the user reads).
-// Usage reads usage.input_tokens and usage.output_tokens.
-func (responsesAPI) Usage(body []byte) wire.Usage { return responsesUsage.Read(body) }
+func streamError(err error) []byte {
+	msg := wire.InterruptedMessage(err)
+	b, _ := json.Marshal(map[string]any{
+		"type": "error", "code": "stream_interrupted", "message": msg, "param": nil,
+		"error": map[string]any{"message": msg, "type": "server_error", "param": nil, "code": "stream_interrupted"},
+	})
+	return wire.EventBytes("error", b)
+}
 
-func (responsesAPI) AnswerText(body []byte) string {
+// answerText joins the output_text parts of the response's message items
+// (reasoning and function-call items are not what the user reads).
+func answerText(body []byte) string {
 	var r struct {
 		Output []struct {
 			Type    string `json:"type"`
@@ -141,15 +149,6 @@ func (responsesAPI) AnswerText(body []byte) string {
 		}
 	}
 	return b.String()
-}
-
-func (responsesAPI) StreamError(err error) []byte {
-	msg := "breakwater: the response stream was interrupted: " + err.Error()
-	b, _ := json.Marshal(map[string]any{
-		"type": "error", "code": "stream_interrupted", "message": msg, "param": nil,
-		"error": map[string]any{"message": msg, "type": "server_error", "param": nil, "code": "stream_interrupted"},
-	})
-	return []byte("event: error\ndata: " + string(b) + "\n\n")
 }
 
 // handleResponses serves POST /v1/responses. Requests bound to state the
@@ -178,7 +177,7 @@ func handleResponses(h wire.Host) echo.HandlerFunc {
 		if why := responsesStateful(body); why != "" {
 			h.Logger(c).Debug("responses request passed through", "reason", why)
 			// Continuing a response another upstream created: to that one.
-			if _, prev := (responsesAPI{}).BoundToUpstream(body); prev != "" {
+			if _, prev := boundToUpstream(body); prev != "" {
 				if up, ok := h.OwnerOf(req.Header, prev); ok {
 					return h.ForwardTo(c, up)
 				}
@@ -189,13 +188,13 @@ func handleResponses(h wire.Host) echo.HandlerFunc {
 	}
 }
 
-// BoundToUpstream: a request naming previous_response_id (or a
+// boundToUpstream: a request naming previous_response_id (or a
 // conversation) continues a response stored by one provider account, and
 // only that account can serve it
 // (https://platform.openai.com/docs/guides/conversation-state). Another
 // model on the same upstream may (the API takes any model with
 // previous_response_id); another upstream may not.
-func (responsesAPI) BoundToUpstream(body []byte) (bool, string) {
+func boundToUpstream(body []byte) (bool, string) {
 	f, err := exactFields(body)
 	if err != nil {
 		return false, ""
@@ -252,10 +251,7 @@ func exactFields(body []byte) (map[string]json.RawMessage, error) {
 	return f, nil
 }
 
-// GenAI: a Responses call is a chat, by OpenAI.
-func (responsesAPI) GenAI() (string, string) { return "chat", "openai" }
-
-// ResponseID is the top-level "id" of a Responses answer ("" for anything
+// responseID is the top-level "id" of a Responses answer ("" for anything
 // else): only a response object is read (a compatible server may leave
 // "object" out); an error body has no id. Names are matched exactly. The
 // scan stops once "id" and "object" are read, which the API sends first:
@@ -263,7 +259,7 @@ func (responsesAPI) GenAI() (string, string) { return "chat", "openai" }
 // (BenchmarkResponseIDLearn), this is about 3 us.
 // Not cache.DecodeObject: it reads an upstream's answer, not a client's
 // request, and stops after two fields instead of decoding all of it.
-func (responsesAPI) ResponseID(body []byte) string {
+func responseID(body []byte) string {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
 		return ""

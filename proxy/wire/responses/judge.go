@@ -23,11 +23,17 @@ type responsesJudge struct {
 	} `json:"reasoning,omitempty"`
 }
 
-// JudgeRequest implements wire.Judger: instructions and one input text, a
+// judge is the Responses judge: judgeRequest, with the API's credential
+// header besides Authorization (Azure's Api-Key), and the organization and
+// project a key is billed to
+// (https://platform.openai.com/docs/api-reference/authentication).
+var judge = &wire.Judge{Request: judgeRequest, Headers: []string{"Api-Key", "OpenAI-Organization", "OpenAI-Project"}}
+
+// judgeRequest: instructions and one input text, a
 // reply of a few tokens, not stored, at the lowest reasoning.effort the
 // model takes (wire.OpenAIReasoning; temperature only for models without
 // reasoning, which the others refuse).
-func (responsesAPI) JudgeRequest(model, system, user string) (string, []byte) {
+func judgeRequest(model, system, user string) (string, []byte) {
 	r := responsesJudge{Model: model, Instructions: system, Input: user}
 	effort, maxTokens := wire.OpenAIReasoning(model)
 	r.MaxOutputTokens = max(maxTokens, 16)
@@ -41,11 +47,4 @@ func (responsesAPI) JudgeRequest(model, system, user string) (string, []byte) {
 	}
 	body, _ := json.Marshal(r) // strings and numbers only: never fails
 	return ResponsesEndpoint, body
-}
-
-// JudgeHeaders implements wire.Judger: the API's credential header besides
-// Authorization (Azure's Api-Key), and the organization and project a key
-// is billed to (https://platform.openai.com/docs/api-reference/authentication).
-func (responsesAPI) JudgeHeaders() []string {
-	return []string{"Api-Key", "OpenAI-Organization", "OpenAI-Project"}
 }

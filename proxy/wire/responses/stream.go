@@ -119,17 +119,12 @@ func (s *responsesStream) keep(dst *json.RawMessage, v json.RawMessage) {
 	*dst = append(json.RawMessage(nil), v...)
 }
 
-// ResponseID is the response's id once an event carried it, else "".
-func (s *responsesStream) ResponseID() string { return s.id }
-
 func (s *responsesStream) FinishedAtEOF() bool { return s.terminal != "" }
 
 func (s *responsesStream) Partial() string { return s.text.String() }
 
-func (s *responsesStream) Trailer() []byte { return nil }
-
 // Complete: the stream ended with response.completed, and its response says
-// so too (responsesAPI.Finished checks the body again before it is stored).
+// so too (finished checks the body again before it is stored).
 func (s *responsesStream) Complete() bool {
 	return s.terminal == "response.completed" && !s.tooBig && len(s.response) > 0
 }
@@ -309,10 +304,9 @@ func (r *eventWriter) send(typ string, fields ...any) {
 	r.write(b.Bytes())
 }
 
-// deltas sends one delta event per piece, with fields before "delta" and an
-// empty logprobs after it. The envelope is encoded once; a 1,000-piece
-// answer was ~22 allocations a piece when every event went through send
-// (BenchmarkReplayResponse1000Tokens). The bytes are the ones send writes.
+// deltas sends one delta event per piece (wire.Deltas), with fields before
+// "delta" and an empty logprobs and the running sequence_number after it:
+// the bytes send writes.
 func (r *eventWriter) deltas(typ string, pieces []string, fields ...any) {
 	if r.err != nil || len(pieces) == 0 {
 		return
@@ -323,18 +317,13 @@ func (r *eventWriter) deltas(typ string, pieces []string, fields ...any) {
 		return
 	}
 	head.WriteString(`,"delta":`)
-	buf := make([]byte, 0, 512)
+	d := wire.Deltas{Head: head.Bytes(), Tail: []byte("}\n\n")}
+	var seq []byte
 	for _, p := range pieces {
-		pb, err := json.Marshal(p)
-		if err != nil {
-			r.err = fmt.Errorf("replay cached response: %w", err)
-			return
-		}
-		buf = append(append(buf[:0], head.Bytes()...), pb...)
-		buf = append(buf, `,"logprobs":[],"sequence_number":`...)
-		buf = strconv.AppendInt(buf, r.seq, 10)
-		buf = append(buf, "}\n\n"...)
-		if !r.write(buf) {
+		seq = strconv.AppendInt(append(seq[:0], `,"logprobs":[],"sequence_number":`...), r.seq, 10)
+		r.seq++
+		if err := d.Write(r.w, r.flush, p, seq); err != nil {
+			r.err = err
 			return
 		}
 	}
@@ -355,9 +344,8 @@ func (r *eventWriter) write(ev []byte) bool {
 
 // eventFields encodes an event up to, not including, its sequence_number.
 func eventFields(b *bytes.Buffer, typ string, fields []any) error {
-	b.WriteString("event: ")
-	b.WriteString(typ)
-	b.WriteString("\ndata: {\"type\":")
+	b.Write(wire.AppendEventHead(b.AvailableBuffer(), typ))
+	b.WriteString(`{"type":`)
 	if err := writeJSONValue(b, typ); err != nil {
 		return err
 	}
