@@ -127,9 +127,15 @@ func (h *apiHost) Error(c echo.Context, status int, code, message string) error 
 	return writeError(c, status, code, message, 0)
 }
 
-// Forward answers errors in the shape of the API claiming the request, as
-// the /v1/* catch-all does.
-func (h *apiHost) Forward(c echo.Context) error {
+// Forward sends the request to the owner of the answer id owned when it is
+// known; else it answers errors in the shape of the API claiming the
+// request, as the /v1/* catch-all does.
+func (h *apiHost) Forward(c echo.Context, owned string) error {
+	if owned != "" {
+		if up, ok := h.s.ownerOf(c.Request().Header, owned); ok {
+			return h.s.forwardToOwner(c, up)
+		}
+	}
 	c.Set(formatCtxKey, nil)
 	return h.s.handleForward(c)
 }
@@ -144,15 +150,6 @@ func (h *apiHost) ForwardHome(c echo.Context) bool {
 	fwd.ServeHTTP(c.Response(), c.Request())
 	return true
 }
-
-func (h *apiHost) ForwardTo(c echo.Context, up string) error {
-	if h.s.ownerFwd[up] == nil {
-		return h.Forward(c)
-	}
-	return h.s.forwardToOwner(c, up)
-}
-
-func (h *apiHost) OwnerOf(hd http.Header, id string) (string, bool) { return h.s.ownerOf(hd, id) }
 
 func (h *apiHost) Claimant(hd http.Header) string {
 	if a := h.s.claimant(hd); a != nil {

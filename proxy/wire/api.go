@@ -69,29 +69,24 @@ type Host interface {
 	// Error answers an error in the shape of the route's Format (the API's
 	// Errors until Serve or Call set another).
 	Error(c echo.Context, status int, code, message string) error
-	// Forward passes c's request through uncached, as the /v1/* catch-all
-	// does: to the home upstream of the API that claims it, else to the
-	// default upstream.
-	Forward(c echo.Context) error
+	// Forward passes c's request through uncached: to the upstream that
+	// created the answer whose id is owned, when this process or a replica
+	// sharing its owners saw it for the tenant of c's headers (and that
+	// upstream has a pass-through target); else as the /v1/* catch-all
+	// does, to the home upstream of the API that claims it, else to the
+	// default upstream. owned "" names no answer.
+	Forward(c echo.Context, owned string) error
 	// ForwardHome passes c's request through uncached to this API's home
 	// upstream's pass-through target, as it is (the path after the API
 	// version goes after the target's root). false, with nothing sent, when
 	// the home upstream has no pass-through target.
 	ForwardHome(c echo.Context) bool
-	// ForwardTo passes c's request through uncached to the named upstream
-	// (the owner of an answer id, OwnerOf), or to the default upstream when
-	// that one has no pass-through target.
-	ForwardTo(c echo.Context, upstreamName string) error
 	// Call sends an uncached request through the caller (routing, retries,
 	// fallbacks; its Upstream defaults to this API's home upstream and its
 	// RequestID and Class are read from the request's headers) and relays
 	// the answer, counted under endpoint and answered with errors in f's
 	// shape.
 	Call(c echo.Context, f *Format, endpoint string, r *upstream.Request) error
-	// OwnerOf is the upstream that created answer id (ResponseIDer), when
-	// this process or a replica sharing its owners saw it, for the tenant
-	// whose headers h are.
-	OwnerOf(h http.Header, id string) (string, bool)
 	// Claimant is the name of the registered API that claims a request
 	// outside the cached routes by its headers h (API.Claims), or "".
 	Claimant(h http.Header) string

@@ -35,6 +35,12 @@ func ErrorType(status int) string {
 	}
 }
 
+// ObjectError is Format.Error for the APIs answering ErrorObject: the
+// status as it is, and the body.
+func ObjectError(status int, code, message string) (int, []byte) {
+	return status, ErrorObjectJSON(status, code, message)
+}
+
 // ErrorObjectJSON renders an ErrorObject for status, code and message.
 func ErrorObjectJSON(status int, code, message string) []byte {
 	body, _ := json.Marshal(ErrorObject{Error: ErrorObjectBody{Message: message, Type: ErrorType(status), Code: code}})

@@ -133,32 +133,30 @@ func (f *Format) Fresh(body []byte, now time.Time) []byte {
 // Check reports the first required field f lacks; errorsOnly checks only
 // those of an API's error shape (API.Errors).
 func (f *Format) Check(errorsOnly bool) error {
-	missing := ""
-	switch {
-	case f.Error == nil:
-		missing = "Error"
-	case f.StreamError == nil:
-		missing = "StreamError"
-	case errorsOnly:
-	case f.Endpoint == "":
-		missing = "Endpoint"
-	case f.Key == nil:
-		missing = "Key"
-	case f.Finished == nil:
-		missing = "Finished"
-	case f.Usage == nil:
-		missing = "Usage"
-	case f.AnswerText == nil:
-		missing = "AnswerText"
-	case f.Replay == nil:
-		missing = "Replay"
-	case f.NewAssembler == nil:
-		missing = "NewAssembler"
+	set := []struct {
+		name string
+		ok   bool
+	}{
+		{"Error", f.Error != nil}, {"StreamError", f.StreamError != nil},
+		{"Endpoint", f.Endpoint != ""}, {"Key", f.Key != nil}, {"Finished", f.Finished != nil},
+		{"Usage", f.Usage != nil}, {"AnswerText", f.AnswerText != nil}, {"Replay", f.Replay != nil},
+		{"NewAssembler", f.NewAssembler != nil},
 	}
-	if missing != "" {
-		return errors.New("the Format has no " + missing)
+	if errorsOnly {
+		set = set[:2]
+	}
+	for _, s := range set {
+		if !s.ok {
+			return errors.New("the Format has no " + s.name)
+		}
 	}
 	return nil
+}
+
+// ReplayStored adapts a replay that reads nothing but the stored answer
+// (no request field, no clock) to Format.Replay.
+func ReplayStored(replay func(w io.Writer, flush func(), stored []byte) error) func(io.Writer, func(), []byte, []byte, time.Time) error {
+	return func(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error { return replay(w, flush, stored) }
 }
 
 // FreshIDs is set on a Format whose answers carry a top-level "id" and

@@ -2,10 +2,8 @@ package anthropic
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strings"
-	"time"
 	"unicode"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -15,14 +13,12 @@ import (
 
 // messagesFormat is the Anthropic Messages API (POST /v1/messages).
 var messagesFormat = &wire.Format{
-	Endpoint:   MessagesEndpoint,
-	Key:        messagesKey,
-	Finished:   finished,
-	Usage:      messagesUsage.Read,
-	AnswerText: answerText,
-	Replay: func(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
-		return replayMessage(w, flush, stored)
-	},
+	Endpoint:     MessagesEndpoint,
+	Key:          messagesKey,
+	Finished:     finished,
+	Usage:        messagesUsage.Read,
+	AnswerText:   answerText,
+	Replay:       wire.ReplayStored(replayMessage),
 	NewAssembler: func() wire.StreamAssembler { return newMessageStream() },
 	Error:        messagesError,
 	StreamError:  streamError,

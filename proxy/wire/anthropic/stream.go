@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/proxy/wire"
@@ -338,7 +339,7 @@ func replayMessage(w io.Writer, flush func(), stored []byte) error {
 		return err
 	}
 	for i, block := range content {
-		if err := replayBlock(send, i, block); err != nil {
+		if err := replayBlock(w, flush, send, i, block); err != nil {
 			return err
 		}
 	}
@@ -353,15 +354,19 @@ func replayMessage(w io.Writer, flush func(), stored []byte) error {
 }
 
 // replayBlock sends one content block the way the API streams its type;
-// block types without deltas arrive whole in their start event.
-func replayBlock(send func(string, map[string]any) error, i int, block map[string]json.RawMessage) error {
+// block types without deltas arrive whole in their start event. A text's or
+// thinking's pieces are written by wire.Deltas, with the bytes send gives
+// the same event.
+func replayBlock(w io.Writer, flush func(), send func(string, map[string]any) error, i int, block map[string]json.RawMessage) error {
 	var typ string
 	_ = json.Unmarshal(block["type"], &typ)
 	start := make(map[string]json.RawMessage, len(block))
 	for k, v := range block {
 		start[k] = v
 	}
-	var deltas []map[string]any
+	var deltas, after []map[string]any
+	var pieces []string
+	var field string // the pieces' field: "text" or "thinking"
 	switch typ {
 	case "text":
 		var text string
@@ -374,18 +379,14 @@ func replayBlock(send func(string, map[string]any) error, i int, block map[strin
 				deltas = append(deltas, map[string]any{"type": "citations_delta", "citation": c})
 			}
 		}
-		for _, piece := range wire.Words(text) {
-			deltas = append(deltas, map[string]any{"type": "text_delta", "text": piece})
-		}
+		pieces, field = wire.Words(text), "text"
 	case "thinking":
 		var thinking, sig string
 		_ = json.Unmarshal(block["thinking"], &thinking)
 		_ = json.Unmarshal(block["signature"], &sig)
 		start["thinking"], start["signature"] = json.RawMessage(`""`), json.RawMessage(`""`)
-		for _, piece := range wire.Words(thinking) {
-			deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": piece})
-		}
-		deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": sig})
+		pieces, field = wire.Words(thinking), "thinking"
+		after = append(after, map[string]any{"type": "signature_delta", "signature": sig})
 	case "tool_use", "server_tool_use", "mcp_tool_use":
 		if in := block["input"]; len(in) > 0 {
 			var compact bytes.Buffer
@@ -399,6 +400,20 @@ func replayBlock(send func(string, map[string]any) error, i int, block map[strin
 		return err
 	}
 	for _, d := range deltas {
+		if err := send("content_block_delta", map[string]any{"index": i, "delta": d}); err != nil {
+			return err
+		}
+	}
+	if len(pieces) > 0 {
+		d := wire.Deltas{
+			Head: append(wire.AppendEventHead(nil, "content_block_delta"), `{"delta":{"`+field+`":`...),
+			Tail: []byte(`,"type":"` + field + `_delta"},"index":` + strconv.Itoa(i) + `,"type":"content_block_delta"}` + "\n\n"),
+		}
+		if err := d.WriteAll(w, flush, pieces); err != nil {
+			return err
+		}
+	}
+	for _, d := range after {
 		if err := send("content_block_delta", map[string]any{"index": i, "delta": d}); err != nil {
 			return err
 		}

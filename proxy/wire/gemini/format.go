@@ -3,7 +3,6 @@ package gemini
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -70,10 +69,8 @@ func baseFormat(storeMaxTokens bool) wire.Format {
 		Usage:    geminiUsage.Read,
 		// AnswerText joins the first candidate's text parts, without
 		// thought parts.
-		AnswerText: answerText,
-		Replay: func(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
-			return geminiReplay(w, flush, stored)
-		},
+		AnswerText:   answerText,
+		Replay:       wire.ReplayStored(geminiReplay),
 		NewAssembler: func() wire.StreamAssembler { return newGeminiStream(storeMaxTokens) },
 		Error: func(status int, code, message string) (int, []byte) {
 			return status, geminiErrorBody(status, code, message)

@@ -50,7 +50,7 @@ func handleStable(h wire.Host) echo.HandlerFunc {
 		if _, method := geminiTarget(strings.TrimPrefix(c.Request().URL.Path, "/v1")); method != "" && c.Request().Method == http.MethodPost {
 			return gemini(c)
 		}
-		return h.Forward(c)
+		return h.Forward(c, "")
 	}
 }
 

@@ -46,11 +46,9 @@ func (f openAIFormat) format() *wire.Format {
 		AnswerText:   verify.AnswerText,
 		Replay:       f.replay,
 		NewAssembler: f.newAssembler,
-		Error: func(status int, code, message string) (int, []byte) {
-			return status, wire.ErrorObjectJSON(status, code, message)
-		},
-		StreamError: errorEvent,
-		ExactOnly:   !f.chat,
+		Error:        wire.ObjectError,
+		StreamError:  errorEvent,
+		ExactOnly:    !f.chat,
 		// The key reads the body alone (ChatKey, cache.GenericKey).
 		BodyKeyed: true,
 		// A stream that closed after every choice finished, without the
@@ -229,7 +227,7 @@ var chatUsage = wire.UsageFields{Field: "usage", Input: []string{"prompt_tokens"
 func handleModels(h wire.Host) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if h.Claimant(c.Request().Header) != "" {
-			return h.Forward(c)
+			return h.Forward(c, "")
 		}
 		type model struct {
 			ID      string `json:"id"`

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -46,18 +45,14 @@ var responsesFormat = &wire.Format{
 	Key: func(partition string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
 		return ResponsesKey(partition, body)
 	},
-	Finished:   finished,
-	Usage:      responsesUsage.Read,
-	AnswerText: answerText,
-	Replay: func(w io.Writer, flush func(), stored, _ []byte, _ time.Time) error {
-		return replayResponse(w, flush, stored)
-	},
+	Finished:     finished,
+	Usage:        responsesUsage.Read,
+	AnswerText:   answerText,
+	Replay:       wire.ReplayStored(replayResponse),
 	NewAssembler: func() wire.StreamAssembler { return newResponsesStream() },
 	// The Responses API answers errors in the same shape as the rest of
 	// OpenAI's API ({"error":{"message","type","param","code"}}).
-	Error: func(status int, code, message string) (int, []byte) {
-		return status, wire.ErrorObjectJSON(status, code, message)
-	},
+	Error:           wire.ObjectError,
 	StreamError:     streamError,
 	BoundToUpstream: boundToUpstream,
 	ResponseID:      responseID,
@@ -177,12 +172,8 @@ func handleResponses(h wire.Host) echo.HandlerFunc {
 		if why := responsesStateful(body); why != "" {
 			h.Logger(c).Debug("responses request passed through", "reason", why)
 			// Continuing a response another upstream created: to that one.
-			if _, prev := boundToUpstream(body); prev != "" {
-				if up, ok := h.OwnerOf(req.Header, prev); ok {
-					return h.ForwardTo(c, up)
-				}
-			}
-			return h.Forward(c)
+			_, prev := boundToUpstream(body)
+			return h.Forward(c, prev)
 		}
 		return h.Serve(c, responsesFormat)
 	}
@@ -310,10 +301,7 @@ func responseID(body []byte) string {
 // path (the default upstream).
 func handleResponseByID(h wire.Host) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if up, ok := h.OwnerOf(c.Request().Header, c.Param("id")); ok {
-			return h.ForwardTo(c, up)
-		}
-		return h.Forward(c)
+		return h.Forward(c, c.Param("id"))
 	}
 }
 

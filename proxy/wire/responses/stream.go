@@ -332,14 +332,8 @@ func (r *eventWriter) deltas(typ string, pieces []string, fields ...any) {
 // write sends one encoded event and counts it; false once writing failed.
 func (r *eventWriter) write(ev []byte) bool {
 	r.seq++
-	if _, err := r.w.Write(ev); err != nil {
-		r.err = err
-		return false
-	}
-	if r.flush != nil {
-		r.flush()
-	}
-	return true
+	r.err = wire.WriteEvent(r.w, r.flush, ev)
+	return r.err == nil
 }
 
 // eventFields encodes an event up to, not including, its sequence_number.
