@@ -50,7 +50,7 @@ func (w *wireBody) write(c echo.Context, now time.Time) error {
 	return err
 }
 
-// storedOf returns e's prepared body, an answer of the Identified f,
+// storedOf returns e's prepared body, an answer of f (which has FreshIDs),
 // preparing it when e has none (an entry read back from an index) or one
 // for other bytes.
 func storedOf(e *cache.Entry, f Format) *wireBody {

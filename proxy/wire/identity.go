@@ -20,7 +20,7 @@ func AppendRandomHex(dst []byte, n int) []byte {
 }
 
 // Identity is a stored answer ready to be served with a fresh top-level
-// "id" and "created" (Identified): where the two values are is found once,
+// "id" and "created" (Format.FreshIDs): where the two values are is found once,
 // when it is stored, so a hit writes the stored bytes around two fresh
 // values without scanning or copying them.
 type Identity struct {
@@ -32,7 +32,7 @@ type Identity struct {
 }
 
 // PrepareIdentity scans body once for its identity fields; prefix gives
-// the fresh id's prefix from the stored "id" value (Identified.FreshIDPrefix).
+// the fresh id's prefix from the stored "id" value (FreshIDs.JSONPrefix).
 func PrepareIdentity(body []byte, prefix func(storedID []byte) string) *Identity {
 	w := &Identity{body: body, idStart: -1, idEnd: -1, crStart: -1, crEnd: -1}
 	idStart, idEnd, crStart, crEnd := -1, -1, -1, -1
