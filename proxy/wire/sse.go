@@ -64,10 +64,17 @@ func InterruptedMessage(err error) string {
 }
 
 // UpstreamErrorEvent is the cut an upstream's error event makes: an error
-// after the 200 (an "event: error", or an object with "error" as its data),
-// quoted up to 200 bytes.
+// after the 200 (an "event: error", or an Anthropic "error" event), quoted
+// up to 200 bytes.
 func UpstreamErrorEvent(data []byte) error {
 	return fmt.Errorf("the upstream sent an error event: %s", Truncate(string(data), 200))
+}
+
+// UpstreamErrorObject is the cut a data event whose object has "error" makes
+// (how OpenAI's API and Gemini's fail mid-stream): that error, quoted up to
+// 200 bytes.
+func UpstreamErrorObject(obj []byte) error {
+	return fmt.Errorf("the upstream sent an error mid-stream: %s", Truncate(string(obj), 200))
 }
 
 // Deltas writes the pieces of a replayed text as events that differ only in
@@ -90,11 +97,15 @@ func (d *Deltas) Write(w io.Writer, flush func(), piece string, extra ...[]byte)
 	if err != nil {
 		return err
 	}
+	if d.buf == nil {
+		d.buf = make([]byte, 0, len(d.Head)+len(d.Tail)+256)
+	}
 	d.buf = append(append(d.buf[:0], d.Head...), pb...)
 	for _, e := range extra {
 		d.buf = append(d.buf, e...)
 	}
-	return WriteEvent(w, flush, append(d.buf, d.Tail...))
+	d.buf = append(d.buf, d.Tail...)
+	return WriteEvent(w, flush, d.buf)
 }
 
 // WriteAll writes one event per piece.

@@ -76,7 +76,7 @@ func (g *geminiStream) add(data []byte) error {
 		return fmt.Errorf("parse stream chunk: %w", err)
 	}
 	if e, ok := top["error"]; ok && !isNull(e) {
-		return fmt.Errorf("the upstream sent an error mid-stream: %s", wire.Truncate(string(e), 200))
+		return wire.UpstreamErrorObject(e)
 	}
 	g.events++
 	for k, v := range top {
@@ -457,7 +457,7 @@ func newTextChunks(role string, index any, common map[string]any) (*textChunks, 
 	suffix := append([]byte(`}],"role":`), rb...)
 	suffix = append(append(append(suffix, `},"index":`...), ib...), "}]"...)
 	suffix = append(append(suffix, tail...), "\n\n"...)
-	head := append(wire.AppendEventHead(nil, ""), `{"candidates":[{"content":{"parts":[{"text":`...)
+	head := append(wire.AppendEventHead(make([]byte, 0, 56), ""), `{"candidates":[{"content":{"parts":[{"text":`...)
 	return &textChunks{wire.Deltas{Head: head, Tail: suffix}}, nil
 }
 

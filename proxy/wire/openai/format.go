@@ -2,7 +2,6 @@ package openai
 
 import (
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -138,7 +137,7 @@ func (s *openAIStream) Feed(ev wire.Event, raw []byte, resumed bool) ([]byte, bo
 		Error json.RawMessage `json:"error"`
 	}
 	if json.Unmarshal(ev.Data, &probe) == nil && len(probe.Error) > 0 && string(probe.Error) != "null" {
-		return nil, false, fmt.Errorf("the upstream sent an error mid-stream: %s", wire.Truncate(string(probe.Error), 200))
+		return nil, false, wire.UpstreamErrorObject(probe.Error)
 	}
 	before := len(a.Text())
 	if err := a.Add(ev.Data); err != nil {

@@ -118,8 +118,11 @@ func Replay(w io.Writer, flush func(), body []byte, id string, created int64, in
 			return err
 		}
 	}
-	return wire.WriteEvent(w, flush, []byte(wire.DoneEvent))
+	return wire.WriteEvent(w, flush, doneEvent)
 }
+
+// doneEvent is wire.DoneEvent as bytes, converted once.
+var doneEvent = []byte(wire.DoneEvent)
 
 // sendPieces writes one content chunk per piece (wire.Deltas). The bytes
 // are identical to what send produces (keys in json.Marshal's sorted
@@ -137,7 +140,7 @@ func sendPieces(w io.Writer, flush func(), pieces []string, index int, id string
 		return err
 	}
 	d := wire.Deltas{
-		Head: append(wire.AppendEventHead(nil, ""), `{"choices":[{"delta":{"content":`...),
+		Head: append(wire.AppendEventHead(make([]byte, 0, 48), ""), `{"choices":[{"delta":{"content":`...),
 		Tail: append(append([]byte(`},"finish_reason":null,"index":`+strconv.Itoa(index)+`,"logprobs":null}],`), tb[1:]...), "\n\n"...),
 	}
 	return d.WriteAll(w, flush, pieces)

@@ -318,7 +318,7 @@ func (r *eventWriter) deltas(typ string, pieces []string, fields ...any) {
 	}
 	head.WriteString(`,"delta":`)
 	d := wire.Deltas{Head: head.Bytes(), Tail: []byte("}\n\n")}
-	var seq []byte
+	seq := make([]byte, 0, 64)
 	for _, p := range pieces {
 		seq = strconv.AppendInt(append(seq[:0], `,"logprobs":[],"sequence_number":`...), r.seq, 10)
 		r.seq++
@@ -338,6 +338,7 @@ func (r *eventWriter) write(ev []byte) bool {
 
 // eventFields encodes an event up to, not including, its sequence_number.
 func eventFields(b *bytes.Buffer, typ string, fields []any) error {
+	b.Grow(len(typ) + 256)
 	b.Write(wire.AppendEventHead(b.AvailableBuffer(), typ))
 	b.WriteString(`{"type":`)
 	if err := writeJSONValue(b, typ); err != nil {
