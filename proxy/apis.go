@@ -53,7 +53,7 @@ func (s *Server) mountAPIs(e *echo.Echo, apis []wire.API) error {
 				handler = s.serveFormat(r.Format, a.home)
 				mw = append(mw, s.bodyBudget)
 			case r.Handler != nil:
-				handler = h.wrap(r.Handler(h))
+				handler = h.wrap(h.yield(r.Yield, r.Handler(h)))
 				if r.Budget {
 					mw = append(mw, s.bodyBudget)
 				}
@@ -116,6 +116,19 @@ func (h *apiHost) wrap(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
+// yield passes a request another API claims through (wire.Route.Yield).
+func (h *apiHost) yield(yield bool, next echo.HandlerFunc) echo.HandlerFunc {
+	if !yield {
+		return next
+	}
+	return func(c echo.Context) error {
+		if a := h.s.claimant(c.Request().Header); a != nil && a != h.a {
+			return h.Forward(c, "")
+		}
+		return next(c)
+	}
+}
+
 func (h *apiHost) Serve(c echo.Context, f Format) error {
 	c.Set(formatCtxKey, f)
 	return h.s.serveCached(c, f, h.a.home)
@@ -149,13 +162,6 @@ func (h *apiHost) ForwardHome(c echo.Context) bool {
 	h.s.countBypass(c)
 	fwd.ServeHTTP(c.Response(), c.Request())
 	return true
-}
-
-func (h *apiHost) Claimant(hd http.Header) string {
-	if a := h.s.claimant(hd); a != nil {
-		return a.Name
-	}
-	return ""
 }
 
 func (h *apiHost) Models() []string { return h.s.opts.Models }

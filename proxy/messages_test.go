@@ -462,3 +462,27 @@ func TestMessagesUnlistedModelGoesToAnthropicUpstream(t *testing.T) {
 		t.Errorf("/stats target claude-b/claude-unlisted sent %d, want 2", sent)
 	}
 }
+
+// An Anthropic SDK's model list goes to the Anthropic upstream, as the SDK
+// sent it, not to the OpenAI-shaped list of the routes that GET /v1/models
+// answers other clients (wire.Route.Yield).
+func TestModelsYieldToClaimant(t *testing.T) {
+	ce := newClaudeEnv(t, envOptions{})
+	client := ce.sdk("sk-ant-1", false)
+	_, err := client.Models.List(context.Background(), anthropic.ModelListParams{})
+	// The fake Claude has no model list: its own 404 comes back.
+	var apiErr *anthropic.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || !strings.Contains(apiErr.RawJSON(), "no /v1/models") {
+		t.Fatalf("err = %v, want the Anthropic upstream's 404", err)
+	}
+	seen := false
+	for _, r := range ce.a.requests() {
+		seen = seen || (r.path == "/v1/models" && r.header.Get("X-Api-Key") == "sk-ant-1")
+	}
+	if !seen {
+		t.Errorf("the Anthropic upstream saw %v, want GET /v1/models with the client's key", ce.a.requests())
+	}
+	if r := ce.get("/v1/models"); r.status != 200 || !strings.Contains(string(r.body), `"id":"gpt-test","object":"model"`) {
+		t.Errorf("/v1/models without Anthropic headers = %d %s, want the routes' list", r.status, r.body)
+	}
+}

@@ -50,6 +50,11 @@ type Route struct {
 	// Handler, when Format is nil, is the route's own handler, built once
 	// with the Host of this API.
 	Handler func(h Host) echo.HandlerFunc
+	// Yield passes a request that another registered API claims by its
+	// headers (API.Claims) through, as Host.Forward does, instead of
+	// serving it: for a path two APIs' SDKs call (GET /v1/models). false:
+	// the route serves every request on its path.
+	Yield bool
 	// Budget admits the request under the server's in-flight body budget
 	// (server.max_body_bytes_in_flight; 503 + Retry-After when full). Every
 	// route that reads a body into memory sets it; a route with a Format
@@ -87,9 +92,6 @@ type Host interface {
 	// the answer, counted under endpoint and answered with errors in f's
 	// shape.
 	Call(c echo.Context, f *Format, endpoint string, r *upstream.Request) error
-	// Claimant is the name of the registered API that claims a request
-	// outside the cached routes by its headers h (API.Claims), or "".
-	Claimant(h http.Header) string
 	// Models are the model names the configured routes list.
 	Models() []string
 	// Logger is the request's logger.

@@ -221,13 +221,10 @@ func errorEvent(err error) []byte {
 var chatUsage = wire.UsageFields{Field: "usage", Input: []string{"prompt_tokens"}, Output: []string{"completion_tokens"}}
 
 // handleModels answers GET /v1/models with the configured routes' names, in
-// the list shape of OpenAI's API; a request another API claims (an
-// Anthropic SDK's, by its headers) is passed through to list that API's.
+// the list shape of OpenAI's API (a request another API claims was passed
+// through before: the route Yields).
 func handleModels(h wire.Host) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if h.Claimant(c.Request().Header) != "" {
-			return h.Forward(c, "")
-		}
 		type model struct {
 			ID      string `json:"id"`
 			Object  string `json:"object"`
@@ -256,7 +253,9 @@ var API = wire.API{
 		{Method: http.MethodPost, Path: ChatEndpoint, Format: chatFormat},
 		{Method: http.MethodPost, Path: "/v1/completions", Format: completionsFormat},
 		{Method: http.MethodPost, Path: "/v1/embeddings", Format: embeddingsFormat},
-		{Method: http.MethodGet, Path: "/v1/models", Handler: handleModels},
+		// A request another API's SDK sends (an Anthropic SDK's, by its
+		// headers) is passed through to list that API's models.
+		{Method: http.MethodGet, Path: "/v1/models", Handler: handleModels, Yield: true},
 	},
 }
 
