@@ -29,6 +29,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.DurationVar(&o.RetryAfter, "retry-after", time.Second, "wait a 429 asks for")
 	fs.Float64Var(&o.ErrorRate, "error-rate", 0, "share of admitted calls answered 503, in [0,1]")
 	fs.IntVar(&o.RefuseFirst, "refuse-first", 0, "refuse each prompt's first N calls in the API's own shape (OpenAI 429, Anthropic 529, Gemini 429 RESOURCE_EXHAUSTED), then answer it")
+	fs.IntVar(&o.RPM, "rpm", 0, "requests per minute, every API (0: no limit)")
+	fs.IntVar(&o.TPM, "tpm", 0, "tokens per minute: OpenAI's endpoints charge input + max_tokens at admission, Gemini input tokens (0: no limit)")
+	fs.IntVar(&o.ITPM, "itpm", 0, "Anthropic input tokens per minute (0: no limit)")
+	fs.IntVar(&o.OTPM, "otpm", 0, "Anthropic output tokens per minute, max_tokens at admission corrected to the answer's (0: no limit)")
+	fs.DurationVar(&o.Burst, "burst", time.Minute, "how much of a minute's budget each -rpm/-tpm/-itpm/-otpm bucket holds (the largest request that can ever fit)")
 	fs.Uint64Var(&o.Seed, "seed", 1, "seed for jitter and injected errors")
 	models := fs.String("models", "gpt-test", "comma-separated model names listed by /v1/models")
 	fs.IntVar(&o.Dimension, "dim", 64, "length of /v1/embeddings vectors")
@@ -47,6 +52,17 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if o.ErrorRate < 0 || o.ErrorRate > 1 {
 		return fmt.Errorf("parse flags: -error-rate %v: must be in [0,1]", o.ErrorRate)
 	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"rpm", o.RPM}, {"tpm", o.TPM}, {"itpm", o.ITPM}, {"otpm", o.OTPM}} {
+		if f.v < 0 {
+			return fmt.Errorf("parse flags: -%s %d: must be >= 0", f.name, f.v)
+		}
+	}
+	if o.Burst <= 0 {
+		return fmt.Errorf("parse flags: -burst %s: must be > 0", o.Burst)
+	}
 	var err error
 	if o.Steps, err = ParseSteps(*steps); err != nil {
 		return fmt.Errorf("parse flags: -steps %q: %w", *steps, err)
@@ -60,8 +76,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	fmt.Fprintf(stdout, "breakwater sim: serving a model (OpenAI, Anthropic and Gemini shapes) on http://%s/v1 (capacity %d, latency %s + %s %s jitter); stats at /sim/stats\n",
-		ln.Addr(), o.Capacity, o.Latency, o.Jitter, o.Dist)
+	limits := ""
+	if o.limited() {
+		limits = fmt.Sprintf(", per minute: %d requests, %d tokens, %d input, %d output (0: no limit)", o.RPM, o.TPM, o.ITPM, o.OTPM)
+	}
+	fmt.Fprintf(stdout, "breakwater sim: serving a model (OpenAI, Anthropic and Gemini shapes) on http://%s/v1 (capacity %d, latency %s + %s %s jitter%s); stats at /sim/stats\n",
+		ln.Addr(), o.Capacity, o.Latency, o.Jitter, o.Dist, limits)
 	return Serve(ctx, ln, New(o))
 }
 

@@ -46,7 +46,7 @@ func TestRun(t *testing.T) {
 }
 
 func TestRunBadFlags(t *testing.T) {
-	for _, args := range [][]string{{"-dist", "gamma"}, {"-error-rate", "2"}, {"extra"}, {"-steps", "5s"}, {"-steps", "5s:2,1s:8"}, {"-steps", "x:1"}, {"-refuse-first", "-1"}} {
+	for _, args := range [][]string{{"-dist", "gamma"}, {"-error-rate", "2"}, {"extra"}, {"-steps", "5s"}, {"-steps", "5s:2,1s:8"}, {"-steps", "x:1"}, {"-refuse-first", "-1"}, {"-tpm", "-1"}, {"-otpm", "-5"}, {"-burst", "0s"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			var out, errb bytes.Buffer
 			if err := Run(t.Context(), args, &out, &errb); err == nil {

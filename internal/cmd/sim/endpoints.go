@@ -25,6 +25,10 @@ type chatRequest struct {
 	Prompt json.RawMessage `json:"prompt"`
 	Stream bool            `json:"stream"`
 	Input  json.RawMessage `json:"input"`
+	// MaxTokens and MaxCompletionTokens bound the answer; the token budget
+	// reserves them (tokens.go).
+	MaxTokens           int `json:"max_tokens"`
+	MaxCompletionTokens int `json:"max_completion_tokens"`
 }
 
 func decode(w http.ResponseWriter, r *http.Request) (*chatRequest, bool) {

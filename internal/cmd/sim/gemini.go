@@ -18,6 +18,14 @@ type geminiContent struct {
 	} `json:"parts"`
 }
 
+// geminiRequest is the part of a generateContent request the sim reads.
+type geminiRequest struct {
+	Contents         []geminiContent `json:"contents"`
+	GenerationConfig struct {
+		MaxOutputTokens int `json:"maxOutputTokens"`
+	} `json:"generationConfig"`
+}
+
 // isGemini reports whether path is a Gemini model call
 // (/{version}/models/{model}:{method}); a POST on /v1/models/… can be
 // nothing else, since OpenAI's models endpoint is GET only.
@@ -55,9 +63,7 @@ func (s *Sim) gemini(w http.ResponseWriter, r *http.Request, release func()) {
 		writeGeminiError(w, http.StatusNotFound, "NOT_FOUND", "sim: no method "+method+" on models/"+model)
 		return
 	}
-	var req struct {
-		Contents []geminiContent `json:"contents"`
-	}
+	var req geminiRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, maxBody)).Decode(&req); err != nil || len(req.Contents) == 0 {
 		release()
 		writeGeminiError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "sim: a JSON body with contents is required")

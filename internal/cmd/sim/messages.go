@@ -11,10 +11,11 @@ import (
 
 // messagesRequest is the part of an Anthropic Messages request the sim reads.
 type messagesRequest struct {
-	Model    string          `json:"model"`
-	Stream   bool            `json:"stream"`
-	System   json.RawMessage `json:"system"`
-	Messages []struct {
+	Model     string          `json:"model"`
+	MaxTokens int             `json:"max_tokens"`
+	Stream    bool            `json:"stream"`
+	System    json.RawMessage `json:"system"`
+	Messages  []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
@@ -56,6 +57,7 @@ func (s *Sim) messages(w http.ResponseWriter, r *http.Request, release func()) {
 		model = s.opts.Models[0]
 	}
 	words := strings.Fields(ans)
+	s.settle(r, len(words))
 	s.promptTokens.Add(int64(prompt))
 	s.outputTokens.Add(int64(len(words)))
 	msg := map[string]any{

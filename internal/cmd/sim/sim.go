@@ -88,6 +88,15 @@ type Options struct {
 	// Seed, so a pair always gets the same one (a deterministic model that
 	// is wrong about some pairs). Zero: DefaultJudgeAccuracy.
 	JudgeAccuracy float64
+	// RPM, TPM, ITPM and OTPM are budgets per minute, each with its
+	// provider's accounting, headers and refusals (see tokens.go): requests
+	// (every API); tokens, input and output counted together (OpenAI's
+	// endpoints) or input alone (Gemini's); input tokens and output tokens
+	// (Anthropic Messages). Zero: no such limit.
+	RPM, TPM, ITPM, OTPM int
+	// Burst is how much of a minute's budget each of those buckets holds
+	// (a request larger than that can never fit). Zero: a minute.
+	Burst time.Duration
 }
 
 // DefaultJudgeAccuracy is how often the simulated model's verdict on a
@@ -156,6 +165,15 @@ type Stats struct {
 	// Judged counts calls that were the cache's judge prompts (counted in
 	// Calls and OK too): a few tokens each, not answers.
 	Judged int64 `json:"judged"`
+	// TokensAdmitted counts the tokens the budgets (TPM, ITPM, OTPM)
+	// charged the calls they admitted, Anthropic's output corrected to what
+	// the answer used.
+	TokensAdmitted int64 `json:"tokens_admitted"`
+	// TokenLimited counts calls refused because a token budget was spent
+	// for now (counted in RateLimited too); TooLarge calls refused because
+	// they can never fit a budget.
+	TokenLimited int64 `json:"token_limited"`
+	TooLarge     int64 `json:"too_large"`
 }
 
 // Sim is a simulated model endpoint; it is an http.Handler.
@@ -185,6 +203,12 @@ type Sim struct {
 	outputTokens atomic.Int64
 	judged       atomic.Int64
 	guard        func(q, c string) (bool, string)
+
+	now                    func() time.Time // the buckets' clock: time.Now, or a test's
+	tokMu                  sync.Mutex       // guards the buckets
+	rpm, tpm, itpm, otpm   *bucket          // nil: no such limit
+	tokensAdmitted         atomic.Int64
+	tokenLimited, tooLarge atomic.Int64
 }
 
 // NewHandler returns a simulated model endpoint serving /v1/chat/completions,
@@ -210,7 +234,12 @@ func New(opts Options) *Sim {
 	if opts.Dist == "" {
 		opts.Dist = DistExponential
 	}
-	s := &Sim{opts: opts, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), guard: guard.New(guard.Options{}).Check}
+	if opts.Burst <= 0 {
+		opts.Burst = time.Minute
+	}
+	s := &Sim{opts: opts, now: time.Now, rng: rand.New(rand.NewPCG(opts.Seed, 0x5eed)), guard: guard.New(guard.Options{}).Check,
+		rpm: newBucket(opts.RPM, opts.Burst), tpm: newBucket(opts.TPM, opts.Burst),
+		itpm: newBucket(opts.ITPM, opts.Burst), otpm: newBucket(opts.OTPM, opts.Burst)}
 	s.mux = http.NewServeMux()
 	s.mux.HandleFunc("POST /v1/chat/completions", s.model(s.chat))
 	s.mux.HandleFunc("POST /v1/completions", s.model(s.completion))
@@ -251,10 +280,15 @@ func (s *Sim) Stats() Stats {
 		PromptTokens: s.promptTokens.Load(),
 		OutputTokens: s.outputTokens.Load(),
 		Judged:       s.judged.Load(),
+
+		TokensAdmitted: s.tokensAdmitted.Load(),
+		TokenLimited:   s.tokenLimited.Load(),
+		TooLarge:       s.tooLarge.Load(),
 	}
 }
 
-// model wraps a model endpoint with admission (capacity), error injection
+// model wraps a model endpoint with admission (capacity, then the request
+// and token budgets of tokens.go), error injection
 // and the base latency. The slot is released before the handler returns, so
 // a small answer (still buffered by net/http) never reaches the client while
 // its slot looks taken: a client that respects Capacity never sees a 429.
@@ -285,6 +319,13 @@ func (s *Sim) model(h func(w http.ResponseWriter, r *http.Request, release func(
 			s.limited.Add(1)
 			s.refuse(w, r.URL.Path, fmt.Sprintf("model is at capacity (%d requests in flight)", c))
 			return
+		}
+		if s.opts.limited() {
+			var ok bool
+			if r, ok = s.admitTokens(w, r, body); !ok {
+				s.inflight.Add(-1)
+				return
+			}
 		}
 		for {
 			p := s.peak.Load()
