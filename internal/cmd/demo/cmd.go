@@ -32,7 +32,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Uint64Var(&o.Mix.Seed, "seed", 1, "workload seed")
 	workload := fs.String("workload", "builtin", `"builtin", "qqp" (with -pairs) or a file of questions`)
 	pairs := fs.String("pairs", loadgen.DefaultPairs, "Quora question pairs for -workload qqp")
-	scenario := fs.String("scenario", "cache,drop", `comma-separated: "cache" (repeats and paraphrases at 3× capacity), "capacity" (distinct prompts at 3× capacity), "drop" (distinct prompts while the capacity drops and comes back)`)
+	scenario := fs.String("scenario", "cache,drop", `comma-separated: "cache" (repeats and paraphrases at 3× capacity), "capacity" (distinct prompts at 3× capacity), "drop" (distinct prompts while the capacity drops and comes back), "tokens" (a model limited by tokens per minute only, offered 3× its budget for 30 s by 80 % short and 20 % long requests)`)
 	fs.StringVar(&o.API, "api", loadgen.APIOpenAI, `wire API of the app: "openai" (Chat Completions) or "anthropic" (Messages streams; the model answers 529 beyond capacity and cuts some streams)`)
 	fs.StringVar(&o.Judge, "judge", "", `the sidecar's [cache.verify] judge ("auto", "none", ...; default: the configuration's default, auto)`)
 	fs.Float64Var(&o.CutRate, "cut-rate", 0.1, "-api anthropic: share of the model's streams cut by an error event halfway, in [0,1]")
@@ -92,7 +92,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	names := strings.Split(*scenario, ",")
 	for _, name := range names {
 		if _, ok := Scenarios[name]; !ok && name != "cache" {
-			return fmt.Errorf("parse flags: -scenario %q: want cache, capacity or drop", name)
+			return fmt.Errorf("parse flags: -scenario %q: want cache, capacity, drop or tokens", name)
 		}
 	}
 	var results []any

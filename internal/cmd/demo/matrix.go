@@ -37,11 +37,12 @@ const shortDuration = 6 * time.Second
 //     or not, through one sidecar and through 6 replicas (issue 30, and
 //     issue 25's fleet);
 //   - each API's retry storm (Storms);
-//   - the token scenario's rows, once it exists (tokenRows).
+//   - the token-limited peak through one sidecar and 3 replicas (issue 37,
+//     tokenRows).
 //
 // Short is the CI subset, a few minutes on 2 cores: the capacity peak cut
 // to shortDuration through one sidecar and 3 replicas, and the three
-// storms.
+// storms (not the token peak: its load and drain take about 90 s a run).
 func MatrixRows(short bool) []MatrixRow {
 	var rows []MatrixRow
 	capacity, drop := Scenarios["capacity"], Scenarios["drop"]
@@ -68,10 +69,18 @@ func MatrixRows(short bool) []MatrixRow {
 	return append(rows, tokenRows(short)...)
 }
 
-// tokenRows is the extension point for the token scenario (issue 39: "the
-// token scenario once it exists"): its rows go here, with their targets,
-// when the demo can run it. There is none yet, so it adds no row.
-func tokenRows(short bool) []MatrixRow { return nil }
+// tokenRows are the token-limited peak's rows (issue 39: "the token
+// scenario once it exists"; issue 37's "Must show"): through one sidecar
+// and through 3 replicas, held to peakTargets' tokenLimited targets. The
+// short matrix has none: a run is 30 s of load and up to a minute of
+// drain, three runs a row.
+func tokenRows(short bool) []MatrixRow {
+	if short {
+		return nil
+	}
+	sc := Scenarios["tokens"]
+	return []MatrixRow{peakRow(sc, 1, ""), peakRow(sc, 3, "")}
+}
 
 // peakRow is sc through replicas sidecars, clients sending header.
 func peakRow(sc Scenario, replicas int, header string) MatrixRow {

@@ -36,6 +36,12 @@ func TestPeakTargets(t *testing.T) {
 	noHeader := impatient
 	noHeader.Answered = 171
 	one := Counts{Answered: 600}
+	// A token-limited run at its edges: 270 answers 90 % of 300; long 45/60
+	// is 0.8× short's 225/240; 50 upstream 429s 25 % of 200; 85 tokens
+	// admitted of 100.
+	tokStraight := Counts{Sent: 300, Answered: 100, Upstream: 300, Upstream429: 200}
+	tokThrough := Side{Total: Counts{Sent: 300, Answered: 270, SentLong: 60, AnsweredLong: 45, Upstream: 320, Upstream429: 50, Reached: 300},
+		TokensAdmitted: 85, TokenBudget: 100}
 	cases := []struct {
 		name   string
 		c      peakCase
@@ -66,6 +72,12 @@ func TestPeakTargets(t *testing.T) {
 			func(c *peakCase) { c.Run.Total.Abandoned = 21 }, "made for nobody 21 of 200"},
 		{"no header: delivered", peakCase{Straight: straight, ClientTimeout: 3 * time.Second, Run: PeakRun{Replicas: 6, Side: Side{Total: noHeader}}},
 			func(c *peakCase) { c.Run.Total.Answered = 170 }, "delivered 170"},
+		{"tokens: offered", peakCase{Straight: tokStraight, Run: PeakRun{Replicas: 1, Side: tokThrough}},
+			func(c *peakCase) { c.Run.Total.Answered = 269 }, "answered 269 of 300 offered"},
+		{"tokens: long", peakCase{Straight: tokStraight, Run: PeakRun{Replicas: 1, Side: tokThrough}},
+			func(c *peakCase) { c.Run.Total.AnsweredLong = 44 }, "long answered 44/60"},
+		{"tokens: admitted", peakCase{Straight: tokStraight, Run: PeakRun{Replicas: 1, Side: tokThrough}},
+			func(c *peakCase) { c.Run.TokensAdmitted = 84 }, "tokens admitted during the load 84 of 100"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,6 +164,7 @@ func TestMatrixRows(t *testing.T) {
 		"capacity, clients give up after 10s, 1 sidecar, no deadline header",
 		"capacity, clients give up after 10s, 6 replicas, X-Stainless-Timeout",
 		"retry storm, OpenAI 429", "retry storm, Anthropic 529", "retry storm, Gemini 429 RetryInfo",
+		"tokens, 1 sidecar", "tokens, 3 replicas",
 	} {
 		if !slices.Contains(full, want) {
 			t.Errorf("full matrix lacks %q; rows %q", want, full)

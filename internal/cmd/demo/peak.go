@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -45,9 +46,63 @@ type Scenario struct {
 	// runs through Breakwater are then one per way of stating it (the
 	// Stainless SDKs' headers, and none).
 	ClientTimeout time.Duration `json:"client_timeout,omitempty"`
+	// Tokens, when set, limits the model by tokens per minute (and
+	// Capacity, 0, not at all by calls in flight), and makes the load a mix
+	// of short and long requests (issue 37).
+	Tokens *TokenLoad `json:"tokens,omitempty"`
 }
 
-// Scenarios are the two peaks of the demo, named by -scenario.
+// TokenLoad is a token-limited peak: the model's budget, as OpenAI counts
+// it (input plus max tokens at admission, sim.Options.TPM), and the two
+// sizes of request the load mixes.
+type TokenLoad struct {
+	// TPM is the model's tokens per minute; its bucket holds Burst of it.
+	TPM   int           `json:"tpm"`
+	Burst time.Duration `json:"burst"`
+	// LongEvery makes every LongEvery-th request long (5: 20 %), the
+	// others short.
+	LongEvery int         `json:"long_every"`
+	Short     RequestSize `json:"short"`
+	Long      RequestSize `json:"long"`
+}
+
+// RequestSize is a request's cost to the budget: its input tokens (as the
+// simulated model counts them) and its max_tokens.
+type RequestSize struct {
+	Input     int `json:"input"`
+	MaxTokens int `json:"max_tokens"`
+}
+
+// Cost is what the budget charges the request.
+func (r RequestSize) Cost() int { return r.Input + r.MaxTokens }
+
+// budget is the most the model can admit in d: its bucket, full at the
+// start, and what refills it in d.
+func (t *TokenLoad) budget(d time.Duration) int64 {
+	return int64(float64(t.TPM) * (t.Burst + d).Minutes())
+}
+
+// tokenRate is the load, in requests per second, that offers the model
+// times its budget with the mix of t.
+func (t *TokenLoad) tokenRate(times float64) float64 {
+	return times * float64(t.TPM) / 60 / t.meanCost()
+}
+
+// meanCost is a request's mean cost in the mix.
+func (t *TokenLoad) meanCost() float64 {
+	n := float64(max(t.LongEvery, 1))
+	return (float64(t.Long.Cost()) + (n-1)*float64(t.Short.Cost())) / n
+}
+
+// tokensLoad is the "tokens" scenario's (issue 37's "Must show"): a model
+// limited by 240,000 tokens a minute only, whose bucket holds 10 s of it
+// (OpenAI enforces its limits over periods shorter than a minute), offered
+// 3× that for 30 s: 80 % short requests (200 tokens: 50 in, max_tokens
+// 150) and 20 % long ones (5,000: 1,000 in, max_tokens 4,000).
+var tokensLoad = TokenLoad{TPM: 240000, Burst: 10 * time.Second, LongEvery: 5,
+	Short: RequestSize{Input: 50, MaxTokens: 150}, Long: RequestSize{Input: 1000, MaxTokens: 4000}}
+
+// Scenarios are the peaks of the demo, named by -scenario.
 var Scenarios = map[string]Scenario{
 	// A model that takes 4 calls at once, 300 ms each (~13 answers/s), at 3×.
 	"capacity": {
@@ -61,6 +116,13 @@ var Scenarios = map[string]Scenario{
 		Steps: []sim.Step{{After: 5 * time.Second, Capacity: 2}, {After: 10 * time.Second, Capacity: 8}},
 		Rate:  30, Duration: 15 * time.Second,
 		Phases: []time.Duration{5 * time.Second, 10 * time.Second, 15 * time.Second},
+	},
+	// A model limited by tokens per minute only, offered 3× its budget
+	// for 30 s by short and long requests (tokensLoad); clients wait.
+	"tokens": {
+		Name: "tokens", Latency: 300 * time.Millisecond,
+		Rate: tokensLoad.tokenRate(3), Duration: 30 * time.Second, Phases: []time.Duration{30 * time.Second},
+		Tokens: &tokensLoad,
 	},
 }
 
@@ -85,6 +147,10 @@ type Counts struct {
 	Abandoned int64 `json:"abandoned"`
 	// Reached counts requests that reached the model at least once.
 	Reached int64 `json:"reached"`
+	// SentLong and AnsweredLong count the long requests of a token
+	// scenario (the others are short).
+	SentLong     int `json:"sent_long,omitempty"`
+	AnsweredLong int `json:"answered_long,omitempty"`
 }
 
 func (c *Counts) add(o Counts) {
@@ -99,6 +165,18 @@ func (c *Counts) add(o Counts) {
 	c.Upstream429 += o.Upstream429
 	c.Abandoned += o.Abandoned
 	c.Reached += o.Reached
+	c.SentLong += o.SentLong
+	c.AnsweredLong += o.AnsweredLong
+}
+
+// longRatio is how often long requests were answered, relative to short
+// ones: 1 when both were answered as often; 0 when either kind was none.
+func (c Counts) longRatio() float64 {
+	short, answeredShort := c.Sent-c.SentLong, c.Answered-c.AnsweredLong
+	if c.SentLong == 0 || short == 0 || answeredShort == 0 {
+		return 0
+	}
+	return (float64(c.AnsweredLong) / float64(c.SentLong)) / (float64(answeredShort) / float64(short))
 }
 
 // Side is one way of sending the load.
@@ -110,6 +188,11 @@ type Side struct {
 	P99 time.Duration `json:"p99"`
 	// PerReplica counts answers per sidecar, for a run through several.
 	PerReplica []int `json:"per_replica,omitempty"`
+	// TokensAdmitted is what the model's token budget admitted while the
+	// load lasted, and TokenBudget the most it could have (its bucket full
+	// at the start, and its refill), in a token scenario.
+	TokensAdmitted int64 `json:"tokens_admitted,omitempty"`
+	TokenBudget    int64 `json:"token_budget,omitempty"`
 }
 
 // PeakRun is one more way of sending the load, beside straight and through one
@@ -171,8 +254,12 @@ func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Write
 
 // peakModel is the simulated model of a scenario.
 func peakModel(sc Scenario) *sim.Sim {
-	return sim.New(sim.Options{Capacity: sc.Capacity, Steps: sc.Steps, Latency: sc.Latency, Jitter: sc.Jitter,
-		Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1})
+	o := sim.Options{Capacity: sc.Capacity, Steps: sc.Steps, Latency: sc.Latency, Jitter: sc.Jitter,
+		Dist: sim.DistUniform, RetryAfter: time.Second, Seed: 1}
+	if t := sc.Tokens; t != nil {
+		o.TPM, o.Burst = t.TPM, t.Burst
+	}
+	return sim.New(o)
 }
 
 // runStraight sends the scenario's load straight at a fresh simulated model.
@@ -238,7 +325,8 @@ func (o Options) withLogger() Options {
 type outcome struct {
 	phase   int
 	replica int
-	status  int // 0: transport error or client timeout
+	long    bool // a token scenario's long request
+	status  int  // 0: transport error or client timeout
 	hasRA   bool
 	latency time.Duration
 }
@@ -283,8 +371,9 @@ func drive(ctx context.Context, sc Scenario, urls []string, m *sim.Sim, deadline
 		go func() {
 			defer wg.Done()
 			r := i % len(urls)
-			outs[i] = ask(ctx, client, urls[r], i, timeout, header)
-			outs[i].phase, outs[i].replica = phase, r
+			body, long := requestBody(sc, i)
+			outs[i] = ask(ctx, client, urls[r], body, timeout, header)
+			outs[i].phase, outs[i].replica, outs[i].long = phase, r, long
 		}()
 	}
 	for next < len(sc.Phases) {
@@ -307,9 +396,15 @@ func drive(ctx context.Context, sc Scenario, urls []string, m *sim.Sim, deadline
 	for _, o := range outs {
 		c := &side.Phases[o.phase]
 		c.Sent++
+		if o.long {
+			c.SentLong++
+		}
 		switch {
 		case o.status/100 == 2:
 			c.Answered++
+			if o.long {
+				c.AnsweredLong++
+			}
 			lat = append(lat, o.latency)
 			if side.PerReplica != nil {
 				side.PerReplica[o.replica]++
@@ -340,6 +435,11 @@ func drive(ctx context.Context, sc Scenario, urls []string, m *sim.Sim, deadline
 		side.Total.add(c)
 	}
 	side.Total.Phase = "total"
+	if sc.Tokens != nil {
+		// The snapshot at the end of the last phase is the end of the load.
+		side.TokensAdmitted = snaps[len(sc.Phases)-1].TokensAdmitted
+		side.TokenBudget = sc.Tokens.budget(sc.Duration)
+	}
 	if len(lat) > 0 {
 		slices.Sort(lat)
 		side.P50 = lat[len(lat)/2]
@@ -355,16 +455,50 @@ func phaseStart(ends []time.Duration, i int) time.Duration {
 	return ends[i-1]
 }
 
-// ask sends request i, a prompt no other request repeats. header, if set,
-// states the client's timeout in seconds, as the Stainless SDKs do.
-func ask(ctx context.Context, client *http.Client, url string, i int, timeout time.Duration, header string) outcome {
+// requestBody is request i of sc: a question no other request repeats,
+// and, in a token scenario, a context (a system prompt) and max_tokens that
+// make it short or long (every LongEvery-th).
+func requestBody(sc Scenario, i int) ([]byte, bool) {
+	question := "Request " + strconv.Itoa(i) + ": " + prompt(i)
+	messages := []map[string]string{{"role": "user", "content": question}}
+	req := map[string]any{"model": "gpt-test"}
+	long := false
+	if t := sc.Tokens; t != nil {
+		long = t.LongEvery > 0 && i%t.LongEvery == t.LongEvery-1
+		size := t.Short
+		if long {
+			size = t.Long
+		}
+		// The simulated model counts a word a token; the context's words
+		// are three letters, so a character count (4 a token, with the
+		// space) agrees with it.
+		n := max(size.Input-len(strings.Fields(question)), 1)
+		messages = append([]map[string]string{{"role": "system", "content": filler(n)}}, messages...)
+		req["max_tokens"] = size.MaxTokens
+	}
+	req["messages"] = messages
+	body, _ := json.Marshal(req)
+	return body, long
+}
+
+// filler is a context of n three-letter words.
+func filler(n int) string {
+	words := []string{"the", "sea", "and", "sky", "met", "far", "out", "bay", "fog", "old", "net", "oar"}
+	var b strings.Builder
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(words[i%len(words)])
+	}
+	return b.String()
+}
+
+// ask sends body, a request no other repeats. header, if set, states the
+// client's timeout in seconds, as the Stainless SDKs do.
+func ask(ctx context.Context, client *http.Client, url string, body []byte, timeout time.Duration, header string) outcome {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	body, _ := json.Marshal(map[string]any{
-		"model": "gpt-test",
-		"messages": []map[string]string{{"role": "user",
-			"content": "Request " + strconv.Itoa(i) + ": " + prompt(i)}},
-	})
 	h := http.Header{"Authorization": {"Bearer sk-demo"}}
 	if header != "" {
 		h.Set(header, strconv.FormatFloat(timeout.Seconds(), 'f', -1, 64))

@@ -10,11 +10,20 @@ import (
 // (and any fleet or client-deadline runs), and what they show.
 func (r *PeakResult) WriteTable(w io.Writer) {
 	sc := r.Scenario
-	fmt.Fprintf(w, "\nscenario %q: model takes %d calls at once, %s per answer", sc.Name, sc.Capacity, sc.Latency)
+	if t := sc.Tokens; t != nil {
+		fmt.Fprintf(w, "\nscenario %q: model limited by %d tokens per minute only (its bucket holds %s of it), %s per answer; load %.1f req/s for %s (%.0f tokens/s, %.1f× the budget), every %s request long (%d tokens: %d in, max_tokens %d), the others short (%d: %d in, max_tokens %d), every prompt distinct",
+			sc.Name, t.TPM, t.Burst, sc.Latency, sc.Rate, sc.Duration, sc.Rate*t.meanCost(), sc.Rate*t.meanCost()/(float64(t.TPM)/60),
+			ordinal(t.LongEvery), t.Long.Cost(), t.Long.Input, t.Long.MaxTokens, t.Short.Cost(), t.Short.Input, t.Short.MaxTokens)
+	} else {
+		fmt.Fprintf(w, "\nscenario %q: model takes %d calls at once, %s per answer", sc.Name, sc.Capacity, sc.Latency)
+	}
 	for _, st := range sc.Steps {
 		fmt.Fprintf(w, "; %d at once from %s", st.Capacity, st.After)
 	}
-	fmt.Fprintf(w, "; load %.0f req/s for %s, every prompt distinct; Breakwater on default settings (deadline %s)", sc.Rate, sc.Duration, r.Deadline)
+	if sc.Tokens == nil {
+		fmt.Fprintf(w, "; load %.0f req/s for %s, every prompt distinct", sc.Rate, sc.Duration)
+	}
+	fmt.Fprintf(w, "; Breakwater on default settings (deadline %s)", r.Deadline)
 	if sc.ClientTimeout > 0 {
 		fmt.Fprintf(w, "; every client gives up after %s", sc.ClientTimeout)
 	}
@@ -44,6 +53,14 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 			fmt.Fprintf(w, "; answers per replica %v", s.PerReplica)
 		}
 		fmt.Fprintln(w)
+	}
+	if sc.Tokens != nil {
+		for _, s := range sides {
+			t := s.Total
+			fmt.Fprintf(w, "tokens %s: answered %d/%d (%.0f %%), upstream 429s %d; long answered %d/%d, short %d/%d, long/short %.2f; tokens admitted during the load %d of a budget of %d (%.0f %%)\n",
+				s.Name, t.Answered, t.Sent, pct(t.Answered, t.Sent), t.Upstream429, t.AnsweredLong, t.SentLong,
+				t.Answered-t.AnsweredLong, t.Sent-t.SentLong, t.longRatio(), s.TokensAdmitted, s.TokenBudget, pct(int(s.TokensAdmitted), int(s.TokenBudget)))
+		}
 	}
 	fmt.Fprint(w, peakLegend)
 	for _, p := range r.Problems() {
@@ -78,6 +95,22 @@ func (r *PeakResult) sides() []PeakRun {
 	}
 	out := []PeakRun{{Name: "straight", Side: r.Straight}, {Name: through, Replicas: 1, Side: r.Through}}
 	return append(out, r.More...)
+}
+
+// pct is n as a percentage of of, 0 when of is.
+func pct(n, of int) float64 {
+	if of == 0 {
+		return 0
+	}
+	return 100 * float64(n) / float64(of)
+}
+
+// ordinal writes n as "5th" (n > 3 in the demo's mixes) or "other".
+func ordinal(n int) string {
+	if n == 2 {
+		return "other"
+	}
+	return fmt.Sprintf("%dth", n)
 }
 
 func pick(s Side, p int) Counts {

@@ -124,10 +124,35 @@ var peakTargets = []peakTarget{
 		made := t.Upstream - t.Upstream429
 		return fmt.Sprintf("made for nobody %d of %d", t.Abandoned, made), "≤ 10 %", 10*t.Abandoned <= made
 	}},
+	// Issue 37 (a token-limited peak, "Must show"): answers at least 90 %
+	// of those offered (and at least straight's: the rows above).
+	{tokenLimited, func(c peakCase) (string, string, bool) {
+		t := c.Run.Total
+		return fmt.Sprintf("answered %d of %d offered (%.0f %%)", t.Answered, t.Sent, pct(t.Answered, t.Sent)), "≥ 90 % of offered",
+			10*t.Answered >= 9*t.Sent
+	}},
+	// Issue 37: long requests answered at least 0.8× as often as short ones.
+	{tokenLimited, func(c peakCase) (string, string, bool) {
+		t := c.Run.Total
+		short, answeredShort := t.Sent-t.SentLong, t.Answered-t.AnsweredLong
+		return fmt.Sprintf("long answered %d/%d, short %d/%d (long/short %.2f)", t.AnsweredLong, t.SentLong, answeredShort, short, t.longRatio()),
+			"≥ 0.8", t.SentLong > 0 && short > 0 && 5*t.AnsweredLong*short >= 4*answeredShort*t.SentLong
+	}},
+	// Issue 37: the provider admits at least 85 % of its token budget while
+	// the load lasts.
+	{tokenLimited, func(c peakCase) (string, string, bool) {
+		s := c.Run.Side
+		return fmt.Sprintf("tokens admitted during the load %d of %d (%.0f %%)", s.TokensAdmitted, s.TokenBudget, pct(int(s.TokensAdmitted), int(s.TokenBudget))),
+			"≥ 85 % of the budget", s.TokenBudget > 0 && 100*s.TokensAdmitted >= 85*s.TokenBudget
+	}},
 }
 
-func always(peakCase) bool    { return true }
-func patient(c peakCase) bool { return c.patient() }
+func always(peakCase) bool { return true }
+
+// tokenLimited: the run is of a token scenario (its model's binding limit
+// is tokens per minute).
+func tokenLimited(c peakCase) bool { return c.Run.TokenBudget > 0 }
+func patient(c peakCase) bool      { return c.patient() }
 
 // checks evaluates every target that applies to c, under the row name.
 func (c peakCase) checks(row string) []Check {
