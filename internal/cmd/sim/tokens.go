@@ -66,7 +66,8 @@ func newBucket(perMinute int, burst time.Duration) *bucket {
 	if perMinute <= 0 {
 		return nil
 	}
-	c := float64(perMinute) * burst.Minutes()
+	// At least one: a short Burst of a small RPM still admits a request.
+	c := max(float64(perMinute)*burst.Minutes(), 1)
 	return &bucket{limit: float64(perMinute), capacity: c, level: c}
 }
 
