@@ -20,7 +20,9 @@ func TestRun(t *testing.T) {
 	ctx, cancel := context.WithCancel(t.Context())
 	var out, errb bytes.Buffer
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, []string{"-listen", addr, "-latency", "1ms", "-jitter", "0"}, &out, &errb) }()
+	go func() {
+		done <- Run(ctx, []string{"-listen", addr, "-latency", "1ms", "-jitter", "0", "-tpm", "1000"}, &out, &errb)
+	}()
 	var resp *http.Response
 	for range 100 {
 		resp, err = http.Get("http://" + addr + "/sim/stats")
@@ -36,11 +38,16 @@ func TestRun(t *testing.T) {
 	if got, want := resp.StatusCode, http.StatusOK; got != want {
 		t.Errorf("stats status = %d, want %d", got, want)
 	}
+	// -tpm sets the OpenAI-shaped token budget.
+	chat, _ := post(t, "http://"+addr+"/v1/chat/completions", chatBody("How do tides work?", false))
+	if got := chat.Header.Get("x-ratelimit-limit-tokens"); got != "1000" {
+		t.Errorf("x-ratelimit-limit-tokens = %q with -tpm 1000", got)
+	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v (stderr %s)", err, errb.String())
 	}
-	if !strings.Contains(out.String(), "http://"+addr+"/v1") {
+	if !strings.Contains(out.String(), "http://"+addr+"/v1") || !strings.Contains(out.String(), "1000 tokens") {
 		t.Errorf("banner = %q, want the base URL", out.String())
 	}
 }
