@@ -35,6 +35,7 @@ import (
 	"github.com/breakwater-dev/breakwater/internal/cmd/evalcmd"
 	"github.com/breakwater-dev/breakwater/internal/cmd/loadgen"
 	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
+	"github.com/breakwater-dev/breakwater/lib/suggest"
 )
 
 func main() {
@@ -170,10 +171,10 @@ func commandHelp(ctx context.Context, cmds []command, name string, w io.Writer) 
 // unknown is the error for a command name that is not one, with the
 // closest name when one is near (within two edits, or a prefix either way).
 func unknown(cmds []command, name string) error {
-	best, bestD := "", 3 // suggest within two edits
+	best, bestD := "", suggest.MaxEdits+1
 	for _, c := range cmds {
 		near := strings.HasPrefix(c.name, name) || strings.HasPrefix(name, c.name)
-		if d := editDistance(name, c.name); d < bestD || near && best == "" {
+		if d := suggest.Distance(name, c.name); d < bestD || near && best == "" {
 			best, bestD = c.name, d
 		}
 	}
@@ -181,30 +182,4 @@ func unknown(cmds []command, name string) error {
 		return fmt.Errorf("unknown command %q (did you mean %q?); run `breakwater help` for the list", name, best)
 	}
 	return fmt.Errorf("unknown command %q; run `breakwater help` for the list", name)
-}
-
-// editDistance is the Damerau-Levenshtein distance (adjacent swaps count
-// one edit, so "dmeo" is one edit from "demo").
-func editDistance(a, b string) int {
-	d := make([][]int, len(a)+1)
-	for i := range d {
-		d[i] = make([]int, len(b)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(a)][len(b)]
 }

@@ -6,6 +6,13 @@
 // a model's target model from its name, …), then Validate. Library packages
 // never import this package: main turns a *Config into constructor arguments.
 //
+// Zero has one meaning here: a count, size or duration that allows 0 (or a
+// list that may be empty) means "none" by it (no limit, no timeout, no wait,
+// the trigger off), never "the default", since Load fills every default
+// before the file and the environment are read over them. The libraries'
+// options read 0 as their Default… and a negative value as "none"; the
+// composition root (internal/app) carries the one to the other.
+//
 // config.example.toml at the repository root documents every key; a test
 // fails when a key of Config is missing there.
 package config
@@ -369,7 +376,7 @@ type RetryConfig struct {
 	// falling back to the next target. Default 3.
 	MaxAttempts int `toml:"max_attempts"`
 	// BaseDelay is the first backoff step (exponential, full jitter).
-	// Default 200ms.
+	// Default 200ms. 0: retry at once.
 	BaseDelay Duration `toml:"base_delay"`
 	// MaxDelay caps one computed backoff wait; must be >= BaseDelay. Default
 	// 5s. A server's Retry-After above it is honoured when the deadline
@@ -581,10 +588,10 @@ func defaults() *Config {
 	return &Config{
 		Server: ServerConfig{
 			Listen:               "127.0.0.1:8080",
-			MaxBodyBytes:         4 * MiB,
+			MaxBodyBytes:         proxy.DefaultMaxBodyBytes,
 			AdminTokenEnv:        "BREAKWATER_ADMIN_TOKEN",
 			ShutdownTimeout:      Duration(15 * time.Second),
-			ReadHeaderTimeout:    Duration(10 * time.Second),
+			ReadHeaderTimeout:    Duration(proxy.DefaultReadHeaderTimeout),
 			ReadTimeout:          Duration(proxy.DefaultReadTimeout),
 			WriteTimeout:         Duration(proxy.DefaultWriteTimeout),
 			IdleTimeout:          Duration(proxy.DefaultIdleTimeout),
@@ -596,7 +603,7 @@ func defaults() *Config {
 		},
 		Cache: CacheConfig{
 			Enabled:            true,
-			TTL:                Duration(24 * time.Hour),
+			TTL:                Duration(proxy.DefaultTTL),
 			Threshold:          0.92,
 			ExactMaxBytes:      Size(cache.DefaultExactMaxBytes),
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
@@ -655,7 +662,7 @@ func defaults() *Config {
 		},
 		Stream: StreamConfig{
 			Resume:        true,
-			IdleTimeout:   Duration(30 * time.Second),
+			IdleTimeout:   Duration(proxy.DefaultStreamIdleTimeout),
 			MaxBytes:      proxy.DefaultMaxStreamBytes,
 			MaxEventBytes: proxy.DefaultMaxEventBytes,
 			MaxDuration:   Duration(upstream.DefaultMaxStreamDuration),

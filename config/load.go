@@ -11,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/pelletier/go-toml/v2"
+
+	"github.com/breakwater-dev/breakwater/lib/suggest"
 )
 
 // EnvPrefix starts every environment override: BREAKWATER_<SECTION>_<KEY>.
@@ -187,36 +189,10 @@ func unknownKeyHint(key []string) string {
 		// The per-API keys became one table.
 		return fmt.Sprintf(" (an API's home upstream is set in the [api_upstreams] table: %s = \"<upstream>\")", api)
 	}
-	best, bestDist := "", 3
-	for _, n := range names {
-		if d := editDistance(strings.ToLower(bad), n); d < bestDist {
-			best, bestDist = n, d
-		}
-	}
-	if best != "" {
+	if best := suggest.Closest(strings.ToLower(bad), names); best != "" {
 		return fmt.Sprintf(" (did you mean %q?)", best)
 	}
 	return " (allowed: " + strings.Join(names, ", ") + ")"
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // typeAt follows a TOML key path through the Config type: struct fields by
@@ -579,11 +555,9 @@ func closestEnv(name string, keys []envKey) string {
 	if len(suffixed) == 1 {
 		return suffixed[0]
 	}
-	best, bestDist := "", 3
-	for _, k := range keys {
-		if d := editDistance(name, k.Name); d < bestDist {
-			best, bestDist = k.Name, d
-		}
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.Name
 	}
-	return best
+	return suggest.Closest(name, names)
 }

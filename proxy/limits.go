@@ -23,6 +23,9 @@ const (
 	// DefaultMaxBodyBytesInFlight caps the request bodies held at once by
 	// the cached endpoints; a request that does not fit gets 503 at once.
 	DefaultMaxBodyBytesInFlight = 64 << 20
+	// DefaultReadHeaderTimeout bounds reading a request's headers
+	// (slowloris).
+	DefaultReadHeaderTimeout = 10 * time.Second
 	// DefaultReadTimeout bounds reading one whole request, body included
 	// (a body trickled in one byte at a time is cut).
 	DefaultReadTimeout = 30 * time.Second
@@ -37,6 +40,9 @@ const (
 	// connected) is closed for a new one; when none is quiet, new ones wait
 	// in the kernel's accept queue.
 	DefaultMaxConnections = 1024
+	// DefaultStreamIdleTimeout is the longest gap between two chunks of an
+	// upstream stream before it counts as cut.
+	DefaultStreamIdleTimeout = 30 * time.Second
 	// DefaultMaxStreamBytes caps the bytes of one upstream stream (resumed
 	// parts included); beyond it the stream ends with an error event.
 	DefaultMaxStreamBytes = 16 << 20
@@ -45,6 +51,10 @@ const (
 	// many small deltas.
 	DefaultMaxEventBytes = 1 << 20
 )
+
+// noBodyLimit is MaxBodyBytes when it is negative (none): larger than any
+// body, and small enough that the readers' n+1 cannot overflow.
+const noBodyLimit = 1 << 40
 
 // errEventTooLarge is the cause of a stream cut by MaxEventBytes.
 var errEventTooLarge = errors.New("an upstream stream event is larger than stream.max_event_bytes")

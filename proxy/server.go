@@ -125,7 +125,7 @@ type Options struct {
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
 	// MaxBodyBytes bounds request bodies (413 beyond). Zero:
-	// DefaultMaxBodyBytes.
+	// DefaultMaxBodyBytes. Negative: none.
 	MaxBodyBytes int64
 	// MaxBodyBytesInFlight bounds the request bodies of the cached endpoints
 	// held at once (503 + Retry-After beyond). Zero:
@@ -232,13 +232,19 @@ type Server struct {
 	ownerFwd map[string]*httputil.ReverseProxy
 }
 
+// DefaultTTL is how long a cached answer is served.
+const DefaultTTL = 24 * time.Hour
+
 // New builds a Server. It is not ready until SetReady(true).
 func New(opts Options) (*Server, error) {
 	if opts.Caller == nil {
 		return nil, errorf("new proxy: a Caller is required")
 	}
-	if opts.MaxBodyBytes <= 0 {
+	switch {
+	case opts.MaxBodyBytes == 0:
 		opts.MaxBodyBytes = DefaultMaxBodyBytes
+	case opts.MaxBodyBytes < 0:
+		opts.MaxBodyBytes = noBodyLimit
 	}
 	defDur := func(v *time.Duration, d time.Duration) {
 		switch {
@@ -248,7 +254,7 @@ func New(opts Options) (*Server, error) {
 			*v = 0
 		}
 	}
-	defDur(&opts.ReadHeaderTimeout, 10*time.Second)
+	defDur(&opts.ReadHeaderTimeout, DefaultReadHeaderTimeout)
 	defDur(&opts.ReadTimeout, DefaultReadTimeout)
 	defDur(&opts.ConnIdleTimeout, DefaultIdleTimeout)
 	defDur(&opts.WriteTimeout, DefaultWriteTimeout)
@@ -265,7 +271,7 @@ func New(opts Options) (*Server, error) {
 		opts.MaxEventBytes = DefaultMaxEventBytes
 	}
 	if opts.TTL <= 0 {
-		opts.TTL = 24 * time.Hour
+		opts.TTL = DefaultTTL
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -277,7 +283,7 @@ func New(opts Options) (*Server, error) {
 		opts.MaxResumes = 2
 	}
 	if opts.IdleTimeout == 0 {
-		opts.IdleTimeout = 30 * time.Second
+		opts.IdleTimeout = DefaultStreamIdleTimeout
 	}
 	if opts.Group == nil {
 		opts.Group = func(m string) string { return m }

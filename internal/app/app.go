@@ -250,7 +250,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 		DefaultUpstream: cfg.DefaultUpstream,
 		Retry: upstream.RetryPolicy{
 			MaxAttempts: cfg.Retry.MaxAttempts,
-			BaseDelay:   cfg.Retry.BaseDelay.D(),
+			BaseDelay:   none(cfg.Retry.BaseDelay.D()),
 			MaxDelay:    cfg.Retry.MaxDelay.D(),
 			Deadline:    cfg.Retry.Deadline.D(),
 			RetryOn:     cfg.Retry.RetryOn,
@@ -260,12 +260,12 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 			Window:              cfg.Breaker.Window.D(),
 			MinRequests:         cfg.Breaker.MinRequests,
 			FailureRatio:        cfg.Breaker.FailureRatio,
-			ConsecutiveFailures: cfg.Breaker.ConsecutiveFailures,
+			ConsecutiveFailures: none(cfg.Breaker.ConsecutiveFailures),
 			OpenFor:             cfg.Breaker.OpenFor.D(),
 			HalfOpenProbes:      cfg.Breaker.HalfOpenProbes,
 		},
-		MaxAnswerBytes:    noLimit(int64(cfg.Server.MaxAnswerBytes)),
-		MaxStreamDuration: noTimeout(cfg.Stream.MaxDuration.D()),
+		MaxAnswerBytes:    int64(none(cfg.Server.MaxAnswerBytes)),
+		MaxStreamDuration: none(cfg.Stream.MaxDuration.D()),
 		Metrics:           upstream.NewMetrics(reg),
 		Logger:            opts.Logger,
 	}
@@ -275,7 +275,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 			BaseURL:        u.BaseURL,
 			Timeout:        u.Timeout.D(),
 			MaxConcurrency: u.MaxConcurrency,
-			MaxQueue:       queueOption(u.MaxQueue),
+			MaxQueue:       none(u.MaxQueue),
 			Auth:           u.Auth,
 		}
 		if u.APIKeyEnv != "" {
@@ -287,7 +287,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 		if len(u.Pools) > 0 {
 			up.Pools = map[string]upstream.PoolLimits{}
 			for name, p := range u.Pools {
-				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: queueOption(p.MaxQueue)}
+				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: none(p.MaxQueue)}
 			}
 		}
 		uo.Upstreams = append(uo.Upstreams, up)
@@ -306,15 +306,6 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 	return c, nil
 }
 
-// queueOption turns a configured max_queue (0: no waiting) into the caller's
-// option (0: the default, negative: no waiting).
-func queueOption(n int) int {
-	if n == 0 {
-		return -1
-	}
-	return n
-}
-
 func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *cache.Partitioner) (proxy.Options, error) {
 	groups := map[string]string{}
 	models := make([]string, 0, len(cfg.Models))
@@ -327,14 +318,14 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		Partitioner:    p,
 		EndUserHeader:  cfg.Cache.EndUserHeader,
 		Models:         models,
-		MaxBodyBytes:   int64(cfg.Server.MaxBodyBytes),
+		MaxBodyBytes:   int64(none(cfg.Server.MaxBodyBytes)),
 		TTL:            cfg.Cache.TTL.D(),
 		MaxTemperature: cfg.Cache.MaxTemperature,
 		StaleIfError:   cfg.Cache.StaleIfError,
 		StaleThreshold: float32(cfg.Cache.StaleThreshold),
 		StoreMaxTokens: cfg.Cache.StoreMaxTokens,
 		Resume:         cfg.Stream.Resume,
-		IdleTimeout:    cfg.Stream.IdleTimeout.D(),
+		IdleTimeout:    none(cfg.Stream.IdleTimeout.D()),
 		Logger:         opts.Logger,
 		Group: func(model string) string {
 			if g, ok := groups[model]; ok {
@@ -343,29 +334,21 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 			return model
 		},
 	}
-	if cfg.Server.MaxBodyBytes == 0 {
-		po.MaxBodyBytes = 1 << 40
-	}
 	if prices := cfg.ModelPrices(); len(prices) > 0 {
 		po.Prices = make(map[string]proxy.Price, len(prices))
 		for name, p := range prices {
 			po.Prices[name] = proxy.Price{Input: p.Input, Output: p.Output}
 		}
 	}
-	// In the config 0 means "none"; in the proxy's options it means "the
-	// default" and a negative value "none".
-	po.MaxBodyBytesInFlight = noLimit(int64(cfg.Server.MaxBodyBytesInFlight))
+	po.MaxBodyBytesInFlight = int64(none(cfg.Server.MaxBodyBytesInFlight))
 	po.ReadHeaderTimeout = cfg.Server.ReadHeaderTimeout.D()
-	po.ReadTimeout = noTimeout(cfg.Server.ReadTimeout.D())
-	po.WriteTimeout = noTimeout(cfg.Server.WriteTimeout.D())
-	po.ConnIdleTimeout = noTimeout(cfg.Server.IdleTimeout.D())
-	po.MaxConnections = int(noLimit(int64(cfg.Server.MaxConnections)))
-	po.MaxStreamBytes = noLimit(int64(cfg.Stream.MaxBytes))
-	po.MaxEventBytes = int(noLimit(int64(cfg.Stream.MaxEventBytes)))
+	po.ReadTimeout = none(cfg.Server.ReadTimeout.D())
+	po.WriteTimeout = none(cfg.Server.WriteTimeout.D())
+	po.ConnIdleTimeout = none(cfg.Server.IdleTimeout.D())
+	po.MaxConnections = none(cfg.Server.MaxConnections)
+	po.MaxStreamBytes = int64(none(cfg.Stream.MaxBytes))
+	po.MaxEventBytes = int(none(cfg.Stream.MaxEventBytes))
 	po.AdminAllowNoToken = cfg.Server.AdminAllowNoToken
-	if cfg.Stream.IdleTimeout == 0 {
-		po.IdleTimeout = -1
-	}
 	if cfg.Server.AdminTokenEnv != "" {
 		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
 	}
@@ -400,21 +383,17 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	return po, nil
 }
 
-// noLimit maps a config size or count, where 0 means "no limit", to the
-// libraries' options, where 0 means "the default" and negative "no limit".
-func noLimit(n int64) int64 {
-	if n == 0 {
+// none carries the configuration's one meaning of zero to the libraries.
+// A config key that allows 0 means "none" by it: no limit, no timeout, no
+// wait, the trigger off (config.Config holds every default already, so a
+// zero there is always a choice). A library option's zero means its
+// Default… instead, and a negative value "none". Every config number that
+// may be 0 and reaches a library option goes through none.
+func none[T ~int | ~int64](v T) T {
+	if v == 0 {
 		return -1
 	}
-	return n
-}
-
-// noTimeout is noLimit for durations.
-func noTimeout(d time.Duration) time.Duration {
-	if d == 0 {
-		return -1
-	}
-	return d
+	return v
 }
 
 // waitTimeout is how long start-up waits for a remote index or embedder

@@ -87,7 +87,8 @@ type RetryPolicy struct {
 	// MaxAttempts is how many attempts one target gets before the caller falls back to
 	// the next; 0 means 3, 1 means no retries.
 	MaxAttempts int
-	// BaseDelay is the first backoff ceiling; 0 means 200ms.
+	// BaseDelay is the first backoff ceiling; 0 means 200ms, negative no
+	// wait between attempts.
 	BaseDelay time.Duration
 	// MaxDelay caps a computed backoff (not a server's Retry-After, which is
 	// honoured when the deadline leaves room: lib/retry); 0 means 5s.
@@ -95,7 +96,9 @@ type RetryPolicy struct {
 	// Deadline bounds the whole request: every attempt, wait and fallback. The
 	// context's own deadline wins when it comes first. 0 means 60s.
 	Deadline time.Duration
-	// RetryOn lists the HTTP statuses worth retrying; nil means DefaultRetryOn.
+	// RetryOn lists the HTTP statuses worth retrying; nil means
+	// DefaultRetryOn, an empty non-nil list none (connection errors and
+	// timeouts are retried either way).
 	RetryOn []int
 }
 
@@ -191,8 +194,11 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	if p.MaxAttempts <= 0 {
 		p.MaxAttempts = defaultMaxAttempts
 	}
-	if p.BaseDelay <= 0 {
+	switch {
+	case p.BaseDelay == 0:
 		p.BaseDelay = defaultBaseDelay
+	case p.BaseDelay < 0:
+		p.BaseDelay = 0
 	}
 	if p.MaxDelay <= 0 {
 		p.MaxDelay = defaultMaxDelay

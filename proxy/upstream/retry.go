@@ -29,9 +29,10 @@ func DefaultCheckRetry(resp *http.Response, err error) (bool, string) {
 }
 
 // RetryOnStatus returns DefaultCheckRetry with statuses in place of DefaultRetryOn;
-// an empty list means DefaultRetryOn.
+// nil means DefaultRetryOn, and an empty non-nil list no status (connection
+// errors and timeouts only).
 func RetryOnStatus(statuses []int) CheckRetry {
-	if len(statuses) == 0 {
+	if statuses == nil {
 		return DefaultCheckRetry
 	}
 	statuses = slices.Clone(statuses)
