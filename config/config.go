@@ -276,7 +276,8 @@ type VerifyConfig struct {
 	// MinSimilarity is the lowest cosine similarity a candidate needs to be
 	// judged, in (0, 1]. Default 0.80.
 	MinSimilarity float64 `toml:"min_similarity"`
-	// MinScore accepts a reranker relevance_score at or above it. Default 0.5.
+	// MinScore accepts a reranker relevance_score at or above it. Default
+	// 0.5. 0: no minimum.
 	MinScore float64 `toml:"min_score"`
 	// Candidates is how many guarded candidates one lookup may judge. Default 1.
 	Candidates int `toml:"candidates"`

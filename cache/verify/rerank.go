@@ -25,7 +25,8 @@ type RerankOptions struct {
 	// APIKey is sent as "Authorization: Bearer <APIKey>"; empty sends none.
 	APIKey string
 	// MinScore accepts a candidate whose relevance_score is at least this.
-	// Zero: DefaultMinScore.
+	// Zero: DefaultMinScore. Negative: no minimum (every candidate the
+	// reranker scores is accepted, whatever the scale of its scores).
 	MinScore float64
 	// Client sends the requests. Nil: a client without its own timeout (the
 	// Verifier bounds each call).
@@ -155,7 +156,7 @@ func (r *Rerank) post(ctx context.Context, endpoint string, body []byte, candida
 			return nil, fmt.Errorf("decode rerank response: index %d invalid or repeated for %d documents", i, len(candidates))
 		}
 		seen[i] = true
-		out[i] = *res.RelevanceScore >= r.o.MinScore
+		out[i] = r.o.MinScore < 0 || *res.RelevanceScore >= r.o.MinScore
 	}
 	return out, nil
 }

@@ -389,7 +389,7 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 // zero there is always a choice). A library option's zero means its
 // Default… instead, and a negative value "none". Every config number that
 // may be 0 and reaches a library option goes through none.
-func none[T ~int | ~int64](v T) T {
+func none[T ~int | ~int64 | ~float64](v T) T {
 	if v == 0 {
 		return -1
 	}

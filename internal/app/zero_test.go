@@ -1,6 +1,8 @@
 package app
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -54,4 +56,36 @@ func TestConfigZeroBodyLimitIsNone(t *testing.T) {
 	if status, _, body := r.chat(t, big); status != http.StatusOK {
 		t.Errorf("a 5 MiB body with max_body_bytes = 0: %d %.200s, want 200", status, body)
 	}
+}
+
+// cache.verify.min_score = 0 accepts every candidate the reranker scores:
+// before issue 40 it reached the judge as its default, 0.5.
+func TestConfigZeroMinScoreIsNoMinimum(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/chat/completions", &model{})
+	mux.HandleFunc("POST /v1/rerank", func(w http.ResponseWriter, r *http.Request) {
+		var req struct{ Documents []string }
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		scores := make([]string, len(req.Documents))
+		for i := range scores {
+			scores[i] = fmt.Sprintf(`{"index":%d,"relevance_score":0.1}`, i)
+		}
+		fmt.Fprintf(w, `{"results":[%s]}`, strings.Join(scores, ","))
+	})
+	up := httptest.NewServer(mux)
+	t.Cleanup(up.Close)
+	r := start(t, fmt.Sprintf(baseConfig, "0.99")+`
+[cache.verify]
+judge = "rerank"
+model = "test-reranker"
+min_score = 0
+sample_rate = 0
+`, up.URL, up.URL)
+	if _, h, _ := r.chat(t, "How do I reset my password?"); h.Get("X-Breakwater-Cache") != "miss" {
+		t.Fatalf("first: %q", h.Get("X-Breakwater-Cache"))
+	}
+	waitFor(t, "the paraphrase scored 0.1 to hit with min_score = 0", func() bool {
+		_, h, _ := r.chat(t, "How can I reset my password?")
+		return h.Get("X-Breakwater-Cache") == "hit-semantic"
+	})
 }
