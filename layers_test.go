@@ -33,7 +33,7 @@ var layers = []struct {
 	{1, []string{"cache", "embed", "cache/qdrant/qdranttest"}},
 	// Backends and services built on them: the semantic indexes, the judge,
 	// the upstream caller and its lane admission.
-	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream", "proxy/upstream/lane"}},
+	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream"}},
 	// The wire-API seam: the Format, the hooks, the registration.
 	{3, []string{"proxy/wire"}},
 	// One package per wire API, and the one list of them.
