@@ -18,6 +18,10 @@ default_upstream = "primary"
 listen = "127.0.0.1:0"
 [cache]
 data_dir = "{{DATA}}"
+[cache.verify]
+# No false-hit sampling: a sampled hit is served as a miss (2 % by
+# default), and the test's last request must be a semantic hit.
+sample_rate = 0
 [embed]
 provider = "openai"
 [embed.openai]
