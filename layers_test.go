@@ -30,12 +30,14 @@ var layers = []struct {
 	{0, []string{"lib"}},
 	// Domain libraries: the cache's types and exact tier, the guard, the
 	// encoder, and their test helpers.
-	{1, []string{"cache", "embed", "cache/qdrant/qdranttest"}},
+	{1, []string{"cache", "embed", "cache/qdrant/qdranttest", "fleet/redistest"}},
 	// Backends and services built on them: the semantic indexes, the judge,
 	// the upstream caller and its lane admission.
 	{2, []string{"cache/embedded", "cache/qdrant", "cache/verify", "proxy/upstream"}},
-	// The wire-API seam: the Format, the hooks, the registration.
-	{3, []string{"proxy/wire"}},
+	// The wire-API seam: the Format, the hooks, the registration; the
+	// fleet's shared state (budgets around the caller, reading usage
+	// through the seam).
+	{3, []string{"proxy/wire", "fleet"}},
 	// One package per wire API, and the one list of them.
 	{4, []string{"proxy/wire/*"}},
 	// The HTTP front: routes, the cached flow, pass-through.

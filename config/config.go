@@ -78,6 +78,10 @@ type Config struct {
 	Prices map[string]Price `toml:"prices,omitempty"`
 	// Tracing exports OpenTelemetry traces ([tracing]). Off by default.
 	Tracing TracingConfig `toml:"tracing"`
+	// Fleet is what replicas share ([fleet]): the budgets' Redis.
+	Fleet FleetConfig `toml:"fleet"`
+	// Budgets cap what tenants and classes send upstream ([[budgets]]).
+	Budgets []BudgetConfig `toml:"budgets,omitempty"`
 }
 
 // Price is one model's price in USD per million tokens.
@@ -587,6 +591,7 @@ func Default() *Config {
 // decodes a file over it so absent section keys keep their defaults.
 func defaults() *Config {
 	return &Config{
+		Fleet: defaultFleet(),
 		Server: ServerConfig{
 			Listen:               "127.0.0.1:8080",
 			MaxBodyBytes:         proxy.DefaultMaxBodyBytes,

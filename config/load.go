@@ -76,6 +76,7 @@ func LoadWithProblems(path string, env func(string) string) (*Config, error) {
 		c.Upstreams = []Upstream{implicitUpstream(base)}
 	}
 	envErr := applyEnv(c, env, fromEnv)
+	c.applyRedisURLEnv(env, fromEnv)
 	c.finish()
 	// Every problem at once: bad overrides and invalid settings together.
 	return c, errors.Join(envErr, c.validate(fromEnv))
@@ -503,7 +504,7 @@ func setString(v reflect.Value, s string) error {
 // in silence; the warning names the closest setting when one is near.
 func (c *Config) UnknownEnv(environ []string) []string {
 	keys := envKeys()
-	known := map[string]bool{UpstreamURLEnv: true}
+	known := map[string]bool{UpstreamURLEnv: true, RedisURLEnv: true}
 	for _, k := range keys {
 		known[k.Name] = true
 	}

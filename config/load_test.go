@@ -299,7 +299,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"nested section", "[vector.qdrant]\nurl = \"q:6334\"\ncolection = \"x\"\n",
 			`:3:1: unknown key "vector.qdrant.colection" (did you mean "collection"?)`},
 		{"unknown section", "[proxy]\nport = 1\n",
-			`:1:2: unknown key "proxy" (allowed: server, cache, vector, embed, retry, breaker, stream, upstreams, models, default_upstream, api_upstreams, prices, tracing)`},
+			`:1:2: unknown key "proxy" (allowed: server, cache, vector, embed, retry, breaker, stream, upstreams, models, default_upstream, api_upstreams, prices, tracing, fleet, budgets)`},
 		{"upstream key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\napi_key = \"sk-x\"\n",
 			`:4:1: unknown key "upstreams.api_key" (allowed: name, base_url, api_key_env, auth, timeout, max_concurrency, max_queue, pools)`},
 		{"pool key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\n[upstreams.pools.batch]\nqueue = 1\n",

@@ -76,6 +76,7 @@ func (c *Config) validate(fromEnv map[string]string) error {
 	upstreams := c.validateUpstreams(&v)
 	c.validateModels(&v, upstreams)
 	c.validatePrices(&v)
+	c.validateFleet(&v)
 	if e := c.Tracing.Endpoint; e != "" {
 		if u, err := url.Parse(e); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			v.add("tracing.endpoint", e, `must be an http(s) URL of an OTLP/HTTP collector, e.g. "http://127.0.0.1:4318"`)

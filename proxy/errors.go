@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"errors"
+	"maps"
 	"math"
 	"net/http"
 	"strconv"
@@ -42,6 +43,11 @@ func writeUpstreamError(c echo.Context, err error) error {
 	var ue *upstream.Error
 	if errors.As(err, &ue) {
 		c.Response().Header().Set(HeaderAttempts, strconv.Itoa(ue.Attempts))
+		// A budget's refusal (fleet.Exceeded) says its limit and what remains.
+		var hs interface{ Headers() http.Header }
+		if errors.As(err, &hs) {
+			maps.Copy(c.Response().Header(), hs.Headers())
+		}
 		return writeError(c, ue.Status, ue.Code, ue.Message, ue.RetryAfter)
 	}
 	return writeError(c, http.StatusBadGateway, "upstream_error", "breakwater: upstream call failed: "+err.Error(), 0)

@@ -76,6 +76,9 @@ type Options struct {
 	Cache Cache
 	// Caller sends misses upstream. Required.
 	Caller Caller
+	// FleetStats, when set, is the fleet's part of /stats ("fleet": the
+	// budgets and Redis, fleet.Stats). Nil: none.
+	FleetStats func() any
 	// Partitioner says which tenant a request belongs to. Nil means one
 	// shared partition for everybody (only for tests and explicit opt-in).
 	Partitioner *cache.Partitioner

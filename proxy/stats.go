@@ -57,6 +57,8 @@ type Stats struct {
 	WriteBack     WriteBackStats    `json:"write_back"`
 	Models        []ModelStatsJSON  `json:"models"`
 	Degraded      map[string]string `json:"degraded,omitempty"`
+	// Fleet is Options.FleetStats's: budgets and the shared store.
+	Fleet any `json:"fleet,omitempty"`
 	// Windows are rolling figures over the last "1m", "15m" and "1h".
 	Windows map[string]WindowStats `json:"windows"`
 	// Timeline is the last hour, one point per minute that had requests,
@@ -219,6 +221,9 @@ func (s *Server) Snapshot() Stats {
 		MissesSampled: c.missesSampled.Load(),
 		Bypass:        c.bypass.Load(),
 		Stale:         c.stale.Load(),
+	}
+	if s.opts.FleetStats != nil {
+		st.Fleet = s.opts.FleetStats()
 	}
 	hits := st.HitsExact + st.HitsSemantic + st.Stale
 	if eligible := st.Requests - st.Bypass; eligible > 0 {

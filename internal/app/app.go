@@ -25,6 +25,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/config"
 	"github.com/breakwater-dev/breakwater/embed"
+	bwfleet "github.com/breakwater-dev/breakwater/fleet"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
@@ -61,6 +62,9 @@ type App struct {
 	// owners is the fleet's Responses-id registry in Qdrant (nil for the
 	// embedded index: one pod needs none beyond the proxy's own).
 	owners *sharedOwners
+	// fleet holds the budgets and the link to Redis (nil: no [[budgets]]
+	// and no [fleet] redis_url).
+	fleet *bwfleet.Fleet
 }
 
 // cacheTracer is the tracer of the lookup's spans; nil when tracing is off.
@@ -127,6 +131,10 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 	}
 	if c != nil {
 		popts.Cache = c
+	}
+	if err := a.addFleet(&popts, partitioner); err != nil {
+		a.closeAll()
+		return nil, err
 	}
 	if a.owners != nil {
 		popts.SharedOwners = a.owners

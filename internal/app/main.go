@@ -43,6 +43,9 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer, env func
 		if err != nil {
 			return err
 		}
+		if b := cfg.BudgetScope(); b != "" {
+			fmt.Fprintln(stdout, "budgets:", b)
+		}
 		fmt.Fprintln(stdout, "config ok")
 		return nil
 	}

@@ -37,6 +37,7 @@ func (a *App) startLine(listen string) []any {
 		"index", index,
 		"data_dir", a.cfg.Cache.DataDir,
 		"embedder", a.cfg.Embed.Provider,
+		"budgets", a.cfg.BudgetScope(),
 	}
 }
 

@@ -1,0 +1,285 @@
+// Package fleet is what replicas share: the budgets of tenants and classes
+// ([[budgets]]), kept atomically in Redis when [fleet] redis_url is set and
+// per replica otherwise, and the live replicas' count by heartbeat. It
+// plugs into the proxy as a wrapper around the upstream caller (Wrap), so
+// only a miss that goes upstream draws on a budget: an answer from the
+// cache, or a follower of a coalesced call, uses none.
+//
+// Redis is never on a request's critical path for longer than
+// Options.Timeout: a call that takes longer, or fails, marks Redis down and
+// the request is decided by this replica's share of the budget (its limit
+// ÷ live replicas, as last counted); the heartbeat probes Redis every
+// Options.Heartbeat and brings sharing back as soon as it answers.
+package fleet
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults of Options.
+const (
+	// DefaultTimeout bounds every Redis call: a request waits at most this
+	// long for its budget check before it is decided locally.
+	DefaultTimeout = 50 * time.Millisecond
+	// DefaultHeartbeat is how often a replica renews its beat (and probes
+	// Redis while it is down).
+	DefaultHeartbeat = 500 * time.Millisecond
+	// DefaultPrefix starts every key this package writes in Redis.
+	DefaultPrefix = "breakwater"
+)
+
+// replicaTTL is how many beats a replica's beat outlives: one missed beat
+// does not make the fleet look smaller.
+const replicaTTL = 6
+
+// Options configure a Fleet. Zero values are documented per field.
+type Options struct {
+	// RedisURL is the shared store (redis://[user:password@]host:port/db,
+	// rediss:// for TLS). Empty: budgets apply per replica.
+	RedisURL string
+	// Timeout bounds each Redis call. Zero: DefaultTimeout.
+	Timeout time.Duration
+	// Heartbeat is the beat's period. Zero: DefaultHeartbeat.
+	Heartbeat time.Duration
+	// Prefix starts every key in Redis. Empty: DefaultPrefix.
+	Prefix string
+	// Budgets are the [[budgets]]. None: Wrap returns the caller unchanged.
+	Budgets []Budget
+	// Logger receives Redis going down and coming back. Nil: discarded.
+	Logger *slog.Logger
+}
+
+// Fleet holds the budgets' state and the link to Redis. Safe for
+// concurrent use; Close stops its heartbeat.
+type Fleet struct {
+	opts    Options
+	rdb     *redis.Client
+	id      string
+	local   localBuckets
+	budgets []Budget
+
+	up   atomic.Bool  // Redis answered the last call
+	live atomic.Int64 // live replicas at the last beat (≥ 1)
+
+	stats counters
+
+	stop chan struct{}
+	done chan struct{}
+	once sync.Once
+}
+
+// New validates opts and, with a RedisURL, starts the heartbeat. It does
+// not wait for Redis: a replica starts with its local share and joins the
+// fleet's budgets at its first successful beat.
+func New(opts Options) (*Fleet, error) {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Heartbeat <= 0 {
+		opts.Heartbeat = DefaultHeartbeat
+	}
+	if opts.Prefix == "" {
+		opts.Prefix = DefaultPrefix
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	f := &Fleet{opts: opts, id: rand.Text(), stop: make(chan struct{}), done: make(chan struct{})}
+	f.live.Store(1)
+	for i, b := range opts.Budgets {
+		if err := b.validate(); err != nil {
+			return nil, fmt.Errorf("budget %d: %w", i+1, err)
+		}
+		if b.Name == "" {
+			b.Name = fmt.Sprintf("budget%d", i+1)
+		}
+		f.budgets = append(f.budgets, b)
+	}
+	f.stats.init(f.budgets)
+	if opts.RedisURL == "" {
+		close(f.done)
+		return f, nil
+	}
+	ro, err := redis.ParseURL(opts.RedisURL)
+	if err != nil {
+		return nil, fmt.Errorf("fleet redis_url: %w", err)
+	}
+	// Every wait bounded by the timeout, and no retry: a request decides
+	// locally rather than wait for a second try.
+	ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.PoolTimeout = opts.Timeout, opts.Timeout, opts.Timeout, opts.Timeout
+	ro.ContextTimeoutEnabled = true
+	ro.MaxRetries = -1
+	ro.DialerRetries = 1
+	// CLIENT SETINFO is unknown before Redis 7.2 (Debian 12 ships 7.0).
+	ro.DisableIdentity = true
+	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
+	f.rdb = redis.NewClient(ro)
+	go f.heartbeat()
+	return f, nil
+}
+
+// Shared reports whether budgets are kept in Redis (configured, whatever
+// its state now).
+func (f *Fleet) Shared() bool { return f.rdb != nil }
+
+// Close stops the heartbeat, removes this replica's beat and closes the
+// connections.
+func (f *Fleet) Close() error {
+	f.once.Do(func() {
+		close(f.stop)
+		<-f.done
+		if f.rdb != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+			f.rdb.ZRem(ctx, f.key("replicas"), f.id)
+			cancel()
+			_ = f.rdb.Close()
+		}
+	})
+	return nil
+}
+
+func (f *Fleet) key(parts ...string) string {
+	k := f.opts.Prefix
+	for _, p := range parts {
+		k += ":" + p
+	}
+	return k
+}
+
+// heartbeat renews this replica's beat, counts the live ones and tells
+// whether Redis answers, every Options.Heartbeat.
+func (f *Fleet) heartbeat() {
+	defer close(f.done)
+	t := time.NewTicker(f.opts.Heartbeat)
+	defer t.Stop()
+	ttl := (time.Duration(replicaTTL) * f.opts.Heartbeat).Milliseconds()
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+		n, err := heartbeatScript.Run(ctx, f.rdb, []string{f.key("replicas")}, f.id, ttl).Int64()
+		cancel()
+		if err == nil {
+			if n < 1 {
+				n = 1
+			}
+			f.live.Store(n)
+			if !f.up.Swap(true) {
+				f.opts.Logger.Info("fleet: redis answers; budgets shared", "replicas", n)
+			}
+		} else {
+			f.fault(err)
+		}
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// fault marks Redis down after a failed call (counted): requests are
+// decided locally until the next beat succeeds.
+func (f *Fleet) fault(err error) {
+	f.stats.faults.Add(1)
+	if f.up.Swap(false) {
+		f.opts.Logger.Warn("fleet: redis unreachable; budgets fall back to this replica's share", "err", err.Error(), "replicas", f.live.Load())
+	}
+}
+
+// reserve takes takes from the shared buckets when Redis is up and answers
+// within the timeout, else from this replica's share; remote says which.
+func (f *Fleet) reserve(ctx context.Context, takes []take) (v verdict, remote bool) {
+	if f.rdb != nil && f.up.Load() {
+		keys, args := scriptArgs(takes)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.Timeout)
+		res, err := reserveScript.Run(ctx, f.rdb, keys, args...).Int64Slice()
+		cancel()
+		if err == nil && len(res) >= 1 {
+			return parseVerdict(res, len(takes)), true
+		}
+		if err == nil {
+			err = errors.New("unexpected reply")
+		}
+		f.fault(err)
+	}
+	if f.rdb != nil {
+		f.stats.fallbacks.Add(1)
+	}
+	return f.local.reserve(time.Now(), takes, f.share()), false
+}
+
+// adjust moves the buckets a reservation drew on, where it drew on them.
+// A shared reservation that cannot be adjusted (Redis went away) is
+// counted and left as reserved: its estimate stands.
+func (f *Fleet) adjust(ctx context.Context, takes []take, remote bool) {
+	if len(takes) == 0 {
+		return
+	}
+	if !remote {
+		f.local.adjust(time.Now(), takes, f.share())
+		return
+	}
+	if !f.up.Load() {
+		f.stats.lostAdjustments.Add(1)
+		return
+	}
+	keys, args := scriptArgs(takes)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.Timeout)
+	err := adjustScript.Run(ctx, f.rdb, keys, args...).Err()
+	cancel()
+	if err != nil {
+		f.stats.lostAdjustments.Add(1)
+		f.fault(err)
+	}
+}
+
+// share is what this replica's local buckets divide limits by: 1 without
+// Redis (budgets per replica), the live replicas last counted with it.
+func (f *Fleet) share() float64 {
+	if f.rdb == nil {
+		return 1
+	}
+	return float64(max(f.live.Load(), 1))
+}
+
+func scriptArgs(takes []take) ([]string, []any) {
+	keys := make([]string, len(takes))
+	args := make([]any, 0, 3*len(takes))
+	for i, tk := range takes {
+		keys[i] = tk.key
+		args = append(args, tk.period, tk.limit, tk.cost)
+	}
+	return keys, args
+}
+
+func parseVerdict(res []int64, n int) verdict {
+	v := verdict{Refused: -1, Remaining: make([]int64, n)}
+	if res[0] == 1 {
+		copy(v.Remaining, res[1:])
+		return v
+	}
+	if len(res) < 4 || res[1] < 1 || int(res[1]) > n {
+		return verdict{Refused: -1, Remaining: v.Remaining}
+	}
+	v.Refused = int(res[1]) - 1
+	v.RetryAfter = time.Duration(res[2]) * time.Millisecond
+	v.Remaining[v.Refused] = res[3]
+	return v
+}
+
+// quietRedis silences go-redis's own log (process-wide: it has one
+// logger), which prints each failed dial to stderr: an outage is logged
+// once by fault, and counted.
+var quietRedis sync.Once
+
+type discardLogger struct{}
+
+func (discardLogger) Printf(context.Context, string, ...any) {}

@@ -1,0 +1,101 @@
+package fleet
+
+import (
+	"sync/atomic"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+type counters struct {
+	admitted, refused []atomic.Uint64 // per budget
+	names             []string
+	faults            atomic.Uint64
+	fallbacks         atomic.Uint64
+	refunds           atomic.Uint64
+	lostAdjustments   atomic.Uint64
+}
+
+func (c *counters) init(bs []Budget) {
+	c.admitted = make([]atomic.Uint64, len(bs))
+	c.refused = make([]atomic.Uint64, len(bs))
+	for _, b := range bs {
+		c.names = append(c.names, b.Name)
+	}
+}
+
+// Stats is the fleet's part of /stats.
+type Stats struct {
+	// Store is "redis" (budgets shared by the fleet) or "local" (per
+	// replica: no redis_url).
+	Store string `json:"store"`
+	// RedisUp says whether Redis answered the last call; Replicas is the
+	// live replicas at the last heartbeat (1 without Redis).
+	RedisUp  bool  `json:"redis_up"`
+	Replicas int64 `json:"replicas"`
+	// Faults counts Redis calls that failed or ran past the timeout;
+	// Fallbacks the reservations decided by this replica's share because
+	// Redis was down; LostAdjustments the reconciliations or refunds that
+	// could not reach Redis (their estimate stood).
+	Faults          uint64 `json:"redis_faults"`
+	Fallbacks       uint64 `json:"fallbacks"`
+	Refunds         uint64 `json:"refunds"`
+	LostAdjustments uint64 `json:"lost_adjustments"`
+	// Budgets counts, per budget, the requests it admitted and refused.
+	Budgets []BudgetStats `json:"budgets"`
+}
+
+// BudgetStats is one budget's counts.
+type BudgetStats struct {
+	Name     string `json:"name"`
+	Admitted uint64 `json:"admitted"`
+	Refused  uint64 `json:"refused"`
+}
+
+// Stats returns the counters now.
+func (f *Fleet) Stats() Stats {
+	s := Stats{Store: "local", Replicas: f.live.Load(), RedisUp: f.up.Load(),
+		Faults: f.stats.faults.Load(), Fallbacks: f.stats.fallbacks.Load(),
+		Refunds: f.stats.refunds.Load(), LostAdjustments: f.stats.lostAdjustments.Load()}
+	if f.rdb != nil {
+		s.Store = "redis"
+	}
+	for i, n := range f.stats.names {
+		s.Budgets = append(s.Budgets, BudgetStats{Name: n, Admitted: f.stats.admitted[i].Load(), Refused: f.stats.refused[i].Load()})
+	}
+	return s
+}
+
+var (
+	descAdmitted  = prometheus.NewDesc("breakwater_budget_admitted_total", "Requests a budget admitted upstream.", []string{"budget"}, nil)
+	descRefused   = prometheus.NewDesc("breakwater_budget_refused_total", "Requests a budget refused with 429.", []string{"budget"}, nil)
+	descFaults    = prometheus.NewDesc("breakwater_fleet_redis_faults_total", "Redis calls that failed or ran past the fleet timeout.", nil, nil)
+	descFallbacks = prometheus.NewDesc("breakwater_fleet_fallbacks_total", "Budget reservations decided by this replica's share while Redis was down.", nil, nil)
+	descLost      = prometheus.NewDesc("breakwater_fleet_lost_adjustments_total", "Budget reconciliations or refunds that could not reach Redis.", nil, nil)
+	descUp        = prometheus.NewDesc("breakwater_fleet_redis_up", "1 when Redis answered the last call (budgets shared), else 0.", nil, nil)
+	descReplicas  = prometheus.NewDesc("breakwater_fleet_replicas", "Live replicas at the last heartbeat.", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descAdmitted, descRefused, descFaults, descFallbacks, descLost, descUp, descReplicas} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
+	s := f.Stats()
+	for _, b := range s.Budgets {
+		ch <- prometheus.MustNewConstMetric(descAdmitted, prometheus.CounterValue, float64(b.Admitted), b.Name)
+		ch <- prometheus.MustNewConstMetric(descRefused, prometheus.CounterValue, float64(b.Refused), b.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(descFaults, prometheus.CounterValue, float64(s.Faults))
+	ch <- prometheus.MustNewConstMetric(descFallbacks, prometheus.CounterValue, float64(s.Fallbacks))
+	ch <- prometheus.MustNewConstMetric(descLost, prometheus.CounterValue, float64(s.LostAdjustments))
+	up := 0.0
+	if s.RedisUp {
+		up = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up)
+	ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(s.Replicas))
+}
