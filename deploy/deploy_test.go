@@ -576,9 +576,17 @@ func TestComposeFleet(t *testing.T) {
 	}
 	var fleet []string
 	for name, s := range c.Services {
-		if slices.Contains(s.Profiles, "fleet") {
+		if slices.Contains(s.Profiles, "fleet") && name != "redis" {
 			fleet = append(fleet, name)
 		}
+	}
+	// The fleet's Redis keeps the budgets of all three; every sidecar is
+	// given its URL the same way.
+	if r, ok := c.Services["redis"]; !ok || !slices.Contains(r.Profiles, "fleet") {
+		t.Errorf("no redis service in the fleet profile")
+	}
+	if v, ok := first.Environment["BREAKWATER_REDIS_URL"]; !ok || v == "" {
+		t.Errorf("breakwater does not pass BREAKWATER_REDIS_URL")
 	}
 	slices.Sort(fleet)
 	if len(fleet) != 2 {
