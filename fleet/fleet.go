@@ -6,10 +6,11 @@
 // cache, or a follower of a coalesced call, uses none.
 //
 // Redis is never on a request's critical path for longer than
-// Options.Timeout: a call that takes longer, or fails, marks Redis down and
-// the request is decided by this replica's share of the budget (its limit
-// ÷ live replicas, as last counted); the heartbeat probes Redis every
-// Options.Heartbeat and brings sharing back as soon as it answers.
+// Options.Timeout: a call that takes longer, or fails, leaves its request
+// to this replica's share of the budget (its limit ÷ live replicas, as last
+// counted), and a few in a row mark Redis down, so that the next requests
+// do not try it; the heartbeat probes Redis every Options.Heartbeat and
+// brings sharing back as soon as it answers.
 package fleet
 
 import (
@@ -67,8 +68,10 @@ type Fleet struct {
 	local   localBuckets
 	budgets []Budget
 
-	up   atomic.Bool  // Redis answered the last call
-	live atomic.Int64 // live replicas at the last beat (≥ 1)
+	up     atomic.Bool  // Redis answers (see fault)
+	fails  atomic.Int32 // calls failed in a row
+	live   atomic.Int64 // live replicas at the last beat (≥ 1)
+	loaded bool         // the scripts are loaded (the heartbeat's goroutine only)
 
 	stats counters
 
@@ -119,6 +122,8 @@ func New(opts Options) (*Fleet, error) {
 	ro.ContextTimeoutEnabled = true
 	ro.MaxRetries = -1
 	ro.DialerRetries = 1
+	// Connections ready before the first request needs one.
+	ro.MinIdleConns = 2
 	// CLIENT SETINFO is unknown before Redis 7.2 (Debian 12 ships 7.0).
 	ro.DisableIdentity = true
 	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
@@ -171,11 +176,20 @@ func (f *Fleet) heartbeat() {
 				n = 1
 			}
 			f.live.Store(n)
+			f.fails.Store(0)
 			if !f.up.Swap(true) {
 				f.opts.Logger.Info("fleet: redis answers; budgets shared", "replicas", n)
 			}
+			if !f.loaded {
+				// Loaded once, so that no request pays EVALSHA's NOSCRIPT
+				// and a second round trip.
+				ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+				f.loaded = reserveScript.Load(ctx, f.rdb).Err() == nil && adjustScript.Load(ctx, f.rdb).Err() == nil
+				cancel()
+			}
 		} else {
-			f.fault(err)
+			f.loaded = false // Redis may have restarted without its scripts
+			f.fault(err, true)
 		}
 		select {
 		case <-f.stop:
@@ -185,10 +199,19 @@ func (f *Fleet) heartbeat() {
 	}
 }
 
-// fault marks Redis down after a failed call (counted): requests are
-// decided locally until the next beat succeeds.
-func (f *Fleet) fault(err error) {
+// faultsDown is how many request calls in a row must fail before Redis is
+// marked down: one call past the bound (a connection dialled on a busy
+// machine, a script loaded) decides only its own request locally.
+const faultsDown = 3
+
+// fault counts a failed call; a failed heartbeat, or faultsDown failed
+// calls in a row, mark Redis down: requests are then decided locally, at
+// once, until the next beat succeeds.
+func (f *Fleet) fault(err error, beat bool) {
 	f.stats.faults.Add(1)
+	if n := f.fails.Add(1); !beat && n < faultsDown {
+		return
+	}
 	if f.up.Swap(false) {
 		f.opts.Logger.Warn("fleet: redis unreachable; budgets fall back to this replica's share", "err", err.Error(), "replicas", f.live.Load())
 	}
@@ -203,12 +226,13 @@ func (f *Fleet) reserve(ctx context.Context, takes []take) (v verdict, remote bo
 		res, err := reserveScript.Run(ctx, f.rdb, keys, args...).Int64Slice()
 		cancel()
 		if err == nil && len(res) >= 1 {
+			f.fails.Store(0)
 			return parseVerdict(res, len(takes)), true
 		}
 		if err == nil {
 			err = errors.New("unexpected reply")
 		}
-		f.fault(err)
+		f.fault(err, false)
 	}
 	if f.rdb != nil {
 		f.stats.fallbacks.Add(1)
@@ -237,8 +261,10 @@ func (f *Fleet) adjust(ctx context.Context, takes []take, remote bool) {
 	cancel()
 	if err != nil {
 		f.stats.lostAdjustments.Add(1)
-		f.fault(err)
+		f.fault(err, false)
+		return
 	}
+	f.fails.Store(0)
 }
 
 // share is what this replica's local buckets divide limits by: 1 without

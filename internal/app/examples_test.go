@@ -39,7 +39,16 @@ func TestExamplesPassCheck(t *testing.T) {
 			if err := Main(t.Context(), []string{"-check", "-config", f}, &stdout, &stderr, func(k string) string { return vars[k] }, nil); err != nil {
 				t.Fatalf("-check with %v set: %v", names, err)
 			}
-			if stdout.String() != "config ok\n" || stderr.Len() != 0 {
+			// A file with [[budgets]] and no Redis says they apply per replica.
+			out := stdout.String()
+			if strings.Contains(string(data), "[[budgets]]") && !strings.Contains(string(data), `redis_url = "redis`) {
+				b, rest, _ := strings.Cut(out, "\n")
+				if !strings.HasPrefix(b, "budgets: ") || !strings.Contains(b, "per replica") {
+					t.Errorf("-check: stdout %q: want the budgets' scope first", out)
+				}
+				out = rest
+			}
+			if out != "config ok\n" || stderr.Len() != 0 {
 				t.Errorf("-check: stdout %q, stderr %q", stdout.String(), stderr.String())
 			}
 			var keys []string
