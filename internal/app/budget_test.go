@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -415,4 +416,29 @@ func TestSlowRedisNeverDelaysRequests(t *testing.T) {
 	if fallbacks == 0 {
 		t.Error("no fallback counted")
 	}
+}
+
+// TestBudgetsPanelInBrowser loads /dashboard in headless Chromium after a
+// tenant went past its budget and finds the budgets panel: where they are
+// kept, and each budget's admitted and refused requests.
+func TestBudgetsPanelInBrowser(t *testing.T) {
+	bin := chromium(t)
+	rs := redistest.Start(t)
+	f := startBudgetFleet(t, rs.URL(), 1)
+	f.waitShared(10 * time.Second)
+	tl := f.load("tenant-rpm", 62, 1, 50, "X-Ratelimit-Limit-Requests")
+	if tl.ok.Load() != 60 || tl.refused.Load() != 2 {
+		t.Fatalf("62 requests of a 60-a-minute tenant: %d answered, %d refused (%v)", tl.ok.Load(), tl.refused.Load(), tl.bad)
+	}
+	dom, _ := runChromium(t, bin, "--window-size=1280,1400", "--dump-dom", f.reps[0].url+"/dashboard")
+	if !strings.Contains(dom, `<section id="budgets">`) {
+		t.Errorf("the budgets panel is hidden")
+	}
+	if m := regexp.MustCompile(`id="budget-store">([^<]*)<`).FindStringSubmatch(dom); m == nil || m[1] != "in Redis, for the fleet" {
+		t.Errorf("budgets kept: %v", m)
+	}
+	if !regexp.MustCompile(`<tr><td>rpm</td><td class="num">60</td><td class="num">2</td></tr>`).MatchString(dom) {
+		t.Errorf("no row for budget rpm with 60 admitted and 2 refused:\n%.3000s", dom[strings.Index(dom, `id="budgets"`):])
+	}
+	pageErrors(t, dom)
 }
