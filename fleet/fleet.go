@@ -227,7 +227,15 @@ func (f *Fleet) reserve(ctx context.Context, takes []take) (v verdict, remote bo
 		cancel()
 		if err == nil && len(res) >= 1 {
 			f.fails.Store(0)
-			return parseVerdict(res, len(takes)), true
+			v := parseVerdict(res, len(takes))
+			if v.Refused < 0 {
+				// The local buckets follow what this replica takes while
+				// Redis decides, so that a fallback starts from its use
+				// of its share, not from a full bucket: a flapping Redis
+				// would otherwise admit a share more at every flap.
+				f.local.adjust(time.Now(), takes, f.share())
+			}
+			return v, true
 		}
 		if err == nil {
 			err = errors.New("unexpected reply")
@@ -265,6 +273,7 @@ func (f *Fleet) adjust(ctx context.Context, takes []take, remote bool) {
 		return
 	}
 	f.fails.Store(0)
+	f.local.adjust(time.Now(), takes, f.share())
 }
 
 // share is what this replica's local buckets divide limits by: 1 without
