@@ -63,7 +63,8 @@ type Options struct {
 // concurrent use; Close stops its heartbeat.
 type Fleet struct {
 	opts    Options
-	rdb     *redis.Client
+	ro      *redis.Options               // nil: no Redis
+	rdb     atomic.Pointer[redis.Client] // replaced while Redis is down (heartbeat)
 	id      string
 	local   localBuckets
 	budgets []Budget
@@ -127,14 +128,15 @@ func New(opts Options) (*Fleet, error) {
 	// CLIENT SETINFO is unknown before Redis 7.2 (Debian 12 ships 7.0).
 	ro.DisableIdentity = true
 	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
-	f.rdb = redis.NewClient(ro)
+	f.ro = ro
+	f.rdb.Store(redis.NewClient(ro))
 	go f.heartbeat()
 	return f, nil
 }
 
 // Shared reports whether budgets are kept in Redis (configured, whatever
 // its state now).
-func (f *Fleet) Shared() bool { return f.rdb != nil }
+func (f *Fleet) Shared() bool { return f.ro != nil }
 
 // Close stops the heartbeat, removes this replica's beat and closes the
 // connections.
@@ -142,11 +144,11 @@ func (f *Fleet) Close() error {
 	f.once.Do(func() {
 		close(f.stop)
 		<-f.done
-		if f.rdb != nil {
+		if rdb := f.rdb.Load(); rdb != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
-			f.rdb.ZRem(ctx, f.key("replicas"), f.id)
+			rdb.ZRem(ctx, f.key("replicas"), f.id)
 			cancel()
-			_ = f.rdb.Close()
+			_ = rdb.Close()
 		}
 	})
 	return nil
@@ -168,9 +170,12 @@ func (f *Fleet) heartbeat() {
 	defer t.Stop()
 	ttl := (time.Duration(replicaTTL) * f.opts.Heartbeat).Milliseconds()
 	for {
-		ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
-		n, err := heartbeatScript.Run(ctx, f.rdb, []string{f.key("replicas")}, f.id, ttl).Int64()
-		cancel()
+		n, err := f.beat(ttl)
+		if err != nil && !f.up.Load() {
+			// Once more at once: after a restart of Redis the pool's
+			// first connection is a dead one, and the next is dialled.
+			n, err = f.beat(ttl)
+		}
 		if err == nil {
 			if n < 1 {
 				n = 1
@@ -184,12 +189,20 @@ func (f *Fleet) heartbeat() {
 				// Loaded once, so that no request pays EVALSHA's NOSCRIPT
 				// and a second round trip.
 				ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
-				f.loaded = reserveScript.Load(ctx, f.rdb).Err() == nil && adjustScript.Load(ctx, f.rdb).Err() == nil
+				rdb := f.rdb.Load()
+				f.loaded = reserveScript.Load(ctx, rdb).Err() == nil && adjustScript.Load(ctx, rdb).Err() == nil
 				cancel()
 			}
 		} else {
 			f.loaded = false // Redis may have restarted without its scripts
 			f.fault(err, true)
+			// A fresh client for the next beat: go-redis's pool, after as
+			// many failed dials as its size, dials again only once a
+			// second in the background, which would hold sharing back
+			// that long after Redis returns.
+			if old := f.rdb.Swap(redis.NewClient(f.ro)); old != nil {
+				_ = old.Close()
+			}
 		}
 		select {
 		case <-f.stop:
@@ -203,6 +216,13 @@ func (f *Fleet) heartbeat() {
 // marked down: one call past the bound (a connection dialled on a busy
 // machine, a script loaded) decides only its own request locally.
 const faultsDown = 3
+
+// beat renews this replica's beat and returns the live replicas.
+func (f *Fleet) beat(ttl int64) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+	defer cancel()
+	return heartbeatScript.Run(ctx, f.rdb.Load(), []string{f.key("replicas")}, f.id, ttl).Int64()
+}
 
 // fault counts a failed call; a failed heartbeat, or faultsDown failed
 // calls in a row, mark Redis down: requests are then decided locally, at
@@ -220,10 +240,10 @@ func (f *Fleet) fault(err error, beat bool) {
 // reserve takes takes from the shared buckets when Redis is up and answers
 // within the timeout, else from this replica's share; remote says which.
 func (f *Fleet) reserve(ctx context.Context, takes []take) (v verdict, remote bool) {
-	if f.rdb != nil && f.up.Load() {
+	if f.ro != nil && f.up.Load() {
 		keys, args := scriptArgs(takes)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.Timeout)
-		res, err := reserveScript.Run(ctx, f.rdb, keys, args...).Int64Slice()
+		res, err := reserveScript.Run(ctx, f.rdb.Load(), keys, args...).Int64Slice()
 		cancel()
 		if err == nil && len(res) >= 1 {
 			f.fails.Store(0)
@@ -242,7 +262,7 @@ func (f *Fleet) reserve(ctx context.Context, takes []take) (v verdict, remote bo
 		}
 		f.fault(err, false)
 	}
-	if f.rdb != nil {
+	if f.ro != nil {
 		f.stats.fallbacks.Add(1)
 	}
 	return f.local.reserve(time.Now(), takes, f.share()), false
@@ -265,7 +285,7 @@ func (f *Fleet) adjust(ctx context.Context, takes []take, remote bool) {
 	}
 	keys, args := scriptArgs(takes)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.opts.Timeout)
-	err := adjustScript.Run(ctx, f.rdb, keys, args...).Err()
+	err := adjustScript.Run(ctx, f.rdb.Load(), keys, args...).Err()
 	cancel()
 	if err != nil {
 		f.stats.lostAdjustments.Add(1)
@@ -279,7 +299,7 @@ func (f *Fleet) adjust(ctx context.Context, takes []take, remote bool) {
 // share is what this replica's local buckets divide limits by: 1 without
 // Redis (budgets per replica), the live replicas last counted with it.
 func (f *Fleet) share() float64 {
-	if f.rdb == nil {
+	if f.ro == nil {
 		return 1
 	}
 	return float64(max(f.live.Load(), 1))

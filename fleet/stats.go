@@ -56,7 +56,7 @@ func (f *Fleet) Stats() Stats {
 	s := Stats{Store: "local", Replicas: f.live.Load(), RedisUp: f.up.Load(),
 		Faults: f.stats.faults.Load(), Fallbacks: f.stats.fallbacks.Load(),
 		Refunds: f.stats.refunds.Load(), LostAdjustments: f.stats.lostAdjustments.Load()}
-	if f.rdb != nil {
+	if f.ro != nil {
 		s.Store = "redis"
 	}
 	for i, n := range f.stats.names {

@@ -19,6 +19,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	bwfleet "github.com/breakwater-dev/breakwater/fleet"
 	"github.com/breakwater-dev/breakwater/fleet/redistest"
 )
 
@@ -126,12 +127,18 @@ func startBudgetFleet(t *testing.T, redisURL string, n int) *budgetFleet {
 // waitShared waits until every replica has Redis and counts the others.
 func (f *budgetFleet) waitShared(within time.Duration) time.Duration {
 	f.t.Helper()
+	return f.waitUntil(within, func(s bwfleet.Stats) bool { return s.RedisUp && s.Replicas == int64(len(f.reps)) })
+}
+
+// waitUntil waits until cond holds for every replica's fleet stats, and
+// says how long that took.
+func (f *budgetFleet) waitUntil(within time.Duration, cond func(bwfleet.Stats) bool) time.Duration {
+	f.t.Helper()
 	t0 := time.Now()
 	for {
 		ok := true
 		for _, r := range f.reps {
-			s := r.app.fleet.Stats()
-			ok = ok && s.RedisUp && s.Replicas == int64(len(f.reps))
+			ok = ok && cond(r.app.fleet.Stats())
 		}
 		if ok {
 			return time.Since(t0)
@@ -368,7 +375,10 @@ func TestRedisOutageUnderLoad(t *testing.T) {
 	// 10 s without Redis, under load.
 	time.Sleep(10*time.Second - time.Since(down)) // the outage's length, not a synchronisation
 	rs.Restart(t)
-	back := f.waitShared(10 * time.Second)
+	// Sharing is back when every replica decides in Redis again; the count
+	// of replicas follows within a heartbeat (Redis restarted empty).
+	back := f.waitUntil(10*time.Second, func(s bwfleet.Stats) bool { return s.RedisUp })
+	f.waitShared(10 * time.Second)
 	close(stop)
 	wg.Wait()
 	if bad.Load() > 0 {
