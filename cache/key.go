@@ -76,10 +76,6 @@ type Key struct {
 	// IncludeUsage is stream_options.include_usage: a streamed answer ends
 	// with a usage chunk. Not part of Exact, like Stream.
 	IncludeUsage bool
-	// Vector is Query's embedding when the caller has it from the lookup
-	// (Result.Vector): Store writes the entry back with it rather than
-	// embedding Query a second time. Nil: the write-back embeds Query.
-	Vector []float32
 }
 
 // MaxQueryBytes is the longest query the semantic tier embeds, searches

@@ -9,92 +9,99 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/labstack/echo/v4"
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-// exchange is one request on its way through the cached flow.
+// exchange is one request on its way through the cached flow: what it
+// asked, what the cache said, and its Record as it fills.
 type exchange struct {
-	srv      *Server
-	c        echo.Context
-	log      *slog.Logger // the server's; logger() adds the request id
-	reqID    string
-	format   Format
-	endpoint string // format.Endpoint
-	// home is the upstream of the API's requests for a model no route
-	// lists (Options.APIUpstreams; "" = the default upstream).
-	home      string
-	body      []byte
-	shape     requestShape
-	key       cache.Key
-	ctl       controls
-	start     time.Time
-	upstream  time.Duration // time spent waiting for the upstream
-	mayStore  bool          // a cacheable answer is written back
-	coalesced bool          // answered by another request's upstream call
-	called    bool          // this request led an upstream call
-	attempts  int           // upstream attempts of the call that answered
-	probe     *probe        // live false-hit estimate (verify.go)
+	srv    *Flow
+	w      http.ResponseWriter
+	req    *http.Request
+	format Format
+	home   string // Request.Home
+	body   []byte
+	shape  requestShape
+	key    cache.Key
+	ctl    controls
+	probe  *probe // live false-hit estimate (verify.go)
+	// mayStore: a cacheable answer is written back.
+	mayStore bool
+	// miss is the lookup's handle for the write-back (cache.Result.Miss):
+	// it stores the answer with the lookup's embedding of the query.
+	miss cache.Miss
 	// foreign is the answer of another end user's candidate the scope
 	// refused (cache.Result.Foreign): a fresh answer that agrees with it
 	// is stored as agreed.
 	foreign []byte
-	// usage is the answer's token usage and usageModel the model that
-	// produced it: saved when this request reused it, spent when it led
-	// the call.
-	usage      Usage
-	usageModel string
-	// span is the request's server span (nil: tracing off), closed with
-	// the outcome, status and similarity finish records.
-	span       trace.Span
-	outcome    string
-	status     int
-	similarity float32
+	rec     Record
+}
+
+// end notes how the request was answered.
+func (x *exchange) end(outcome string, status int, similarity float32, target string) {
+	x.rec.Outcome, x.rec.Status, x.rec.Similarity, x.rec.Target = outcome, status, similarity, target
 }
 
 // reuse notes that x is answered with the stored entry e, and says on the
 // response what that saved.
 func (x *exchange) reuse(e *cache.Entry) {
-	h := x.c.Response().Header()
+	h := x.w.Header()
 	if w, ok := e.Wire.(*wireBody); ok && w.usageSet && len(w.body) == len(e.Body) {
 		// Read when it was stored: an exact hit does not scan the body.
-		x.usage = w.usage
+		x.rec.Usage = w.usage
 		if w.usage.Known {
 			h[HeaderTokensSaved] = w.savedHeader
 		}
 	} else {
-		x.usage = x.format.Usage(e.Body)
-		setTokensSaved(h, x.usage)
+		x.rec.Usage = x.format.Usage(e.Body)
+		setTokensSaved(h, x.rec.Usage)
 	}
-	x.usageModel = e.Model
+	x.rec.UsageModel = e.Model
 }
 
-// logger is the request's logger. It is built on first use: the request's
-// own line (finish) carries the id as an attribute, and a logger.With per
-// request was 3 % of an exact hit's CPU.
-func (x *exchange) logger() *slog.Logger { return x.log.With("request_id", x.reqID) }
+// logger is the request's logger.
+func (x *exchange) logger() *slog.Logger { return x.srv.log.With("request_id", x.rec.RequestID) }
 
-// serveCached is the cached flow: parse, exact tier, singleflight,
-// semantic tier, caller, write-back.
-func (s *Server) serveCached(c echo.Context, f Format, home string) error {
-	endpoint := f.Endpoint
-	x := &exchange{srv: s, c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, home: home, start: s.opts.Now()}
-	if s.tracer != nil {
-		s.startServerSpan(x)
-		defer s.endServerSpan(x)
+func (s *Flow) newExchange(w http.ResponseWriter, r *Request) *exchange {
+	start := r.Start
+	if start.IsZero() {
+		start = s.opts.Now()
 	}
-	req := c.Request()
-	body, answered, err := s.requestBody(c)
-	if answered {
-		return err
+	return &exchange{srv: s, w: w, req: r.HTTP, format: r.Format, home: r.Home, body: r.Body,
+		rec: Record{RequestID: r.ID, Endpoint: r.Format.Endpoint, Start: start}}
+}
+
+// record completes x's Record, or returns nil when the request was answered
+// before the flow named an outcome (a bad header or body): the adapter
+// counts those.
+func (x *exchange) record() *Record {
+	if x.rec.Outcome == "" {
+		return nil
 	}
-	x.body = body
+	r := &x.rec
+	r.Model, r.Partition = x.shape.Model, x.key.Partition
+	r.End = x.srv.opts.Now()
+	r.Delivered = r.Status/100 == 2 && x.req.Context().Err() == nil
+	return r
+}
+
+// Serve answers r through the cache: parse, exact tier, singleflight,
+// semantic tier, caller, write-back, relay or replay. It writes the answer
+// to w and returns the request's Record (nil: answered before the flow
+// named an outcome, with a 400 in the API's shape).
+func (s *Flow) Serve(w http.ResponseWriter, r *Request) (*Record, error) {
+	x := s.newExchange(w, r)
+	err := s.serve(x)
+	return x.record(), err
+}
+
+func (s *Flow) serve(x *exchange) error {
+	f, req, body, endpoint := x.format, x.req, x.body, x.rec.Endpoint
+	var err error
 	x.ctl, err = parseControls(req.Header)
 	if err != nil {
-		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
+		return WriteError(x.w, f, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
 	}
 	if s.opts.Cache == nil {
 		// No cache, no key: for an API whose key reads the body alone, a
@@ -106,17 +113,17 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 			k, err := f.Key(cache.SharedPartition, req.Header, body, s.opts.Group)
 			if err != nil {
 				if !json.Valid(body) {
-					return badBody(c, endpoint, body, err)
+					return badBody(x.w, f, endpoint, body, err)
 				}
-				return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+				return WriteError(x.w, f, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 			}
-			x.shape = requestShape{Model: k.Model, Stream: k.Stream, Temperature: k.Temperature, IncludeUsage: k.IncludeUsage}
+			x.shape = shapeOf(k)
 		}
 		if f.PathModel != "" {
 			x.shape.Model, x.shape.Stream = f.PathModel, f.PathStream
 		}
 		if x.shape.Model == "" {
-			return writeError(c, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
+			return WriteError(x.w, f, http.StatusBadRequest, "invalid_request", `breakwater: invalid request: field "model" must be a non-empty string`, 0)
 		}
 		if x.shape.Stream {
 			return s.streamMiss(x, OutcomeBypass)
@@ -130,9 +137,9 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 	x.key, err = s.requestKey(f, partition, req.Header, body)
 	if err != nil {
 		if errors.Is(err, cache.ErrBadRequest) && !json.Valid(body) {
-			return badBody(c, endpoint, body, err)
+			return badBody(x.w, f, endpoint, body, err)
 		}
-		return writeError(c, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
+		return WriteError(x.w, f, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
 	if s.opts.EndUserHeader != "" {
 		// The deployment's own header names the end user, for every API.
@@ -142,7 +149,7 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 	}
 	// The key parsed the body already, with exact field names: routing and
 	// forwarding read what the key read.
-	x.shape = requestShape{Model: x.key.Model, Stream: x.key.Stream, Temperature: x.key.Temperature, IncludeUsage: x.key.IncludeUsage}
+	x.shape = shapeOf(x.key)
 	// JSON and streams take the same decisions; only the writers differ: a
 	// stream hit is replayed as SSE, a stream miss is relayed as it arrives
 	// (stream.go).
@@ -173,16 +180,16 @@ func (s *Server) serveCached(c echo.Context, f Format, home string) error {
 
 // badBody answers a body that is not JSON (or not JSON of the right types)
 // with 400 invalid_json, naming the decoder's complaint.
-func badBody(c echo.Context, endpoint string, body []byte, err error) error {
+func badBody(w http.ResponseWriter, f Format, endpoint string, body []byte, err error) error {
 	if !json.Valid(body) {
 		var probe any
 		err = json.Unmarshal(body, &probe)
 	}
-	return writeError(c, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
+	return WriteError(w, f, http.StatusBadRequest, "invalid_json", "breakwater: the request body is not valid JSON for "+endpoint+": "+err.Error(), 0)
 }
 
 // bypass reports whether the request must not touch the cache at all.
-func (s *Server) bypass(x *exchange) bool {
+func (s *Flow) bypass(x *exchange) bool {
 	if s.opts.Cache == nil {
 		return true
 	}
@@ -207,10 +214,11 @@ var (
 	cacheUpstreamValue = []string{"cache"}
 )
 
-// writeCached answers from the cache, rewriting id and created so every
-// answer looks like a fresh completion to the client.
-func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) error {
-	h := x.c.Response().Header()
+// setHitHeaders writes the headers of an answer served from the cache: the
+// outcome, a semantic hit's similarity, the entry's Age, and "cache" as
+// the upstream. With setCallHeaders, the one place the flow's
+// X-Breakwater-* headers are written.
+func setHitHeaders(h http.Header, res *cache.Result, outcome string) {
 	if outcome == OutcomeHitExact {
 		h[HeaderCache] = hitExactValue // shared: net/http only reads it
 	} else {
@@ -219,78 +227,149 @@ func (s *Server) writeCached(x *exchange, res cache.Result, outcome string) erro
 	}
 	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
 	h[HeaderUpstream] = cacheUpstreamValue
+}
+
+var coalescedValue = []string{"true"}
+
+// setCallHeaders writes the headers of an answer an upstream call gave: the
+// outcome, the target that answered, its attempts, and whether the request
+// shared another's call; x's Record takes the target and attempts.
+func (x *exchange) setCallHeaders(outcome, target string, attempts int) {
+	h := x.w.Header()
+	h.Set(HeaderCache, outcome)
+	h.Set(HeaderUpstream, target)
+	h.Set(HeaderAttempts, strconv.Itoa(attempts))
+	if x.rec.Coalesced {
+		h[HeaderCoalesced] = coalescedValue
+	}
+	x.rec.Attempts = attempts
+}
+
+// writeCached answers from the cache, rewriting id and created so every
+// answer looks like a fresh completion to the client.
+func (s *Flow) writeCached(x *exchange, res cache.Result, outcome string) error {
+	setHitHeaders(x.w.Header(), &res, outcome)
 	x.reuse(&res.Entry)
-	s.finish(x, outcome, http.StatusOK, res.Similarity, "")
+	x.end(outcome, http.StatusOK, res.Similarity, "")
 	if x.format.FreshIDs != nil {
 		// Straight from the bytes prepared when it was stored.
-		return storedOf(&res.Entry, x.format).write(x.c, s.opts.Now())
+		return storedOf(&res.Entry, x.format).write(x.w, s.opts.Now())
 	}
-	body := x.format.Fresh(res.Entry.Body, s.opts.Now())
-	return x.c.Blob(http.StatusOK, echo.MIMEApplicationJSON, body)
+	return blob(x.w, http.StatusOK, jsonType, x.format.Fresh(res.Entry.Body, s.opts.Now()))
+}
+
+// called is one upstream call's answer with what the flow read from it
+// once, in the call (which a coalesced flight shares): its usage.
+type called struct {
+	*upstream.Response
+	usage Usage
+}
+
+// upstreamRequest is the caller's request for x's miss (or bypass).
+func (s *Flow) upstreamRequest(x *exchange, stream bool) *upstream.Request {
+	h := x.req.Header
+	if stream {
+		// The pump may outlive the handler (its followers still listen).
+		h = h.Clone()
+	}
+	ureq := &upstream.Request{
+		Path:      x.rec.Endpoint,
+		Model:     x.shape.Model,
+		Body:      x.body,
+		Header:    h,
+		RequestID: x.req.Header.Get(HeaderRequestID),
+		Class:     x.ctl.class,
+		Stream:    stream,
+		GenAI:     s.genAIRequest(x.format, stream),
+	}
+	s.shapeRequest(x.format, x.home, ureq)
+	return ureq
+}
+
+// shapeRequest lets f adjust the upstream request r built by the flow, and
+// sends a model no route lists to f's home upstream.
+func (s *Flow) shapeRequest(f Format, home string, r *upstream.Request) {
+	r.Upstream = home
+	if f.ShapeRequest != nil {
+		f.ShapeRequest(r)
+	}
+	if f.BoundToUpstream != nil {
+		if bound, prev := f.BoundToUpstream(r.Body); bound {
+			r.SameUpstream = true
+			// The upstream that created the previous response, when this
+			// process or (Options.SharedOwners) another replica saw it:
+			// only that account knows the id.
+			r.BindUpstream, _ = s.LookupOwner(r.Header, prev)
+		}
+	}
+}
+
+// missCall is the upstream call of x's miss. It may run on after x's
+// handler has returned (for the other waiters of a coalesced flight, or for
+// nobody: an answer whose clients all left is still finished by the caller,
+// and cached here for the next asker), so it holds nothing of x. It calls,
+// then learns from a whole answer (its usage, its id's owner) and writes a
+// cacheable one back, before any waiter sees it.
+func (s *Flow) missCall(x *exchange, ureq *upstream.Request) func(context.Context) (*called, error) {
+	f, key, miss, mayStore, foreign := x.format, x.key, x.miss, x.mayStore, x.foreign
+	return func(ctx context.Context) (*called, error) {
+		s.calls.Add(1)
+		resp, err := s.opts.Caller.Do(ctx, ureq)
+		if err != nil {
+			return nil, err
+		}
+		a := &called{Response: resp}
+		if resp.Rest != nil {
+			return a, nil // relayed as it arrives: nothing to read or keep
+		}
+		if resp.Status == http.StatusOK {
+			a.usage = f.Usage(resp.Body)
+		}
+		s.learnOwner(ureq.Header, f, resp.Status, resp.Body, resp.Upstream)
+		if mayStore && resp.Status == http.StatusOK {
+			s.storeBody(context.WithoutCancel(ctx), key, miss, f, resp.Model, resp.Body, a.usage, foreign)
+		}
+		return a, nil
+	}
 }
 
 // forward sends a miss (or bypass) upstream, sharing the call with identical
 // misses in flight, and writes a cacheable answer back to both tiers.
-func (s *Server) forward(x *exchange, outcome string) error {
-	req := x.c.Request()
-	ureq := &upstream.Request{
-		Path:      x.endpoint,
-		Model:     x.shape.Model,
-		Body:      x.body,
-		Header:    req.Header,
-		RequestID: req.Header.Get(HeaderRequestID),
-		Class:     x.ctl.class,
-		GenAI:     s.genAIRequest(x.format, false),
-		// An answer whose clients all left is still worth its price: the
-		// next asker gets it from the cache.
-		FinishAbandoned: x.mayStore,
-	}
-	s.shapeRequest(x.format, x.home, ureq)
-	// The call may run on after this handler has returned (for the other
-	// waiters of a coalesced flight, or for nobody: an answer whose clients
-	// all left is still finished by the caller, and cached here for the
-	// next asker), so it touches nothing of x.
-	f, key, mayStore, foreign := x.format, x.key, x.mayStore, x.foreign
-	call := func(ctx context.Context) (*upstream.Response, error) {
-		s.stats.calls.Add(1)
-		resp, err := s.opts.Caller.Do(ctx, ureq)
-		if err == nil && resp.Rest == nil {
-			s.learnOwner(ureq.Header, f, resp.Status, resp.Body, resp.Upstream)
-			if mayStore && resp.Status == http.StatusOK {
-				s.storeBody(context.WithoutCancel(ctx), key, f, resp.Model, resp.Body, foreign)
-			}
-		}
-		return resp, err
-	}
+func (s *Flow) forward(x *exchange, outcome string) error {
+	ureq := s.upstreamRequest(x, false)
+	// An answer whose clients all left is still worth its price: the next
+	// asker gets it from the cache.
+	ureq.FinishAbandoned = x.mayStore
+	call := s.missCall(x, ureq)
+	ctx := x.req.Context()
 	var (
-		resp   *upstream.Response
+		resp   *called
 		shared bool
 		err    error
 	)
 	t0 := time.Now()
 	if !x.mayStore && outcome == OutcomeBypass {
-		resp, err = call(req.Context())
+		resp, err = call(ctx)
 	} else {
 		// Coalesce on the exact key: identical requests of one tenant.
-		resp, shared, err = s.flights.do(req.Context(), x.key.Exact, call)
+		resp, shared, err = s.flights.do(ctx, x.key.Exact, call)
 		if errors.Is(err, errNotShared) {
-			resp, err = call(req.Context())
+			resp, err = call(ctx)
 		}
 	}
 	// Time spent waiting for the upstream (or for the flight it joined), so
 	// breakwater_overhead_seconds is what Breakwater itself added.
-	x.upstream = time.Since(t0)
-	x.called = !shared
-	if shared {
-		s.countCoalesced()
-		x.coalesced = true
+	x.rec.Upstream = time.Since(t0)
+	x.rec.Called, x.rec.Coalesced = !shared, shared
+	if resp != nil {
+		x.rec.Usage, x.rec.UsageModel = resp.usage, resp.Model
 	}
-	if err == nil && resp.Rest == nil && resp.Status == http.StatusOK {
-		// Read once, here: the call may serve several waiters.
-		x.usage, x.usageModel = f.Usage(resp.Body), resp.Model
-	}
-	if x.called {
-		s.observeCall(f, ureq.Model, resp, err, x.upstream, x.usage)
+	if x.rec.Called {
+		var r *upstream.Response
+		if resp != nil {
+			r = resp.Response
+		}
+		s.observeCall(x.format, ureq.Model, r, err, x.rec.Upstream, x.rec.Usage)
 	}
 	if err != nil {
 		return s.upstreamFailed(x, outcome, err, s.writeCached)
@@ -298,58 +377,47 @@ func (s *Server) forward(x *exchange, outcome string) error {
 	if resp.Rest != nil {
 		// Longer than server.max_answer_bytes: relayed, never cached.
 		defer resp.Rest.Close()
-		s.opts.Metrics.limitReached("server.max_answer_bytes")
+		s.limit("server.max_answer_bytes")
 	}
-	s.checkFresh(x, resp)
-	h := x.c.Response().Header()
-	h.Set(HeaderCache, outcome)
-	h.Set(HeaderUpstream, resp.Target)
-	h.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
-	x.attempts = resp.Attempts
+	s.checkFresh(x, resp.Response)
+	x.setCallHeaders(outcome, resp.Target, resp.Attempts)
 	if shared {
-		h.Set("X-Breakwater-Coalesced", "true")
-		setTokensSaved(h, x.usage)
+		setTokensSaved(x.w.Header(), x.rec.Usage)
 	}
-	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
-		ct = echo.MIMEApplicationJSON
-	}
-	s.finish(x, outcome, resp.Status, 0, resp.Target)
-	if resp.Rest != nil {
-		return relayLong(x.c, resp, ct)
-	}
-	return x.c.Blob(resp.Status, ct, resp.Body)
+	x.end(outcome, resp.Status, 0, resp.Target)
+	return writeAnswer(x.w, resp.Response)
 }
 
 // upstreamFailed answers a request whose upstream call failed: nothing when
 // the client went away, a stale near match (written by serve, as JSON or as
 // a replayed stream) when allowed, else the caller's error.
-func (s *Server) upstreamFailed(x *exchange, outcome string, err error, serve func(*exchange, cache.Result, string) error) error {
-	if x.c.Request().Context().Err() != nil {
+func (s *Flow) upstreamFailed(x *exchange, outcome string, err error, serve func(*exchange, cache.Result, string) error) error {
+	if x.req.Context().Err() != nil {
 		// The client went away; nobody is there to answer.
-		s.finish(x, outcome, 499, 0, "")
+		x.end(outcome, 499, 0, "")
 		return nil
 	}
 	if stale, ok := s.staleAnswer(x); ok {
 		return serve(x, stale, OutcomeStale)
 	}
-	s.stats.errors.Add(1)
-	s.finish(x, outcome, statusOf(err), 0, "")
+	x.rec.Failed = true
+	x.end(outcome, statusOf(err), 0, "")
 	// A miss that failed upstream (502, 429, 503) is still a miss.
-	x.c.Response().Header().Set(HeaderCache, outcome)
-	return writeUpstreamError(x.c, err)
+	x.w.Header().Set(HeaderCache, outcome)
+	return WriteUpstreamError(x.w, x.format, err)
 }
 
 // lookup asks the cache for x, with the request's controls, and names the
 // outcome of a hit.
-func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
+func (s *Flow) lookup(x *exchange) (cache.Result, string, bool) {
 	res, ok := s.opts.Cache.Lookup(s.lookupContext(x), x.key, cache.LookupOptions{
 		Threshold:    x.ctl.threshold,
 		MaxAge:       x.ctl.maxAge,
 		SkipSemantic: !x.format.Semantic(),
 	})
-	// The write-back uses the lookup's embedding of the question.
-	x.key.Vector = res.Vector
+	// The write-back goes through the lookup's handle, which holds its
+	// embedding of the question.
+	x.miss = res.Miss
 	if !ok {
 		s.noteNear(x, res)
 		if res.Foreign != nil {
@@ -366,44 +434,47 @@ func (s *Server) lookup(x *exchange) (cache.Result, string, bool) {
 	return res, OutcomeHitExact, true
 }
 
-// storeBody stores a finished completion under key; anything that is not a
-// finished answer is dropped here. foreign is the answer of another end
-// user's candidate that the scope refused this request (nil: none): when
-// the fresh answer is the same answer, the entry is stored as agreed, since
-// two end users' questions then drew one answer from the model
-// independently, and other end users may be served it.
-func (s *Server) storeBody(ctx context.Context, key cache.Key, f Format, model string, body, foreign []byte) {
+// storeBody stores a finished completion under key, through the lookup's
+// handle miss when there was a lookup; anything that is not a finished
+// answer is dropped here. usage is the body's, read once by the caller.
+// foreign is the answer of another end user's candidate that the scope
+// refused this request (nil: none): when the fresh answer is the same
+// answer, the entry is stored as agreed, since two end users' questions
+// then drew one answer from the model independently, and other end users
+// may be served it.
+func (s *Flow) storeBody(ctx context.Context, key cache.Key, miss cache.Miss, f Format, model string, body []byte, usage Usage, foreign []byte) {
 	if !f.Finished(body) {
 		return
 	}
 	agreed := foreign != nil && s.sameAnswer(ctx, f.AnswerText(foreign), f.AnswerText(body))
 	now := s.opts.Now()
 	w := prepareStored(body, f) // a hit writes it without a scan
-	w.usage, w.usageSet = f.Usage(body), true
+	w.usage, w.usageSet = usage, true
 	if w.usage.Known {
 		w.savedHeader = []string{tokensSavedValue(w.usage)}
 	}
-	s.opts.Cache.Store(ctx, key, cache.Entry{
-		Key:         key.Exact,
-		Partition:   key.Partition,
-		Fingerprint: key.Fingerprint,
-		Query:       key.Query,
-		Model:       model,
-		Agreed:      agreed,
-		Body:        body,
-		Wire:        w,
-		Created:     now,
-		Expires:     now.Add(s.opts.TTL),
-	})
+	e := cache.Entry{
+		Model:   model,
+		Agreed:  agreed,
+		Body:    body,
+		Wire:    w,
+		Created: now,
+		Expires: now.Add(s.opts.TTL),
+	}
+	if miss.Looked() {
+		miss.Store(ctx, key, e)
+		return
+	}
+	s.opts.Cache.Store(ctx, key, e)
 }
 
 // staleAnswer looks for the nearest cached answer down to StaleThreshold when
 // no upstream could answer (degraded mode).
-func (s *Server) staleAnswer(x *exchange) (cache.Result, bool) {
+func (s *Flow) staleAnswer(x *exchange) (cache.Result, bool) {
 	if !s.opts.StaleIfError || s.opts.Cache == nil {
 		return cache.Result{}, false
 	}
-	return s.opts.Cache.Lookup(x.c.Request().Context(), x.key, cache.LookupOptions{
+	return s.opts.Cache.Lookup(x.req.Context(), x.key, cache.LookupOptions{
 		StaleThreshold: s.opts.StaleThreshold,
 		SkipSemantic:   !x.format.Semantic(),
 	})
@@ -415,52 +486,4 @@ func statusOf(err error) int {
 		return ue.Status
 	}
 	return http.StatusBadGateway
-}
-
-// finish records the request's outcome in stats, metrics and one log line.
-func (s *Server) finish(x *exchange, outcome string, status int, similarity float32, target string) {
-	s.count(x.c, outcome)
-	if status/100 == 2 && x.c.Request().Context().Err() == nil {
-		s.stats.delivered.Add(1)
-	}
-	now := s.opts.Now()
-	s.window.record(now, outcome, x.coalesced, x.called)
-	s.countTokens(x, outcome)
-	if x.span != nil {
-		x.outcome, x.status, x.similarity = outcome, status, similarity
-	}
-	total := now.Sub(x.start)
-	if m := s.opts.Metrics; m != nil {
-		m.observe(x.endpoint, outcome, total, x.upstream, similarity)
-	}
-	ctx := x.c.Request().Context()
-	if !x.log.Enabled(ctx, slog.LevelInfo) {
-		return
-	}
-	// Typed attributes: no boxing of each value into an any. Durations are
-	// whole microseconds: slog's JSON handler writes a float through
-	// encoding/json (reflection and a buffer per value; 2.5 % of an exact
-	// hit for two of them) and an integer with strconv.
-	var buf [10]slog.Attr
-	attrs := append(buf[:0], slog.String("request_id", x.reqID), slog.String("endpoint", x.endpoint), slog.String("outcome", outcome),
-		slog.Int("status", status), slog.Int64("duration_us", total.Microseconds()))
-	switch {
-	case similarity == 1:
-		// An exact hit's 1, as an integer: the same JSON token, while slog's
-		// JSON handler writes every float through encoding/json (1.8 % of
-		// an exact hit's CPU).
-		attrs = append(attrs, slog.Int("similarity", 1))
-	case similarity > 0:
-		attrs = append(attrs, slog.Float64("similarity", float64(similarity)))
-	}
-	if target != "" {
-		attrs = append(attrs, slog.String("target", target), slog.Int("attempts", x.attempts),
-			slog.Int64("upstream_us", x.upstream.Microseconds()))
-	}
-	// The record goes to the handler directly: Logger.LogAttrs would also
-	// capture the caller's program counter (runtime.Callers, 1.5 % of an
-	// exact hit), which the access line never prints.
-	r := slog.NewRecord(now, slog.LevelInfo, "request", 0)
-	r.AddAttrs(attrs...)
-	_ = x.log.Handler().Handle(ctx, r)
 }

@@ -5,8 +5,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/labstack/echo/v4"
-
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
@@ -36,10 +34,9 @@ func prepareStored(body []byte, f Format) *wireBody {
 
 // write sends the body with fresh values as a 200 JSON answer, straight
 // from the stored bytes.
-func (w *wireBody) write(c echo.Context, now time.Time) error {
-	resp := c.Response()
-	resp.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	resp.Header().Set(echo.HeaderContentLength, strconv.Itoa(w.id.Size(now)))
+func (w *wireBody) write(resp http.ResponseWriter, now time.Time) error {
+	resp.Header().Set("Content-Type", jsonType)
+	resp.Header().Set("Content-Length", strconv.Itoa(w.id.Size(now)))
 	resp.WriteHeader(http.StatusOK)
 	var err error
 	w.id.Pieces(now, func(b []byte) {

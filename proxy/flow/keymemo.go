@@ -94,7 +94,7 @@ func (m *keyMemo) close() { m.c.Close() }
 // A query too long for the semantic tier is dropped from the key
 // (cache.MaxQueryBytes), so neither the memo nor the request holds a second
 // copy of a large prompt.
-func (s *Server) requestKey(f Format, partition string, h http.Header, body []byte) (cache.Key, error) {
+func (s *Flow) requestKey(f Format, partition string, h http.Header, body []byte) (cache.Key, error) {
 	if !f.BodyKeyed || s.keys == nil {
 		k, err := f.Key(partition, h, body, s.opts.Group)
 		k.DropLongQuery()

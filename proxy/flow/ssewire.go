@@ -24,7 +24,7 @@ const sseRendersBytes = 32 << 20
 // string every quote is escaped, so `"id":"…"` with bare quotes cannot come
 // from the cached content.
 const (
-	sseIDHex      = "zzzzzzzzzzzzzzzzzzzzzzzz" // 24 characters, as newID()[:24]
+	sseIDHex      = "zzzzzzzzzzzzzzzzzzzzzzzz" // 24 characters, as NewID()[:24]
 	sseCreated    = 9999999999                 // 10 digits, as every unix time until 2286
 	sseCreatedLen = 10
 )
@@ -124,11 +124,11 @@ func offset(p int) int {
 // stream, from a render kept in s.renders when there is one for these
 // bytes, and keeps the render for next time. A time whose unix seconds are
 // not 10 digits falls back to a plain replay.
-func (s *Server) replayCached(w io.Writer, flush func(), e *cache.Entry, r *wire.FreshIDs, includeUsage bool) error {
+func (s *Flow) replayCached(w io.Writer, flush func(), e *cache.Entry, r *wire.FreshIDs, includeUsage bool) error {
 	now := s.opts.Now()
 	prefix := r.StreamPrefix
 	if s.renders == nil || now.Unix() < 1e9 || now.Unix() > sseCreated {
-		return r.ReplayWith(w, flush, e.Body, prefix+newID()[:24], now.Unix(), includeUsage)
+		return r.ReplayWith(w, flush, e.Body, prefix+NewID()[:24], now.Unix(), includeUsage)
 	}
 	key := e.Key + "\x00" + prefix
 	if includeUsage {
