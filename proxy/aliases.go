@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"github.com/breakwater-dev/breakwater/proxy/flow"
+	"github.com/breakwater-dev/breakwater/proxy/flow/owners"
 	"github.com/breakwater-dev/breakwater/proxy/observe"
 )
 
@@ -14,7 +15,7 @@ type (
 	// VerifyStats is the "verify" section of /stats.
 	VerifyStats = flow.VerifyStats
 	// OwnerStore keeps Responses ids' owners for every replica of a fleet.
-	OwnerStore = flow.OwnerStore
+	OwnerStore = owners.Store
 	// Usage is the token counts of one answer (wire.Usage).
 	Usage = flow.Usage
 	// Format is one wire API's cached endpoint (wire.Format).
@@ -37,7 +38,7 @@ const (
 	// measure the live false-hit rate (Options.Verify).
 	OutcomeMissSampled = flow.OutcomeMissSampled
 	// DefaultResponseOwners bounds the Responses ids remembered.
-	DefaultResponseOwners = flow.DefaultResponseOwners
+	DefaultResponseOwners = owners.DefaultResponseOwners
 	// HeaderTokensSaved is what an answer served without spending tokens
 	// saved.
 	HeaderTokensSaved = flow.HeaderTokensSaved

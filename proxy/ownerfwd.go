@@ -36,7 +36,7 @@ type ownerScopeKey struct{}
 // ownerOf is the upstream that created the response id, when this process
 // saw it created and has a pass-through target for that upstream.
 func (s *Server) ownerOf(h http.Header, id string) (string, bool) {
-	up, ok := s.flow.LookupOwner(h, id)
+	up, ok := s.flow.Owners().Lookup(h, id)
 	if !ok {
 		return "", false
 	}
@@ -76,7 +76,7 @@ func (s *Server) forwardToOwner(c echo.Context, up string) error {
 		// learnPassedThrough shares an id created here for this client's
 		// tenant.
 		r := c.Request()
-		c.SetRequest(r.WithContext(context.WithValue(r.Context(), ownerScopeKey{}, s.flow.OwnerScope(r.Header))))
+		c.SetRequest(r.WithContext(context.WithValue(r.Context(), ownerScopeKey{}, s.flow.Owners().Scope(r.Header))))
 	}
 	h := c.Response().Header()
 	h.Set(HeaderCache, OutcomeBypass)
@@ -139,7 +139,7 @@ func (s *Server) learnPassedThrough(resp *http.Response, up string) {
 	// client's: the scope was taken from the client's request
 	// (forwardToOwner).
 	scope, ok := req.Context().Value(ownerScopeKey{}).(string)
-	s.flow.AddOwner(scope, ok, id, up)
+	s.flow.Owners().AddScoped(scope, ok, id, up)
 }
 
 // readCloser reads from one reader and closes another.

@@ -279,7 +279,7 @@ func TestLearnPassedThroughGzip(t *testing.T) {
 			resp.Header.Set("Content-Encoding", tc.encoding)
 		}
 		s.learnPassedThrough(resp, "b")
-		if _, ok := s.flow.LookupOwner(nil, "resp_z1"); ok != tc.learnt {
+		if _, ok := s.flow.Owners().Lookup(nil, "resp_z1"); ok != tc.learnt {
 			t.Errorf("%s: learnt %v, want %v", tc.name, ok, tc.learnt)
 		}
 		if got, _ := io.ReadAll(resp.Body); !bytes.Equal(got, tc.raw) {

@@ -253,7 +253,7 @@ func (s *Server) Snapshot() Stats {
 	st.Timeline = s.obs.Timeline(now)
 	st.CapacityByHour = s.obs.CapacityByHour()
 	st.Verify = s.opts.Verify.Stats()
-	st.Responses.KnownIDs = s.flow.KnownIDs()
+	st.Responses.KnownIDs = s.flow.Owners().Size()
 	st.Tokens = s.obs.Tokens()
 	if s.opts.Cache != nil {
 		cs := s.opts.Cache.Stats(context.Background())

@@ -3,6 +3,7 @@ package flow
 import (
 	"context"
 	"errors"
+	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"io"
 	"math"
 	"net/http"
@@ -25,16 +26,8 @@ const HeaderTokensSaved = "X-Breakwater-Tokens-Saved"
 // setTokensSaved says on a response what it saved.
 func setTokensSaved(h http.Header, u Usage) {
 	if u.Known {
-		h[HeaderTokensSaved] = []string{tokensSavedValue(u)}
+		h[HeaderTokensSaved] = []string{stored.SavedValue(u)}
 	}
-}
-
-func tokensSavedValue(u Usage) string {
-	var buf [48]byte
-	b := strconv.AppendUint(buf[:0], u.Input, 10)
-	b = append(b, ',')
-	b = strconv.AppendUint(b, u.Output, 10)
-	return string(b)
 }
 
 // NewID returns a random request or completion ID (128 bits, hex). IDs

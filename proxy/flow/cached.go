@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -47,11 +48,11 @@ func (x *exchange) end(outcome string, status int, similarity float32, target st
 // response what that saved.
 func (x *exchange) reuse(e *cache.Entry) {
 	h := x.w.Header()
-	if w, ok := e.Wire.(*wireBody); ok && w.usageSet && len(w.body) == len(e.Body) {
+	if u, saved, ok := stored.UsageOf(e); ok {
 		// Read when it was stored: an exact hit does not scan the body.
-		x.rec.Usage = w.usage
-		if w.usage.Known {
-			h[HeaderTokensSaved] = w.savedHeader
+		x.rec.Usage = u
+		if u.Known {
+			h[HeaderTokensSaved] = saved
 		}
 	} else {
 		x.rec.Usage = x.format.Usage(e.Body)
@@ -253,7 +254,7 @@ func (s *Flow) writeCached(x *exchange, res cache.Result, outcome string) error 
 	x.end(outcome, http.StatusOK, res.Similarity, "")
 	if x.format.FreshIDs != nil {
 		// Straight from the bytes prepared when it was stored.
-		return storedOf(&res.Entry, x.format).write(x.w, s.opts.Now())
+		return stored.Of(&res.Entry, x.format).Write(x.w, s.opts.Now())
 	}
 	return blob(x.w, http.StatusOK, jsonType, x.format.Fresh(res.Entry.Body, s.opts.Now()))
 }
@@ -299,9 +300,20 @@ func (s *Flow) shapeRequest(f Format, home string, r *upstream.Request) {
 			// The upstream that created the previous response, when this
 			// process or (Options.SharedOwners) another replica saw it:
 			// only that account knows the id.
-			r.BindUpstream, _ = s.LookupOwner(r.Header, prev)
+			r.BindUpstream, _ = s.owners.Lookup(r.Header, prev)
 		}
 	}
+}
+
+// learnOwner remembers the upstream of an answer's response id, for a Format
+// whose answers have one. Called once per upstream call (inside the call a
+// coalesced flight shares), before the answer reaches any client, so a client
+// that sends the id back at once finds it known.
+func (s *Flow) learnOwner(h http.Header, f Format, status int, body []byte, upstreamName string) {
+	if f.ResponseID == nil || status < 200 || status > 299 {
+		return
+	}
+	s.owners.Add(h, f.ResponseID(body), upstreamName)
 }
 
 // missCall is the upstream call of x's miss. It may run on after x's
@@ -448,11 +460,7 @@ func (s *Flow) storeBody(ctx context.Context, key cache.Key, miss cache.Miss, f 
 	}
 	agreed := foreign != nil && s.sameAnswer(ctx, f.AnswerText(foreign), f.AnswerText(body))
 	now := s.opts.Now()
-	w := prepareStored(body, f) // a hit writes it without a scan
-	w.usage, w.usageSet = usage, true
-	if w.usage.Known {
-		w.savedHeader = []string{tokensSavedValue(w.usage)}
-	}
+	w := stored.Prepare(body, f, usage) // a hit writes it without a scan
 	e := cache.Entry{
 		Model:   model,
 		Agreed:  agreed,

@@ -11,12 +11,12 @@ package flow
 
 import (
 	"context"
+	"github.com/breakwater-dev/breakwater/proxy/flow/owners"
+	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
-
-	"github.com/dgraph-io/ristretto/v2"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
@@ -95,7 +95,7 @@ type Options struct {
 	MaxStreamBytes int64
 	MaxEventBytes  int
 	ResponseOwners int
-	SharedOwners   OwnerStore
+	SharedOwners   owners.Store
 	Verify         *Verify
 	// Tracing fills upstream.Request.GenAI for the caller's attempt spans;
 	// false: no closures on the miss path.
@@ -191,10 +191,10 @@ type Flow struct {
 	// back that follows the client's last byte.
 	pumps   atomic.Int64
 	calls   atomic.Uint64
-	keys    *keyMemo // nil when the cache is off
-	renders *ristretto.Cache[string, *sseRender]
+	keys    *keyMemo        // nil when the cache is off
+	renders *stored.Renders // nil when the cache is off
 	// owners remembers which upstream created each Responses id.
-	owners *responseOwners
+	owners *owners.Registry
 }
 
 // New builds a Flow from opts, whose defaults the caller has filled.
@@ -209,14 +209,14 @@ func New(opts Options) (*Flow, error) {
 		opts.Group = func(m string) string { return m }
 	}
 	s := &Flow{opts: opts, log: opts.Logger, flights: newFlights(), sflights: newStreamFlights()}
-	s.owners = newResponseOwners(opts.ResponseOwners, opts.Hooks.KnownIDs)
+	s.owners = owners.New(opts.ResponseOwners, opts.SharedOwners, opts.Partitioner, opts.Hooks.KnownIDs, opts.Logger)
 	if opts.Cache != nil {
 		k, err := newKeyMemo()
 		if err != nil {
 			return nil, err
 		}
 		s.keys = k
-		if s.renders, err = newSSERenders(); err != nil {
+		if s.renders, err = stored.NewRenders(); err != nil {
 			k.close()
 			return nil, err
 		}
@@ -239,8 +239,8 @@ func (s *Flow) Calls() uint64 { return s.calls.Load() }
 // Pumps is how many upstream streams are still being read.
 func (s *Flow) Pumps() int64 { return s.pumps.Load() }
 
-// KnownIDs is how many Responses ids the registry remembers.
-func (s *Flow) KnownIDs() int { return s.owners.size() }
+// Owners is the Responses ids' owners, which the pass-through shares.
+func (s *Flow) Owners() *owners.Registry { return s.owners }
 
 // Waiters is how many clients wait on coalesced non-stream flights.
 func (s *Flow) Waiters() int {

@@ -147,7 +147,7 @@ func (s *Flow) replayHit(x *exchange, res cache.Result, outcome string) error {
 	var err error
 	fl := func() { flush(w) }
 	if r := x.format.FreshIDs; r != nil {
-		err = s.replayCached(w, fl, &res.Entry, r, x.shape.IncludeUsage)
+		err = s.renders.Replay(w, fl, &res.Entry, r, x.shape.IncludeUsage, s.opts.Now())
 	} else {
 		err = x.format.Replay(w, fl, res.Entry.Body, x.body, s.opts.Now())
 	}
@@ -313,7 +313,7 @@ func (s *Flow) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamA
 		}
 		if idr != nil {
 			if id := idr(asm); id != "" {
-				s.addOwner(job.req.Header, id, sr.Upstream)
+				s.owners.Add(job.req.Header, id, sr.Upstream)
 				idr = nil
 			}
 		}

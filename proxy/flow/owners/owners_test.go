@@ -1,4 +1,4 @@
-package flow
+package owners
 
 import (
 	"fmt"
@@ -31,7 +31,7 @@ func TestResponseOwnersBound(t *testing.T) {
 	if up, _ := r.lookup("resp_3"); up != "b" || r.size() != 3 {
 		t.Errorf("after wrapping: resp_3 on %q, size %d, want b and 3", up, r.size())
 	}
-	long := strings.Repeat("x", maxResponseIDBytes+1)
+	long := strings.Repeat("x", MaxIDBytes+1)
 	r.add(long, "b")
 	r.add("", "b")
 	r.add("resp_6", "")
@@ -77,7 +77,7 @@ func TestResponseOwnersBound(t *testing.T) {
 // registry of DefaultResponseOwners ids, 53 bytes each as OpenAI's are
 // (idlen=53) or at the 128-byte bound; it reports the registry's heap.
 func BenchmarkResponseOwners(b *testing.B) {
-	for _, n := range []int{53, maxResponseIDBytes} {
+	for _, n := range []int{53, MaxIDBytes} {
 		b.Run(fmt.Sprintf("idlen=%d", n), func(b *testing.B) {
 			id := func(i int) string { return fmt.Sprintf("resp_%0*x", n-5, i) }
 			var m0, m1 runtime.MemStats

@@ -1,4 +1,4 @@
-package flow
+package stored
 
 import (
 	"encoding/json"
@@ -78,7 +78,7 @@ func TestWireBodyWrite(t *testing.T) {
 		stored := []byte(body)
 		e := cache.Entry{Body: stored, Wire: prepareWire(stored)}
 		rec := httptest.NewRecorder()
-		if err := wireOf(&e).write(rec, now); err != nil {
+		if err := wireOf(&e).Write(rec, now); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {
