@@ -21,26 +21,6 @@ import (
 // proxy answers it with 400.
 var ErrBadRequest = errors.New("invalid request")
 
-// ignoredFields are top-level request fields that never change the answer, so
-// two requests that differ only in them share an entry. stream is here on
-// purpose: a streamed and a non-streamed request share one entry, replayed as
-// SSE or JSON by the proxy. safety_identifier and prompt_cache_key are the
-// newer OpenAI spellings of "who is asking" and "how to route"; neither
-// changes the completion.
-var ignoredFields = map[string]bool{
-	"stream":            true,
-	"stream_options":    true,
-	"user":              true,
-	"metadata":          true,
-	"store":             true,
-	"service_tier":      true,
-	"request_id":        true,
-	"client_request_id": true,
-	"x_request_id":      true,
-	"safety_identifier": true,
-	"prompt_cache_key":  true,
-}
-
 // Key is what the cache needs to know about one request.
 type Key struct {
 	// Partition says who may share the entry (see Partitioner.Partition).
@@ -102,66 +82,6 @@ func (k *Key) DropLongQuery() {
 	if len(k.Query) > MaxQueryBytes {
 		k.Query = ""
 	}
-}
-
-// Canonical returns the canonical JSON of an OpenAI request body: object keys
-// sorted at every depth, no insignificant whitespace, numbers in one decimal
-// form (1, 1.0 and 1e0 are the same), string content kept exactly, and the
-// top-level fields that do not change the answer removed.
-func Canonical(body []byte) ([]byte, error) {
-	obj, err := parseObject(body)
-	if err != nil {
-		return nil, err
-	}
-	return CanonicalValue(withoutIgnored(obj))
-}
-
-// GenericKey builds the exact-only key of a request to an endpoint whose body
-// names its model, such as OpenAI's /v1/completions or /v1/embeddings: it
-// reads nothing beyond what CommonKey reads, so any API may use it for an
-// endpoint without a semantic tier.
-func GenericKey(partition, endpoint string, body []byte) (Key, error) {
-	obj, err := parseObject(body)
-	if err != nil {
-		return Key{}, err
-	}
-	return CommonKey(partition, endpoint, obj)
-}
-
-// CommonKey validates the fields every endpoint shares and computes Exact.
-func CommonKey(partition, endpoint string, obj map[string]any) (Key, error) {
-	model, ok := obj["model"].(string)
-	if !ok || model == "" {
-		return Key{}, BadRequest(`field "model" must be a non-empty string`)
-	}
-	k := Key{Partition: partition, Endpoint: endpoint, Model: model}
-	switch t := obj["temperature"].(type) {
-	case nil:
-	case json.Number:
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil {
-			return Key{}, BadRequest(`field "temperature" must be a number`)
-		}
-		k.Temperature = &f
-	default:
-		return Key{}, BadRequest(`field "temperature" must be a number`)
-	}
-	switch s := obj["stream"].(type) {
-	case nil:
-	case bool:
-		k.Stream = s
-	default:
-		return Key{}, BadRequest(`field "stream" must be true or false`)
-	}
-	if so, ok := obj["stream_options"].(map[string]any); ok {
-		k.IncludeUsage, _ = so["include_usage"].(bool)
-	}
-	canon, err := CanonicalValue(withoutIgnored(obj))
-	if err != nil {
-		return Key{}, err
-	}
-	k.Exact = Digest("breakwater-exact-v1", []byte(partition), []byte(endpoint), canon)
-	return k, nil
 }
 
 // WithLastContent is a copy of msgs (MessagesOf) whose last message's
@@ -239,17 +159,6 @@ func writePart(h hash.Hash, p []byte) {
 // routing and forwarding share.
 func parseObject(body []byte) (map[string]any, error) {
 	return DecodeObject(body)
-}
-
-// withoutIgnored returns a shallow copy of obj without the ignored fields.
-func withoutIgnored(obj map[string]any) map[string]any {
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		if !ignoredFields[k] {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // Fingerprint is the semantic fingerprint of an endpoint's request from fp,
@@ -451,18 +360,6 @@ func MessagesOf(obj map[string]any) ([]any, error) {
 		}
 	}
 	return msgs, nil
-}
-
-// GroupFingerprint is obj without the fields that do not change the answer,
-// its model replaced by the model's cache group when group names one.
-func GroupFingerprint(obj map[string]any, model string, group func(model string) string) map[string]any {
-	fp := withoutIgnored(obj)
-	if group != nil {
-		if g := group(model); g != "" {
-			fp["model"] = g
-		}
-	}
-	return fp
 }
 
 // EndUserOf returns the first of obj's fields named in names that holds a

@@ -14,6 +14,7 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // echoAPI is a wire API made up for the registration's tests: an exact-only
@@ -26,7 +27,7 @@ var echoAPI = &wire.Format{
 		if err != nil {
 			return cache.Key{}, err
 		}
-		return cache.CommonKey(p, "/v1/echo", obj)
+		return openai.CommonKey(p, "/v1/echo", obj)
 	},
 	ExactOnly:    true,
 	Finished:     json.Valid,

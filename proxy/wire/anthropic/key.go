@@ -4,6 +4,7 @@ import (
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // MessagesEndpoint is the path MessagesKey hashes into the exact key.
@@ -34,7 +35,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 		// Header names hold '-', which no body field of the API has.
 		obj[strings.ToLower(name)] = v
 	}
-	k, err := cache.CommonKey(partition, MessagesEndpoint, obj)
+	k, err := openai.CommonKey(partition, MessagesEndpoint, obj)
 	if err != nil {
 		return cache.Key{}, err
 	}
@@ -44,7 +45,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 		k.EndUser = cache.EndUserOf(md, "user_id")
 	}
 	msgs := obj["messages"].([]any)
-	fp := cache.GroupFingerprint(obj, k.Model, group)
+	fp := openai.GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
 		query, rest, err := cache.SplitUserContent(len(msgs)-1, last["content"])

@@ -17,7 +17,7 @@ func ChatKey(partition string, body []byte, group func(model string) string) (ca
 	if err != nil {
 		return cache.Key{}, err
 	}
-	k, err := cache.CommonKey(partition, ChatEndpoint, obj)
+	k, err := CommonKey(partition, ChatEndpoint, obj)
 	if err != nil {
 		return cache.Key{}, err
 	}
@@ -29,7 +29,7 @@ func ChatKey(partition string, body []byte, group func(model string) string) (ca
 	// The end user: safety_identifier, which OpenAI's API reference says
 	// replaces user for this purpose, else user. Neither is in the key.
 	k.EndUser = cache.EndUserOf(obj, "safety_identifier", "user")
-	fp := cache.GroupFingerprint(obj, k.Model, group)
+	fp := GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
 		query, rest, err := cache.SplitUserContent(len(msgs)-1, last["content"])

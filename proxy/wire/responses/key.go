@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // ResponsesEndpoint is the path of OpenAI's Responses API, hashed into the
@@ -55,7 +56,7 @@ func ResponsesKey(partition string, body []byte) (cache.Key, error) {
 	if err != nil {
 		return cache.Key{}, err
 	}
-	k, err := cache.CommonKey(partition, ResponsesEndpoint, obj)
+	k, err := openai.CommonKey(partition, ResponsesEndpoint, obj)
 	if err != nil {
 		return cache.Key{}, err
 	}
