@@ -200,7 +200,7 @@ func chatKeyModel(t *testing.T, partition, model, system, query string) Key {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := Key{Partition: partition, Endpoint: "/test/chat", Model: model,
+	k := Key{Partition: partition, Endpoint: "/test/chat",
 		Exact: Digest("breakwater-exact-v1", []byte(partition), []byte("/test/chat"), canon)}
 	k.Query = query
 	k.Fingerprint = Digest("test-fingerprint", []byte("group"), []byte(system))

@@ -28,7 +28,7 @@ type Key struct {
 	// Endpoint is the API path the request was sent to.
 	Endpoint string
 	// Exact is the hex SHA-256 over Partition, Endpoint and the canonical
-	// request (see Canonical): the exact tier's key and the index point's id.
+	// request (CanonicalValue): the exact tier's key and the index point's id.
 	Exact string
 	// Fingerprint is the hex SHA-256 over everything that shapes a chat answer
 	// except the text of the final user turn. Empty for non-chat endpoints.
@@ -38,8 +38,6 @@ type Key struct {
 	// when the encoder sees all of it (Seen). Empty means the request is
 	// not eligible for the semantic tier.
 	Query string
-	// Model is the model the client asked for.
-	Model string
 	// EndUser is the end user's identity as the request carries it (OpenAI's
 	// safety_identifier or user, Anthropic's metadata.user_id, or the
 	// header a deployment names), "" for none. It is never part of Exact or
@@ -47,15 +45,6 @@ type Key struct {
 	// very request whoever asks. The cache keeps only its keyed hash
 	// (Entry.User); the identity itself is never stored, logged or counted.
 	EndUser string
-	// Temperature is the request's temperature; nil when the request does not
-	// set it (the upstream default applies, 1 for OpenAI).
-	Temperature *float64
-	// Stream reports whether the client asked for a streamed answer. It is not
-	// part of Exact: streamed and non-streamed requests share entries.
-	Stream bool
-	// IncludeUsage is stream_options.include_usage: a streamed answer ends
-	// with a usage chunk. Not part of Exact, like Stream.
-	IncludeUsage bool
 }
 
 // MaxQueryBytes is the longest query the semantic tier embeds, searches

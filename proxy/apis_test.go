@@ -22,10 +22,10 @@ import (
 // that carry X-Echo-Version.
 var echoAPI = &wire.Format{
 	Endpoint: "/v1/echo",
-	Key: func(p string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
+	Key: func(p string, _ http.Header, body []byte, _ func(string) string) (wire.Key, error) {
 		obj, err := cache.DecodeObject(body)
 		if err != nil {
-			return cache.Key{}, err
+			return wire.Key{}, err
 		}
 		return openai.CommonKey(p, "/v1/echo", obj)
 	},

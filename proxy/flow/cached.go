@@ -135,13 +135,14 @@ func (s *Flow) serve(x *exchange) error {
 	if s.opts.Partitioner != nil {
 		partition = s.opts.Partitioner.Partition(req.Header)
 	}
-	x.key, err = s.requestKey(f, partition, req.Header, body)
+	k, err := s.requestKey(f, partition, req.Header, body)
 	if err != nil {
 		if errors.Is(err, cache.ErrBadRequest) && !json.Valid(body) {
 			return badBody(x.w, f, endpoint, body, err)
 		}
 		return WriteError(x.w, f, http.StatusBadRequest, "invalid_request", "breakwater: "+err.Error(), 0)
 	}
+	x.key = k.Key
 	if s.opts.EndUserHeader != "" {
 		// The deployment's own header names the end user, for every API.
 		if v := req.Header.Get(s.opts.EndUserHeader); v != "" {
@@ -150,7 +151,7 @@ func (s *Flow) serve(x *exchange) error {
 	}
 	// The key parsed the body already, with exact field names: routing and
 	// forwarding read what the key read.
-	x.shape = shapeOf(x.key)
+	x.shape = shapeOf(k)
 	// JSON and streams take the same decisions; only the writers differ: a
 	// stream hit is replayed as SSE, a stream miss is relayed as it arrives
 	// (stream.go).

@@ -2,7 +2,7 @@ package flow
 
 import (
 	"fmt"
-	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"net/http"
 	"strconv"
 	"strings"
@@ -67,6 +67,6 @@ type requestShape struct {
 }
 
 // shapeOf is the shape the key k read.
-func shapeOf(k cache.Key) requestShape {
+func shapeOf(k wire.Key) requestShape {
 	return requestShape{Model: k.Model, Stream: k.Stream, Temperature: k.Temperature, IncludeUsage: k.IncludeUsage}
 }

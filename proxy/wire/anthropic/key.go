@@ -1,6 +1,7 @@
 package anthropic
 
 import (
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -22,13 +23,13 @@ const MessagesEndpoint = "/v1/messages"
 // The embedded text (Query) is the text blocks of the final user turn. A
 // final turn that carries anything else (images, documents, tool results) or
 // a final assistant turn (a prefill) leaves Query empty: exact tier only.
-func MessagesKey(partition string, body []byte, group func(model string) string, headers map[string]string) (cache.Key, error) {
+func MessagesKey(partition string, body []byte, group func(model string) string, headers map[string]string) (wire.Key, error) {
 	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	if _, err := cache.MessagesOf(obj); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	obj = withoutCacheControl(obj)
 	for name, v := range headers {
@@ -37,7 +38,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 	}
 	k, err := openai.CommonKey(partition, MessagesEndpoint, obj)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	// The end user: metadata.user_id ("an external identifier for the user
 	// who is associated with the request", Anthropic's API reference).
@@ -50,7 +51,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 	if last["role"] == "user" {
 		query, rest, err := cache.SplitUserContent(len(msgs)-1, last["content"])
 		if err != nil {
-			return cache.Key{}, err
+			return wire.Key{}, err
 		}
 		if len(rest) == 0 {
 			k.Query = query
@@ -58,7 +59,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 		}
 	}
 	if k.Fingerprint, err = cache.Fingerprint(MessagesEndpoint, fp); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	return k, nil
 }

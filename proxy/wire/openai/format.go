@@ -71,7 +71,7 @@ func (f openAIFormat) format() *wire.Format {
 	return wf
 }
 
-func (f openAIFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
+func (f openAIFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (wire.Key, error) {
 	if f.chat {
 		return ChatKey(partition, body, group)
 	}

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"encoding/json"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strconv"
 
 	"github.com/breakwater-dev/breakwater/cache"
@@ -49,45 +50,45 @@ func Canonical(body []byte) ([]byte, error) {
 // names its model, such as OpenAI's /v1/completions or /v1/embeddings: it
 // reads nothing beyond what CommonKey reads, so any API may use it for an
 // endpoint without a semantic tier.
-func GenericKey(partition, endpoint string, body []byte) (cache.Key, error) {
+func GenericKey(partition, endpoint string, body []byte) (wire.Key, error) {
 	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	return CommonKey(partition, endpoint, obj)
 }
 
 // CommonKey validates the fields every endpoint shares and computes Exact.
-func CommonKey(partition, endpoint string, obj map[string]any) (cache.Key, error) {
+func CommonKey(partition, endpoint string, obj map[string]any) (wire.Key, error) {
 	model, ok := obj["model"].(string)
 	if !ok || model == "" {
-		return cache.Key{}, cache.BadRequest(`field "model" must be a non-empty string`)
+		return wire.Key{}, cache.BadRequest(`field "model" must be a non-empty string`)
 	}
-	k := cache.Key{Partition: partition, Endpoint: endpoint, Model: model}
+	k := wire.Key{Key: cache.Key{Partition: partition, Endpoint: endpoint}, Model: model}
 	switch t := obj["temperature"].(type) {
 	case nil:
 	case json.Number:
 		f, err := strconv.ParseFloat(string(t), 64)
 		if err != nil {
-			return cache.Key{}, cache.BadRequest(`field "temperature" must be a number`)
+			return wire.Key{}, cache.BadRequest(`field "temperature" must be a number`)
 		}
 		k.Temperature = &f
 	default:
-		return cache.Key{}, cache.BadRequest(`field "temperature" must be a number`)
+		return wire.Key{}, cache.BadRequest(`field "temperature" must be a number`)
 	}
 	switch s := obj["stream"].(type) {
 	case nil:
 	case bool:
 		k.Stream = s
 	default:
-		return cache.Key{}, cache.BadRequest(`field "stream" must be true or false`)
+		return wire.Key{}, cache.BadRequest(`field "stream" must be true or false`)
 	}
 	if so, ok := obj["stream_options"].(map[string]any); ok {
 		k.IncludeUsage, _ = so["include_usage"].(bool)
 	}
 	canon, err := cache.CanonicalValue(withoutIgnored(obj))
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	k.Exact = cache.Digest("breakwater-exact-v1", []byte(partition), []byte(endpoint), canon)
 	return k, nil
