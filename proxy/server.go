@@ -88,7 +88,7 @@ type Options struct {
 	// Response.Upstream): an API's requests it claims outside its cached
 	// routes go to its home upstream's (APIUpstreams), and requests naming
 	// an answer id go to the upstream that created the id
-	// (responseowners.go). Nil, or an upstream missing here: they go to
+	// (ownerfwd.go). Nil, or an upstream missing here: they go to
 	// Passthrough.
 	Upstreams map[string]PassthroughTarget
 	// ResponseOwners bounds how many Responses ids the proxy remembers the
@@ -170,7 +170,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics records Prometheus metrics. Nil: none.
 	Metrics *Metrics
-	// Verify measures the live false-hit rate (verify.go). Nil: no estimate.
+	// Verify measures the live false-hit rate (proxy/flow/verify.go). Nil: no estimate.
 	Verify *Verify
 	// Prices are USD per million tokens by the upstream model that produced
 	// an answer (upstream.Response.Model): /stats shows the cost of the
