@@ -176,7 +176,7 @@ func (h *apiHost) Call(c echo.Context, f Format, endpoint string, ureq *upstream
 	s := h.s
 	c.Set(formatCtxKey, f)
 	r := flow.Request{HTTP: c.Request(), ID: requestIDOf(c), Format: f, Home: h.a.home, Start: s.opts.Now()}
-	rec, err := s.flow.Call(c.Response(), &r, endpoint, ureq)
+	rec, err := s.flow.Call(c.Response(), r, endpoint, ureq)
 	if rec != nil {
 		s.finished(c, rec)
 	}

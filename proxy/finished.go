@@ -14,26 +14,17 @@ import (
 // server's limits, the trace's server span around it, and the Record to
 // the subscribers.
 func (s *Server) serveCached(c echo.Context, f Format, home string) error {
-	return s.serveFlow(c, f, home, func(r *flow.Request) (*flow.Record, error) {
-		body, answered, err := s.requestBody(c)
-		if answered {
-			return nil, err
-		}
-		r.Body = body
-		return s.flow.Serve(c.Response(), r)
-	})
-}
-
-// serveFlow runs one entry of the flow for c: the server span around it
-// (with tracing on), and its Record to the subscribers.
-func (s *Server) serveFlow(c echo.Context, f Format, home string, serve func(*flow.Request) (*flow.Record, error)) error {
-	r := &flow.Request{ID: requestIDOf(c), Format: f, Home: home, Start: s.opts.Now()}
+	r := flow.Request{ID: requestIDOf(c), Format: f, Home: home, Start: s.opts.Now()}
 	var span spanEnd
 	if s.tracer != nil {
 		span = s.startServerSpan(c, f)
 	}
-	r.HTTP = c.Request()
-	rec, err := serve(r)
+	var rec *flow.Record
+	body, answered, err := s.requestBody(c)
+	if !answered {
+		r.HTTP, r.Body = c.Request(), body
+		rec, err = s.flow.Serve(c.Response(), r)
+	}
 	if rec != nil {
 		s.finished(c, rec)
 	}

@@ -154,8 +154,8 @@ func StatusText(status int) string {
 // Call sends an API's uncached request through the caller and relays its
 // answer (wire.Host.Call): the answer's headers and Record as the cached
 // flow's bypass.
-func (s *Flow) Call(w http.ResponseWriter, r *Request, endpoint string, ureq *upstream.Request) (*Record, error) {
-	x := s.newExchange(w, r)
+func (s *Flow) Call(w http.ResponseWriter, r Request, endpoint string, ureq *upstream.Request) (*Record, error) {
+	x := s.newExchange(w, &r)
 	x.rec.Endpoint = endpoint
 	err := s.call(x, ureq)
 	return x.record(), err

@@ -91,8 +91,8 @@ func (x *exchange) record() *Record {
 // semantic tier, caller, write-back, relay or replay. It writes the answer
 // to w and returns the request's Record (nil: answered before the flow
 // named an outcome, with a 400 in the API's shape).
-func (s *Flow) Serve(w http.ResponseWriter, r *Request) (*Record, error) {
-	x := s.newExchange(w, r)
+func (s *Flow) Serve(w http.ResponseWriter, r Request) (*Record, error) {
+	x := s.newExchange(w, &r)
 	err := s.serve(x)
 	return x.record(), err
 }
@@ -231,16 +231,30 @@ func setHitHeaders(h http.Header, res *cache.Result, outcome string) {
 	h[HeaderUpstream] = cacheUpstreamValue
 }
 
-var coalescedValue = []string{"true"}
+// Header values of the answers from upstream, built once (as
+// hitExactValue): a miss's outcome, and its first attempts.
+var (
+	coalescedValue = []string{"true"}
+	outcomeValues  = map[string][]string{OutcomeMiss: {OutcomeMiss}, OutcomeBypass: {OutcomeBypass}, OutcomeMissSampled: {OutcomeMissSampled}}
+	attemptValues  = [...][]string{nil, {"1"}, {"2"}, {"3"}, {"4"}, {"5"}, {"6"}, {"7"}, {"8"}}
+)
 
 // setCallHeaders writes the headers of an answer an upstream call gave: the
 // outcome, the target that answered, its attempts, and whether the request
 // shared another's call; x's Record takes the target and attempts.
 func (x *exchange) setCallHeaders(outcome, target string, attempts int) {
 	h := x.w.Header()
-	h.Set(HeaderCache, outcome)
+	if v, ok := outcomeValues[outcome]; ok {
+		h[HeaderCache] = v // shared: net/http only reads it
+	} else {
+		h.Set(HeaderCache, outcome)
+	}
 	h.Set(HeaderUpstream, target)
-	h.Set(HeaderAttempts, strconv.Itoa(attempts))
+	if attempts > 0 && attempts < len(attemptValues) {
+		h[HeaderAttempts] = attemptValues[attempts]
+	} else {
+		h.Set(HeaderAttempts, strconv.Itoa(attempts))
+	}
 	if x.rec.Coalesced {
 		h[HeaderCoalesced] = coalescedValue
 	}
