@@ -144,12 +144,6 @@ func writePart(h hash.Hash, p []byte) {
 	h.Write(p)
 }
 
-// parseObject decodes body with DecodeObject, the one decoding keys,
-// routing and forwarding share.
-func parseObject(body []byte) (map[string]any, error) {
-	return DecodeObject(body)
-}
-
 // Fingerprint is the semantic fingerprint of an endpoint's request from fp,
 // the decoded fields that must match for a semantic hit (everything but the
 // query): a digest of fp's canonical JSON. No partition here: the index

@@ -13,12 +13,7 @@ import (
 )
 
 // The key tests' shared helpers (cache/keytest).
-var (
-	readRequest   = keytest.ReadRequest
-	decodeNumbers = keytest.DecodeNumbers
-	reformat      = keytest.Reformat
-	addSeeds      = keytest.AddSeeds
-)
+var addSeeds = keytest.AddSeeds
 
 func TestCanonicalNumber(t *testing.T) {
 	tests := []struct{ in, want string }{

@@ -5,7 +5,4 @@ import (
 )
 
 // The flow's unit tests run on the Chat Completions Format.
-var (
-	chatFormat Format = openai.Chat
-	replay            = openai.Replay
-)
+var chatFormat Format = openai.Chat
