@@ -199,10 +199,11 @@ type Result struct {
 	// another end user created it: the caller compares the fresh answer
 	// with it, and stores that answer with Entry.Agreed when they agree.
 	Foreign *Match
-	// Vector is the query's embedding when the lookup computed one (a
-	// semantic miss, or a semantic hit). A Key carrying it (Key.Vector) is
-	// written back with it instead of being embedded again.
-	Vector []float32
+	// Miss is the handle for writing the fresh answer back when the
+	// result is not served (a miss, or a hit the caller answers fresh
+	// instead): its Store carries what the lookup learnt, the query's
+	// embedding, so the write-back does not embed the question again.
+	Miss Miss
 
 	// gen is the flush generation the lookup started at: Promote drops a
 	// promotion whose partition was flushed since. query is the folded
@@ -460,7 +461,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 			c.indexErrors.Add(1)
 			c.fail(ComponentIndex, fmt.Errorf("search index: %w", err))
 		}
-		return Result{Vector: vecs[0]}, false
+		return Result{Miss: c.missOf(vecs[0])}, false
 	}
 	c.ok(ComponentIndex)
 
@@ -474,7 +475,7 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 	user := c.userOf(key)
 	passed, foreign := c.vet(key, query, user, matches, floor, threshold, want, verifying, vetGuard, now, fresh)
 	if len(passed) == 0 {
-		return Result{Vector: vecs[0], Foreign: foreign}, false
+		return Result{Miss: c.missOf(vecs[0]), Foreign: foreign}, false
 	}
 	serve, verified := -1, false
 	if verifying {
@@ -506,10 +507,10 @@ func (c *Cache) Lookup(ctx context.Context, key Key, opt LookupOptions) (Result,
 		serve = 0
 	}
 	if serve < 0 {
-		return Result{Near: &passed[0], Vector: vecs[0], Foreign: foreign}, false
+		return Result{Near: &passed[0], Miss: c.missOf(vecs[0]), Foreign: foreign}, false
 	}
 	m := passed[serve]
-	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created), Vector: vecs[0],
+	return Result{Entry: m.Entry, Tier: TierSemantic, Similarity: m.Score, Age: now.Sub(m.Entry.Created), Miss: c.missOf(vecs[0]),
 		Verified: verified && opt.StaleThreshold == 0, gen: startGen, query: query}, true
 }
 
@@ -627,6 +628,32 @@ func (c *Cache) promote(key Key, query string, e Entry, startGen uint64) {
 // when zero, and Expires to Created+TTL when zero and a TTL is configured.
 // e.Agreed is the caller's (Result.Foreign).
 func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
+	c.store(key, e, nil)
+}
+
+// Miss is a lookup's handle for the write-back of the answer it did not
+// serve (Result.Miss). The zero Miss is no lookup's: Looked is false.
+type Miss struct {
+	c   *Cache
+	vec []float32 // the query's embedding; nil: the write-back embeds it
+}
+
+func (c *Cache) missOf(vec []float32) Miss { return Miss{c: c, vec: vec} }
+
+// Looked reports whether m came from a lookup (a zero Miss did not).
+func (m Miss) Looked() bool { return m.c != nil }
+
+// Store writes the answer to the request the lookup was for, as
+// Cache.Store does, with the lookup's embedding of its query. key is the
+// lookup's key.
+func (m Miss) Store(ctx context.Context, key Key, e Entry) {
+	if m.c != nil {
+		m.c.store(key, e, m.vec)
+	}
+}
+
+// store is Store with the query's embedding vec when the caller has it.
+func (c *Cache) store(key Key, e Entry, vec []float32) {
 	if key.Exact == "" {
 		return
 	}
@@ -663,8 +690,8 @@ func (c *Cache) Store(ctx context.Context, key Key, e Entry) {
 	}
 	if c.ix() != nil {
 		it := queueItem{e: e, gen: c.gen.Load()}
-		if len(key.Vector) == c.embedder.Dimension() {
-			it.vec = key.Vector
+		if len(vec) == c.embedder.Dimension() {
+			it.vec = vec
 		}
 		c.q.push(it)
 	} else {

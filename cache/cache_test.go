@@ -186,7 +186,7 @@ func chatKey(t *testing.T, partition, system, query string) Key {
 
 // chatKeyModel builds a semantic key the way an API's key function does
 // (proxy/wire/openai.ChatKey, with every model in one cache group): the exact
-// key over the whole request (CommonKey), the fingerprint over the context
+// key over the whole canonical request, the fingerprint over the context
 // without the final user text (the system prompt; the group, not the model),
 // and that text as the query. The cache's tests do not depend on an API.
 func chatKeyModel(t *testing.T, partition, model, system, query string) Key {
@@ -196,10 +196,12 @@ func chatKeyModel(t *testing.T, partition, model, system, query string) Key {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k, err := CommonKey(partition, "/test/chat", obj)
+	canon, err := CanonicalValue(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
+	k := Key{Partition: partition, Endpoint: "/test/chat",
+		Exact: Digest("breakwater-exact-v1", []byte(partition), []byte("/test/chat"), canon)}
 	k.Query = query
 	k.Fingerprint = Digest("test-fingerprint", []byte("group"), []byte(system))
 	return k

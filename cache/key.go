@@ -21,26 +21,6 @@ import (
 // proxy answers it with 400.
 var ErrBadRequest = errors.New("invalid request")
 
-// ignoredFields are top-level request fields that never change the answer, so
-// two requests that differ only in them share an entry. stream is here on
-// purpose: a streamed and a non-streamed request share one entry, replayed as
-// SSE or JSON by the proxy. safety_identifier and prompt_cache_key are the
-// newer OpenAI spellings of "who is asking" and "how to route"; neither
-// changes the completion.
-var ignoredFields = map[string]bool{
-	"stream":            true,
-	"stream_options":    true,
-	"user":              true,
-	"metadata":          true,
-	"store":             true,
-	"service_tier":      true,
-	"request_id":        true,
-	"client_request_id": true,
-	"x_request_id":      true,
-	"safety_identifier": true,
-	"prompt_cache_key":  true,
-}
-
 // Key is what the cache needs to know about one request.
 type Key struct {
 	// Partition says who may share the entry (see Partitioner.Partition).
@@ -48,7 +28,7 @@ type Key struct {
 	// Endpoint is the API path the request was sent to.
 	Endpoint string
 	// Exact is the hex SHA-256 over Partition, Endpoint and the canonical
-	// request (see Canonical): the exact tier's key and the index point's id.
+	// request (CanonicalValue): the exact tier's key and the index point's id.
 	Exact string
 	// Fingerprint is the hex SHA-256 over everything that shapes a chat answer
 	// except the text of the final user turn. Empty for non-chat endpoints.
@@ -58,8 +38,6 @@ type Key struct {
 	// when the encoder sees all of it (Seen). Empty means the request is
 	// not eligible for the semantic tier.
 	Query string
-	// Model is the model the client asked for.
-	Model string
 	// EndUser is the end user's identity as the request carries it (OpenAI's
 	// safety_identifier or user, Anthropic's metadata.user_id, or the
 	// header a deployment names), "" for none. It is never part of Exact or
@@ -67,19 +45,6 @@ type Key struct {
 	// very request whoever asks. The cache keeps only its keyed hash
 	// (Entry.User); the identity itself is never stored, logged or counted.
 	EndUser string
-	// Temperature is the request's temperature; nil when the request does not
-	// set it (the upstream default applies, 1 for OpenAI).
-	Temperature *float64
-	// Stream reports whether the client asked for a streamed answer. It is not
-	// part of Exact: streamed and non-streamed requests share entries.
-	Stream bool
-	// IncludeUsage is stream_options.include_usage: a streamed answer ends
-	// with a usage chunk. Not part of Exact, like Stream.
-	IncludeUsage bool
-	// Vector is Query's embedding when the caller has it from the lookup
-	// (Result.Vector): Store writes the entry back with it rather than
-	// embedding Query a second time. Nil: the write-back embeds Query.
-	Vector []float32
 }
 
 // MaxQueryBytes is the longest query the semantic tier embeds, searches
@@ -106,66 +71,6 @@ func (k *Key) DropLongQuery() {
 	if len(k.Query) > MaxQueryBytes {
 		k.Query = ""
 	}
-}
-
-// Canonical returns the canonical JSON of an OpenAI request body: object keys
-// sorted at every depth, no insignificant whitespace, numbers in one decimal
-// form (1, 1.0 and 1e0 are the same), string content kept exactly, and the
-// top-level fields that do not change the answer removed.
-func Canonical(body []byte) ([]byte, error) {
-	obj, err := parseObject(body)
-	if err != nil {
-		return nil, err
-	}
-	return CanonicalValue(withoutIgnored(obj))
-}
-
-// GenericKey builds the exact-only key of a request to an endpoint whose body
-// names its model, such as OpenAI's /v1/completions or /v1/embeddings: it
-// reads nothing beyond what CommonKey reads, so any API may use it for an
-// endpoint without a semantic tier.
-func GenericKey(partition, endpoint string, body []byte) (Key, error) {
-	obj, err := parseObject(body)
-	if err != nil {
-		return Key{}, err
-	}
-	return CommonKey(partition, endpoint, obj)
-}
-
-// CommonKey validates the fields every endpoint shares and computes Exact.
-func CommonKey(partition, endpoint string, obj map[string]any) (Key, error) {
-	model, ok := obj["model"].(string)
-	if !ok || model == "" {
-		return Key{}, BadRequest(`field "model" must be a non-empty string`)
-	}
-	k := Key{Partition: partition, Endpoint: endpoint, Model: model}
-	switch t := obj["temperature"].(type) {
-	case nil:
-	case json.Number:
-		f, err := strconv.ParseFloat(string(t), 64)
-		if err != nil {
-			return Key{}, BadRequest(`field "temperature" must be a number`)
-		}
-		k.Temperature = &f
-	default:
-		return Key{}, BadRequest(`field "temperature" must be a number`)
-	}
-	switch s := obj["stream"].(type) {
-	case nil:
-	case bool:
-		k.Stream = s
-	default:
-		return Key{}, BadRequest(`field "stream" must be true or false`)
-	}
-	if so, ok := obj["stream_options"].(map[string]any); ok {
-		k.IncludeUsage, _ = so["include_usage"].(bool)
-	}
-	canon, err := CanonicalValue(withoutIgnored(obj))
-	if err != nil {
-		return Key{}, err
-	}
-	k.Exact = Digest("breakwater-exact-v1", []byte(partition), []byte(endpoint), canon)
-	return k, nil
 }
 
 // WithLastContent is a copy of msgs (MessagesOf) whose last message's
@@ -237,23 +142,6 @@ func writePart(h hash.Hash, p []byte) {
 	binary.BigEndian.PutUint64(n[:], uint64(len(p)))
 	h.Write(n[:])
 	h.Write(p)
-}
-
-// parseObject decodes body with DecodeObject, the one decoding keys,
-// routing and forwarding share.
-func parseObject(body []byte) (map[string]any, error) {
-	return DecodeObject(body)
-}
-
-// withoutIgnored returns a shallow copy of obj without the ignored fields.
-func withoutIgnored(obj map[string]any) map[string]any {
-	out := make(map[string]any, len(obj))
-	for k, v := range obj {
-		if !ignoredFields[k] {
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // Fingerprint is the semantic fingerprint of an endpoint's request from fp,
@@ -455,18 +343,6 @@ func MessagesOf(obj map[string]any) ([]any, error) {
 		}
 	}
 	return msgs, nil
-}
-
-// GroupFingerprint is obj without the fields that do not change the answer,
-// its model replaced by the model's cache group when group names one.
-func GroupFingerprint(obj map[string]any, model string, group func(model string) string) map[string]any {
-	fp := withoutIgnored(obj)
-	if group != nil {
-		if g := group(model); g != "" {
-			fp["model"] = g
-		}
-	}
-	return fp
 }
 
 // EndUserOf returns the first of obj's fields named in names that holds a

@@ -8,9 +8,9 @@ import (
 )
 
 // TestWriteBackReusesLookupVector checks a semantic miss embeds its question
-// once: the lookup's vector (Result.Vector), carried in Key.Vector, is what
-// the write-back stores, with no second call to the embedder; a Key
-// without one is embedded by the write-back as before.
+// once: the lookup's vector, carried by its miss handle (Result.Miss), is
+// what the write-back stores, with no second call to the embedder; a Store
+// without a lookup embeds the question in the write-back as before.
 func TestWriteBackReusesLookupVector(t *testing.T) {
 	emb := vectorEmbedder(standardVectors())
 	idx := newMemIndex()
@@ -21,12 +21,11 @@ func TestWriteBackReusesLookupVector(t *testing.T) {
 	if ok {
 		t.Fatal("lookup in an empty cache hit")
 	}
-	if !slices.Equal(res.Vector, vec(0.10)) {
-		t.Fatalf("miss Result.Vector = %v, want the query's embedding %v", res.Vector, vec(0.10))
+	if !slices.Equal(res.Miss.vec, vec(0.10)) {
+		t.Fatalf("miss handle's vector = %v, want the query's embedding %v", res.Miss.vec, vec(0.10))
 	}
 	before := emb.calls.Load()
-	key.Vector = res.Vector
-	c.Store(t.Context(), key, Entry{Model: "m", Body: []byte("bread")})
+	res.Miss.Store(t.Context(), key, Entry{Model: "m", Body: []byte("bread")})
 	waitIndexed(t, idx, 1)
 	if got := emb.calls.Load() - before; got != 0 {
 		t.Errorf("write-back with the lookup's vector called the embedder %d times, want 0", got)

@@ -1,9 +1,9 @@
 package proxy
 
 import (
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"log/slog"
 	"net/http"
-	"strconv"
 
 	"github.com/labstack/echo/v4"
 
@@ -170,47 +170,15 @@ func (h *apiHost) Logger(c echo.Context) *slog.Logger { return h.s.logger(c) }
 
 func (h *apiHost) StoreMaxTokens() bool { return h.s.opts.StoreMaxTokens }
 
-// Call sends an uncached request through the caller and relays its answer.
+// Call sends an uncached request through the caller and relays its answer
+// (flow.Flow.Call), its Record to the subscribers.
 func (h *apiHost) Call(c echo.Context, f Format, endpoint string, ureq *upstream.Request) error {
 	s := h.s
-	req := c.Request()
 	c.Set(formatCtxKey, f)
-	x := &exchange{srv: s, c: c, log: s.log, reqID: requestIDOf(c), format: f, endpoint: endpoint, start: s.opts.Now()}
-	ctl, err := parseControls(req.Header)
-	if err != nil {
-		return writeError(c, http.StatusBadRequest, "invalid_header", "breakwater: "+err.Error(), 0)
+	r := flow.Request{HTTP: c.Request(), ID: requestIDOf(c), Format: f, Home: h.a.home, Start: s.opts.Now()}
+	rec, err := s.flow.Call(c.Response(), r, endpoint, ureq)
+	if rec != nil {
+		s.finished(c, rec)
 	}
-	ureq.Header = req.Header
-	ureq.RequestID = req.Header.Get(HeaderRequestID)
-	ureq.Class = ctl.class
-	if ureq.Upstream == "" {
-		ureq.Upstream = h.a.home
-	}
-	s.stats.calls.Add(1)
-	resp, err := s.opts.Caller.Do(req.Context(), ureq)
-	x.called = true
-	if err != nil {
-		if req.Context().Err() != nil {
-			s.finish(x, OutcomeBypass, 499, 0, "")
-			return nil
-		}
-		s.stats.errors.Add(1)
-		s.finish(x, OutcomeBypass, statusOf(err), 0, "")
-		return writeUpstreamError(c, err)
-	}
-	hd := c.Response().Header()
-	hd.Set(HeaderCache, OutcomeBypass)
-	hd.Set(HeaderUpstream, resp.Target)
-	hd.Set(HeaderAttempts, strconv.Itoa(resp.Attempts))
-	x.attempts = resp.Attempts
-	ct := resp.Header.Get("Content-Type")
-	if ct == "" {
-		ct = echo.MIMEApplicationJSON
-	}
-	s.finish(x, OutcomeBypass, resp.Status, 0, resp.Target)
-	if resp.Rest != nil {
-		defer resp.Rest.Close()
-		return relayLong(c, resp, ct)
-	}
-	return c.Blob(resp.Status, ct, resp.Body)
+	return err
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // echoAPI is a wire API made up for the registration's tests: an exact-only
@@ -21,12 +22,12 @@ import (
 // that carry X-Echo-Version.
 var echoAPI = &wire.Format{
 	Endpoint: "/v1/echo",
-	Key: func(p string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
+	Key: func(p string, _ http.Header, body []byte, _ func(string) string) (wire.Key, error) {
 		obj, err := cache.DecodeObject(body)
 		if err != nil {
-			return cache.Key{}, err
+			return wire.Key{}, err
 		}
-		return cache.CommonKey(p, "/v1/echo", obj)
+		return openai.CommonKey(p, "/v1/echo", obj)
 	},
 	ExactOnly:    true,
 	Finished:     json.Valid,

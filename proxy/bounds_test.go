@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"runtime"
@@ -165,7 +164,7 @@ func TestEndlessStreamIsCutAtMaxBytes(t *testing.T) {
 	if status != 200 || !strings.Contains(tail, "stream_interrupted") || !strings.Contains(tail, "stream.max_bytes") {
 		t.Fatalf("status %d, stream ended with %q; want an error event naming stream.max_bytes", status, truncate(tail, 300))
 	}
-	if got := testutil.ToFloat64(m.limits.WithLabelValues("stream.max_bytes")); got != 1 {
+	if got := testutil.ToFloat64(m.Limits.WithLabelValues("stream.max_bytes")); got != 1 {
 		t.Errorf("breakwater_limits_reached_total{limit=stream.max_bytes} = %v, want 1", got)
 	}
 	if got := sent.Load(); got > 3*limit {
@@ -374,13 +373,7 @@ func TestLongAnswerCoalescedRequestsEachGetIt(t *testing.T) {
 		}()
 	}
 	waiters := func() int {
-		f := e.server.flights
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		for _, fl := range f.live {
-			return fl.waiters
-		}
-		return 0
+		return e.server.flow.Waiters()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for waiters() < n && time.Now().Before(deadline) {
@@ -422,17 +415,6 @@ func TestAdminRefusesWithoutToken(t *testing.T) {
 	optIn := newEnv(t, envOptions{proxy: func(o *Options) { o.AdminAllowNoToken = true }})
 	if got, want := del(optIn), http.StatusOK; got != want {
 		t.Errorf("with AdminAllowNoToken, loopback: %d, want %d", got, want)
-	}
-}
-
-func TestErrorMessagesNameTheSetting(t *testing.T) {
-	for _, err := range []error{errStreamTooLarge, errEventTooLarge} {
-		if !strings.Contains(err.Error(), "stream.max_") {
-			t.Errorf("%q does not name its setting", err)
-		}
-	}
-	if resumable(errStreamTooLarge) || resumable(fmt.Errorf("x: %w", upstream.ErrDeadline)) || !resumable(errIdle) {
-		t.Errorf("resumable: bounds must not be resumed, an idle cut must")
 	}
 }
 

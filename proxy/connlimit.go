@@ -79,7 +79,7 @@ func (l *connLimit) Accept() (net.Conn, error) {
 		}
 		l.mu.Unlock()
 		if victim != nil {
-			l.metrics.limitReached("server.max_connections")
+			l.metrics.LimitReached("server.max_connections")
 			// The server's read fails and its goroutine closes the
 			// connection through limitedConn.Close, which frees the slot.
 			victim.Conn.Close()

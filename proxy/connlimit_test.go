@@ -82,7 +82,7 @@ func TestConnLimitClosesTheIdleNotTheBusy(t *testing.T) {
 	if status := <-held; status != 200 {
 		t.Errorf("the request in progress got %d, want its answer (200)", status)
 	}
-	if got := testutil.ToFloat64(m.limits.WithLabelValues("server.max_connections")); got != 1 {
+	if got := testutil.ToFloat64(m.Limits.WithLabelValues("server.max_connections")); got != 1 {
 		t.Errorf("breakwater_limits_reached_total{limit=server.max_connections} = %v, want 1", got)
 	}
 }

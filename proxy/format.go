@@ -4,19 +4,7 @@ import (
 	"net/http"
 
 	"github.com/labstack/echo/v4"
-
-	"github.com/breakwater-dev/breakwater/proxy/upstream"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
-
-// Usage is the token counts of one answer (wire.Usage).
-type Usage = wire.Usage
-
-// Format is one wire API's cached endpoint (wire.Format).
-type Format = *wire.Format
-
-// StreamAssembler follows one stream of a Format (wire.StreamAssembler).
-type StreamAssembler = wire.StreamAssembler
 
 const formatCtxKey = "breakwater.format"
 
@@ -65,22 +53,4 @@ func (s *Server) claimant(h http.Header) *mountedAPI {
 		}
 	}
 	return nil
-}
-
-// shapeRequest lets f adjust the upstream request r built by the flow, and
-// sends a model no route lists to f's home upstream.
-func (s *Server) shapeRequest(f Format, home string, r *upstream.Request) {
-	r.Upstream = home
-	if f.ShapeRequest != nil {
-		f.ShapeRequest(r)
-	}
-	if f.BoundToUpstream != nil {
-		if bound, prev := f.BoundToUpstream(r.Body); bound {
-			r.SameUpstream = true
-			// The upstream that created the previous response, when this
-			// process or (Options.SharedOwners) another replica saw it:
-			// only that account knows the id.
-			r.BindUpstream, _ = s.lookupOwner(r.Header, prev)
-		}
-	}
 }

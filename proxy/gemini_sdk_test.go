@@ -349,7 +349,7 @@ func TestGeminiKeyInURLNotLogged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := testutil.CollectAndCount(g.server.opts.Metrics.requests); n == 0 {
+	if n := testutil.CollectAndCount(g.server.opts.Metrics.Requests); n == 0 {
 		t.Error("no request metrics recorded")
 	}
 	for _, mf := range mfs {

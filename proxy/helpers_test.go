@@ -348,14 +348,7 @@ func (e *env) get(path string) reply {
 func (e *env) waitWaiters(n int) {
 	e.t.Helper()
 	waiters := func() int {
-		f := e.server.flights
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		total := 0
-		for _, fl := range f.live {
-			total += fl.waiters
-		}
-		return total
+		return e.server.flow.Waiters()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for waiters() != n {
@@ -372,7 +365,7 @@ func (e *env) waitWaiters(n int) {
 // for (or rule out) a stored stream wait on this, not on time.
 func (e *env) waitStreams() {
 	e.t.Helper()
-	idle := func() bool { return e.server.pumps.Load() == 0 }
+	idle := func() bool { return e.server.flow.Pumps() == 0 }
 	deadline := time.Now().Add(10 * time.Second)
 	for !idle() {
 		if time.Now().After(deadline) {

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"net/http"
 	"slices"
 	"strings"
@@ -213,10 +214,10 @@ func TestAutoJudgeSpendCounted(t *testing.T) {
 	if st.CostVerificationUSD == nil || *st.CostVerificationUSD != 15e-6 || st.CostNetSavedUSD == nil || *st.CostNetSavedUSD != 0 {
 		t.Errorf("cost: verification %v, net saved %v; want 1.5e-05 and 0", st.CostVerificationUSD, st.CostNetSavedUSD)
 	}
-	if got := testutil.ToFloat64(m.tokens.WithLabelValues("gpt-test", "input", outcomeJudge)); got != 5 {
+	if got := testutil.ToFloat64(m.Tokens.WithLabelValues("gpt-test", "input", observe.OutcomeJudge)); got != 5 {
 		t.Errorf("breakwater_tokens_total{outcome=judge,direction=input} = %v, want 5", got)
 	}
-	if got := testutil.ToFloat64(m.cost.WithLabelValues("verification")); got != 15e-6 {
+	if got := testutil.ToFloat64(m.Cost.WithLabelValues("verification")); got != 15e-6 {
 		t.Errorf("breakwater_cost_usd_total{kind=verification} = %v, want 1.5e-05", got)
 	}
 }

@@ -11,8 +11,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"golang.org/x/sync/semaphore"
-
-	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // Defaults of the bounds that protect the process from hostile clients and
@@ -55,12 +53,6 @@ const (
 // noBodyLimit is MaxBodyBytes when it is negative (none): larger than any
 // body, and small enough that the readers' n+1 cannot overflow.
 const noBodyLimit = 1 << 40
-
-// errEventTooLarge is the cause of a stream cut by MaxEventBytes.
-var errEventTooLarge = errors.New("an upstream stream event is larger than stream.max_event_bytes")
-
-// errStreamTooLarge is the cause of a stream cut by MaxStreamBytes.
-var errStreamTooLarge = errors.New("the upstream stream is longer than stream.max_bytes")
 
 // HTTPServer returns an *http.Server for s with its read, idle and header
 // timeouts set from Options. The write timeout is applied per write by the
@@ -169,7 +161,7 @@ func (s *Server) bodyBudget(next echo.HandlerFunc) echo.HandlerFunc {
 			return next(c)
 		}
 		if !s.bodySem.TryAcquire(n) {
-			s.opts.Metrics.limitReached("server.max_body_bytes_in_flight")
+			s.opts.Metrics.LimitReached("server.max_body_bytes_in_flight")
 			c.Response().Header().Set("Connection", "close")
 			return writeError(c, http.StatusServiceUnavailable, "server_busy",
 				"breakwater: too many request bytes in flight (server.max_body_bytes_in_flight = "+
@@ -220,37 +212,4 @@ func newBodySem(limit int64) *semaphore.Weighted {
 		return nil
 	}
 	return semaphore.NewWeighted(limit)
-}
-
-// limitOf names the setting whose bound cut a stream, "" when none did.
-func limitOf(cut error) string {
-	switch {
-	case errors.Is(cut, errStreamTooLarge):
-		return "stream.max_bytes"
-	case errors.Is(cut, errEventTooLarge):
-		return "stream.max_event_bytes"
-	case errors.Is(cut, upstream.ErrDeadline):
-		return "stream.max_duration"
-	}
-	return ""
-}
-
-// resumable reports whether a cut stream may be continued on another target:
-// not when a bound cut it (the continuation would cross the same bound).
-func resumable(cut error) bool { return limitOf(cut) == "" }
-
-// relayLong writes an answer longer than the caller's MaxAnswerBytes as it
-// arrives. When its body breaks off, the connection is aborted rather than
-// ended cleanly, so the client sees a cut answer, never a short one.
-func relayLong(c echo.Context, resp *upstream.Response, contentType string) error {
-	w := c.Response()
-	w.Header().Set(echo.HeaderContentType, contentType)
-	w.WriteHeader(resp.Status)
-	if _, err := w.Write(resp.Body); err != nil {
-		return nil // the client went away
-	}
-	if _, err := io.Copy(w, resp.Rest); err != nil {
-		panic(http.ErrAbortHandler)
-	}
-	return nil
 }

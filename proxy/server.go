@@ -6,6 +6,8 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"github.com/breakwater-dev/breakwater/proxy/flow"
+	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"log/slog"
 	"net"
 	"net/http"
@@ -16,58 +18,43 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/dgraph-io/ristretto/v2"
 	"github.com/labstack/echo/v4"
 	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/breakwater-dev/breakwater/cache"
-	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
-// Response headers Breakwater adds.
+// Response headers Breakwater adds (the flow's, and the namespace a
+// client may send).
 const (
-	HeaderCache      = "X-Breakwater-Cache"
-	HeaderSimilarity = "X-Breakwater-Similarity"
-	HeaderUpstream   = "X-Breakwater-Upstream"
-	HeaderAttempts   = "X-Breakwater-Attempts"
-	// In Go's canonical form (as net/http writes it), so that reading and
-	// setting it does not canonicalise, and allocate, on every request.
-	HeaderRequestID = "X-Request-Id"
-	HeaderNamespace = "X-Breakwater-Namespace"
-	HeaderThreshold = "X-Breakwater-Threshold"
-	HeaderClass     = "X-Breakwater-Class"
+	HeaderCache      = flow.HeaderCache
+	HeaderSimilarity = flow.HeaderSimilarity
+	HeaderUpstream   = flow.HeaderUpstream
+	HeaderAttempts   = flow.HeaderAttempts
+	HeaderRequestID  = flow.HeaderRequestID
+	HeaderNamespace  = "X-Breakwater-Namespace"
+	HeaderThreshold  = flow.HeaderThreshold
+	HeaderClass      = flow.HeaderClass
 )
 
 // Cache outcomes, as sent in X-Breakwater-Cache and counted in /stats.
 const (
-	OutcomeHitExact    = "hit-exact"
-	OutcomeHitSemantic = "hit-semantic"
-	OutcomeMiss        = "miss"
-	OutcomeBypass      = "bypass"
-	OutcomeStale       = "stale"
+	OutcomeHitExact    = flow.OutcomeHitExact
+	OutcomeHitSemantic = flow.OutcomeHitSemantic
+	OutcomeMiss        = flow.OutcomeMiss
+	OutcomeBypass      = flow.OutcomeBypass
+	OutcomeStale       = flow.OutcomeStale
 )
 
-// Cache is what the proxy needs of the cache tiers; *cache.Cache implements it.
-type Cache interface {
-	Lookup(ctx context.Context, key cache.Key, opt cache.LookupOptions) (cache.Result, bool)
-	Store(ctx context.Context, key cache.Key, e cache.Entry)
-	// Promote is given every semantic hit once it has been served (never a
-	// sampled one); it keeps the verified ones (cache.Cache.Promote).
-	Promote(key cache.Key, res cache.Result)
-	Flush(ctx context.Context, partition string) error
-	Health() map[string]error
-	Stats(ctx context.Context) cache.Stats
-}
+// Cache is what the proxy needs of the cache tiers (flow.Cache);
+// *cache.Cache implements it.
+type Cache = flow.Cache
 
-// Caller is what the proxy needs of the upstream caller; *upstream.Caller
-// implements it.
-type Caller interface {
-	Do(ctx context.Context, req *upstream.Request) (*upstream.Response, error)
-	Open(ctx context.Context, req *upstream.Request) (*upstream.StreamResponse, error)
-	Snapshot() []upstream.ModelStats
-}
+// Caller is what the proxy needs of the upstream caller (flow.Caller);
+// *upstream.Caller implements it.
+type Caller = flow.Caller
 
 // Options configure a Server. Zero values are documented per field.
 type Options struct {
@@ -104,7 +91,7 @@ type Options struct {
 	// Response.Upstream): an API's requests it claims outside its cached
 	// routes go to its home upstream's (APIUpstreams), and requests naming
 	// an answer id go to the upstream that created the id
-	// (responseowners.go). Nil, or an upstream missing here: they go to
+	// (ownerfwd.go). Nil, or an upstream missing here: they go to
 	// Passthrough.
 	Upstreams map[string]PassthroughTarget
 	// ResponseOwners bounds how many Responses ids the proxy remembers the
@@ -186,7 +173,7 @@ type Options struct {
 	Logger *slog.Logger
 	// Metrics records Prometheus metrics. Nil: none.
 	Metrics *Metrics
-	// Verify measures the live false-hit rate (verify.go). Nil: no estimate.
+	// Verify measures the live false-hit rate (proxy/flow/verify.go). Nil: no estimate.
 	Verify *Verify
 	// Prices are USD per million tokens by the upstream model that produced
 	// an answer (upstream.Response.Model): /stats shows the cost of the
@@ -200,18 +187,17 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Server is the HTTP front of Breakwater.
+// Server is the HTTP front of Breakwater: routes, limits, the APIs' mounting
+// and headers; the flow (proxy/flow) answers the requests of the cached
+// routes, and every finished request's Record goes to the subscribers
+// (finished.go).
 type Server struct {
 	opts     Options
 	echo     *echo.Echo
 	log      *slog.Logger
 	stats    *counters
-	flights  *flights
-	sflights *streamFlights
-	// pumps counts upstream streams still being read, including the write
-	// back that follows the client's last byte.
-	pumps    atomic.Int64
-	window   *window
+	flow     *flow.Flow
+	obs      *observe.Observer
 	stop     chan struct{}
 	stopOnce sync.Once
 	fwd      *httputil.ReverseProxy
@@ -224,14 +210,9 @@ type Server struct {
 	idFormats []Format
 	ready     atomic.Bool
 	bodySem   *semaphore.Weighted // nil: no limit
-	keys      *keyMemo            // nil when the cache is off
-	renders   *ristretto.Cache[string, *sseRender]
 
-	// owners remembers which upstream created each Responses id; ownerFwd
-	// is the pass-through of each upstream of Options.Upstreams.
-	owners   *responseOwners
-	tokens   *tokenBook
-	tracer   trace.Tracer // nil: tracing off
+	tracer trace.Tracer // nil: tracing off
+	// ownerFwd is the pass-through of each upstream of Options.Upstreams.
 	ownerFwd map[string]*httputil.ReverseProxy
 }
 
@@ -291,27 +272,28 @@ func New(opts Options) (*Server, error) {
 	if opts.Group == nil {
 		opts.Group = func(m string) string { return m }
 	}
-	s := &Server{opts: opts, log: opts.Logger, stats: newCounters(), flights: newFlights(), sflights: newStreamFlights(),
-		window: newWindow(), stop: make(chan struct{}), bodySem: newBodySem(opts.MaxBodyBytesInFlight)}
+	s := &Server{opts: opts, log: opts.Logger, stats: newCounters(), obs: observe.New(opts.Prices, opts.Metrics, opts.Now),
+		stop: make(chan struct{}), bodySem: newBodySem(opts.MaxBodyBytesInFlight)}
 	if opts.Passthrough != nil {
 		s.fwd = s.newForwarder(opts.Passthrough, opts.PassthroughKey, opts.PassthroughAuth)
 	}
-	s.owners = newResponseOwners(opts.ResponseOwners, opts.Metrics.knownIDsGauge())
-	s.tokens = newTokenBook(opts.Prices, opts.Metrics)
 	if opts.TracerProvider != nil {
 		s.tracer = opts.TracerProvider.Tracer("github.com/breakwater-dev/breakwater/proxy")
 	}
-	s.ownerFwd = s.newOwnerForwarders(opts.Upstreams)
-	if opts.Cache != nil {
-		k, err := newKeyMemo()
-		if err != nil {
-			return nil, err
-		}
-		s.keys = k
-		if s.renders, err = newSSERenders(); err != nil {
-			return nil, errorf("new proxy: sse renders: %w", err)
-		}
+	var err error
+	s.flow, err = flow.New(flow.Options{
+		Cache: opts.Cache, Caller: opts.Caller, Partitioner: opts.Partitioner, EndUserHeader: opts.EndUserHeader,
+		Group: opts.Group, TTL: opts.TTL, MaxTemperature: opts.MaxTemperature,
+		StaleIfError: opts.StaleIfError, StaleThreshold: opts.StaleThreshold,
+		Resume: opts.Resume, MaxResumes: opts.MaxResumes, IdleTimeout: opts.IdleTimeout,
+		MaxStreamBytes: opts.MaxStreamBytes, MaxEventBytes: opts.MaxEventBytes,
+		ResponseOwners: opts.ResponseOwners, SharedOwners: opts.SharedOwners, Verify: opts.Verify,
+		Tracing: s.tracer != nil, Logger: opts.Logger, Now: opts.Now, Hooks: s.obs.Hooks(),
+	})
+	if err != nil {
+		return nil, errorf("new proxy: %w", err)
 	}
+	s.ownerFwd = s.newOwnerForwarders(opts.Upstreams)
 	e := echo.New()
 	e.HideBanner = true
 	e.HidePort = true
@@ -338,10 +320,7 @@ func New(opts Options) (*Server, error) {
 func (s *Server) Close() {
 	s.stopOnce.Do(func() {
 		close(s.stop)
-		if s.keys != nil {
-			s.keys.close()
-			s.renders.Close()
-		}
+		s.flow.Close()
 	})
 }
 
@@ -362,13 +341,13 @@ func (s *Server) sampleLoop() {
 }
 
 func (s *Server) sampleTargets() {
-	cum := map[string]targetCum{}
+	cum := map[string]observe.TargetCum{}
 	for _, m := range s.opts.Caller.Snapshot() {
 		for _, t := range m.Targets {
-			cum[t.Name] = targetCum{sent: t.Sent, rateLimited: t.RateLimited, capacity: t.RateLimited + t.Shed}
+			cum[t.Name] = observe.TargetCum{Sent: t.Sent, RateLimited: t.RateLimited, Capacity: t.RateLimited + t.Shed}
 		}
 	}
-	s.window.sampleTargets(s.opts.Now(), cum)
+	s.obs.SampleTargets(s.opts.Now(), cum)
 }
 
 // Handler returns the server's http.Handler.
@@ -435,7 +414,7 @@ func (s *Server) count(c echo.Context, outcome string) {
 // /stats and its rolling windows.
 func (s *Server) countBypass(c echo.Context) {
 	s.count(c, OutcomeBypass)
-	s.window.record(s.opts.Now(), OutcomeBypass, false, false)
+	s.obs.Answered(s.opts.Now())
 }
 
 func (s *Server) logger(c echo.Context) *slog.Logger {

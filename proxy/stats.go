@@ -2,10 +2,10 @@ package proxy
 
 import (
 	"context"
+	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"math"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -16,7 +16,7 @@ import (
 type counters struct {
 	requests, hitsExact, hitsSemantic, misses, bypass, stale atomic.Uint64
 	missesSampled                                            atomic.Uint64
-	calls, coalesced, errors                                 atomic.Uint64
+	coalesced, errors                                        atomic.Uint64
 	delivered                                                atomic.Uint64
 }
 
@@ -227,11 +227,11 @@ func (s *Server) Snapshot() Stats {
 	}
 	hits := st.HitsExact + st.HitsSemantic + st.Stale
 	if eligible := st.Requests - st.Bypass; eligible > 0 {
-		st.HitRate = ratio(hits, eligible)
+		st.HitRate = observe.Ratio(hits, eligible)
 	}
 	st.Goodput = GoodputStats{Delivered: c.delivered.Load(), Sheds: map[string]uint64{}}
 	st.Upstream = UpstreamStats{
-		Calls:     c.calls.Load(),
+		Calls:     s.flow.Calls(),
 		Coalesced: c.coalesced.Load(),
 		Saved:     hits + c.coalesced.Load(),
 		Errors:    c.errors.Load(),
@@ -254,16 +254,12 @@ func (s *Server) Snapshot() Stats {
 	}
 	s.sampleTargets()
 	now := s.opts.Now()
-	st.Windows = map[string]WindowStats{
-		"1m":  s.window.summary(now, time.Minute),
-		"15m": s.window.summary(now, 15*time.Minute),
-		"1h":  s.window.summary(now, time.Hour),
-	}
-	st.Timeline = s.window.timeline(now)
-	st.CapacityByHour = s.window.capacityByHour()
-	st.Verify = s.verifyStats()
-	st.Responses.KnownIDs = s.owners.size()
-	st.Tokens = s.tokens.snapshot()
+	st.Windows = s.obs.Windows(now)
+	st.Timeline = s.obs.Timeline(now)
+	st.CapacityByHour = s.obs.CapacityByHour()
+	st.Verify = s.opts.Verify.Stats()
+	st.Responses.KnownIDs = s.flow.Owners().Size()
+	st.Tokens = s.obs.Tokens()
 	if s.opts.Cache != nil {
 		cs := s.opts.Cache.Stats(context.Background())
 		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}
@@ -307,11 +303,4 @@ func targetJSON(t upstream.TargetStats) TargetStatsJSON {
 
 func (s *Server) handleStats(c echo.Context) error {
 	return c.JSON(http.StatusOK, s.Snapshot())
-}
-
-func (s *Server) countCoalesced() {
-	s.stats.coalesced.Add(1)
-	if s.opts.Metrics != nil {
-		s.opts.Metrics.coalesced.Inc()
-	}
 }

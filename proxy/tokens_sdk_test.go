@@ -59,5 +59,5 @@ func TestTokensSavedSeenByOfficialSDK(t *testing.T) {
 	if usage.PromptTokens != 11 || usage.CompletionTokens != 22 || raw.Header.Get(HeaderTokensSaved) != "11,22" {
 		t.Errorf("streamed hit: usage %d/%d, %s %q; want 11/22 and \"11,22\"", usage.PromptTokens, usage.CompletionTokens, HeaderTokensSaved, raw.Header.Get(HeaderTokensSaved))
 	}
-	tokensWhen(t, e, "gpt-test", TokenCount{22, 44}, TokenCount{11, 22})
+	tokensWhen(t, e, "gpt-test", TokenCount{Input: 22, Output: 44}, TokenCount{Input: 11, Output: 22})
 }

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"math"
 	"net/http"
 	"strings"
@@ -277,8 +278,8 @@ func TestTokensSavedAndSpent(t *testing.T) {
 				if h := para.header.Get(HeaderTokensSaved); h != wantHeader {
 					t.Errorf("semantic hit %s = %q, want %q", HeaderTokensSaved, h, wantHeader)
 				}
-				m, _, _ = tokensWhen(t, e, "gpt-test", TokenCount{2 * api.in, 2 * api.out}, want)
-				if two := (TokenCount{2 * api.in, 2 * api.out}); m.Saved != two || m.Spent != want {
+				m, _, _ = tokensWhen(t, e, "gpt-test", TokenCount{Input: 2 * api.in, Output: 2 * api.out}, want)
+				if two := (TokenCount{Input: 2 * api.in, Output: 2 * api.out}); m.Saved != two || m.Spent != want {
 					t.Fatalf("after a semantic hit: saved %+v spent %+v, want %+v and %+v", m.Saved, m.Spent, two, want)
 				}
 
@@ -314,7 +315,7 @@ func TestTokensSavedAndSpent(t *testing.T) {
 					t.Fatalf("%d coalesced followers, want 1", followers)
 				}
 				e.waitStreams()
-				three, two := TokenCount{3 * api.in, 3 * api.out}, TokenCount{2 * api.in, 2 * api.out}
+				three, two := TokenCount{Input: 3 * api.in, Output: 3 * api.out}, TokenCount{Input: 2 * api.in, Output: 2 * api.out}
 				m, ten, st := tokensWhen(t, e, "gpt-test", three, two)
 				if m.Saved != three || m.Spent != two {
 					t.Fatalf("after a coalesced pair: saved %+v spent %+v, want %+v and %+v", m.Saved, m.Spent, three, two)
@@ -357,16 +358,7 @@ func waitCoalesced(t *testing.T, e *env, stream bool, n int) {
 		return
 	}
 	count := func() int {
-		f := e.server.sflights
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		total := 0
-		for _, b := range f.live {
-			b.mu.Lock()
-			total += b.waiters
-			b.mu.Unlock()
-		}
-		return total
+		return e.server.flow.StreamWaiters()
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for count() != n {
@@ -394,7 +386,7 @@ func TestCostSaved(t *testing.T) {
 		}
 	}
 	m, _, st := tokensOf(t, e, "gpt-test")
-	if want := (TokenCount{2 * api.in, 2 * api.out}); m.Saved != want {
+	if want := (TokenCount{Input: 2 * api.in, Output: 2 * api.out}); m.Saved != want {
 		t.Fatalf("saved %+v, want %+v", m.Saved, want)
 	}
 	wantSaved := (float64(2*api.in)*price.Input + float64(2*api.out)*price.Output) / 1e6
@@ -410,10 +402,10 @@ func TestCostSaved(t *testing.T) {
 		t.Errorf("tenants %+v, want one that saved %v", st.Tenants, wantSaved)
 	}
 	// An answer from a model without a price: tokens, no cost.
-	e.server.tokens.count("unpriced", "", OutcomeMiss, useSpent, Usage{Input: 1, Output: 2, Known: true})
+	e.server.obs.Finished(&flow.Record{Outcome: OutcomeMiss, Called: true, UsageModel: "unpriced", Usage: Usage{Input: 1, Output: 2, Known: true}, End: time.Now()})
 	_, _, st = tokensOf(t, e, "gpt-test")
 	for _, me := range st.Models {
-		if me.Name == "unpriced" && (me.CostSpentUSD != nil || me.Spent != (TokenCount{1, 2})) {
+		if me.Name == "unpriced" && (me.CostSpentUSD != nil || me.Spent != (TokenCount{Input: 1, Output: 2})) {
 			t.Errorf("unpriced model: %+v, want tokens and no cost", me)
 		}
 	}
@@ -445,7 +437,7 @@ func TestGenAIMetrics(t *testing.T) {
 		t.Fatalf("repeat: %q", r.header.Get(HeaderCache))
 	}
 	// Counted when each request finished (a stream after its last byte).
-	tokensWhen(t, e, "gpt-test", TokenCount{api.in, api.out}, TokenCount{2 * api.in, 2 * api.out})
+	tokensWhen(t, e, "gpt-test", TokenCount{Input: api.in, Output: api.out}, TokenCount{Input: 2 * api.in, Output: 2 * api.out})
 	fams, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -499,36 +491,7 @@ func TestStaleAnswerCountsSaved(t *testing.T) {
 		t.Errorf("stale %s = %q, want \"5,5\"", HeaderTokensSaved, h)
 	}
 	m, _, _ := tokensOf(t, e, "gpt-test")
-	if m.Saved != (TokenCount{5, 5}) || m.Spent != (TokenCount{5, 5}) {
+	if m.Saved != (TokenCount{Input: 5, Output: 5}) || m.Spent != (TokenCount{Input: 5, Output: 5}) {
 		t.Errorf("saved %+v spent %+v, want 5,5 each", m.Saved, m.Spent)
-	}
-}
-
-// TestTokenBookBounded: past its bounds, models and tenants are counted
-// under "other", in /stats and in the metric.
-func TestTokenBookBounded(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	b := newTokenBook(nil, NewMetrics(reg))
-	u := Usage{Input: 1, Output: 1, Known: true}
-	for i := range maxTokenTenants + 10 {
-		b.count(fmt.Sprint("model-", i), fmt.Sprint("tenant-", i), OutcomeMiss, useSpent, u)
-	}
-	st := b.snapshot()
-	if len(st.Models) != maxTokenModels+1 || len(st.Tenants) != maxTokenTenants+1 {
-		t.Fatalf("%d models, %d tenants; want %d and %d", len(st.Models), len(st.Tenants), maxTokenModels+1, maxTokenTenants+1)
-	}
-	for _, m := range st.Models {
-		if m.Name == tokenOther && m.Spent.Input != uint64(maxTokenTenants+10-maxTokenModels) {
-			t.Errorf("other spent %d, want %d", m.Spent.Input, maxTokenTenants+10-maxTokenModels)
-		}
-	}
-	if st.Spent.Input != uint64(maxTokenTenants+10) {
-		t.Errorf("total spent %d, want %d", st.Spent.Input, maxTokenTenants+10)
-	}
-	fams, _ := reg.Gather()
-	for _, f := range fams {
-		if f.GetName() == "breakwater_tokens_total" && len(f.GetMetric()) > 2*(maxTokenModels+1) {
-			t.Errorf("breakwater_tokens_total has %d series, want at most %d", len(f.GetMetric()), 2*(maxTokenModels+1))
-		}
 	}
 }

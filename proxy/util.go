@@ -3,8 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
-
-	"github.com/breakwater-dev/breakwater/proxy/wire"
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 )
 
 func errorf(format string, args ...any) error {
@@ -14,10 +13,5 @@ func errorf(format string, args ...any) error {
 	return fmt.Errorf(format, args...)
 }
 
-// newID returns a random request or completion ID (128 bits, hex). IDs
-// name requests, they guard nothing: math/rand/v2's generator (ChaCha8,
-// seeded from the OS) is unpredictable enough and costs no system call per
-// request, where crypto/rand did.
-func newID() string {
-	return string(wire.AppendRandomHex(make([]byte, 0, 32), 16))
-}
+// newID returns a random request ID (flow.NewID).
+func newID() string { return flow.NewID() }

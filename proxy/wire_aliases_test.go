@@ -7,7 +7,6 @@ import (
 
 	"github.com/breakwater-dev/breakwater/proxy/wire/gemini/geminitest"
 
-	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/anthropic"
 	"github.com/breakwater-dev/breakwater/proxy/wire/gemini"
@@ -118,13 +117,3 @@ func (a *assembler) complete() bool {
 }
 
 func (a *assembler) completion() ([]byte, error) { return a.Completion() }
-
-func prepareWire(body []byte) *wireBody { return prepareStored(body, chatFormat) }
-
-func wireOf(e *cache.Entry) *wireBody { return storedOf(e, chatFormat) }
-
-func rewriteIdentity(body []byte, now time.Time) []byte { return chatFormat.Fresh(body, now) }
-
-func renderSSE(body []byte, prefix string, includeUsage bool) (*sseRender, error) {
-	return renderReplay(body, prefix, includeUsage, openai.Replay)
-}

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -35,7 +34,7 @@ type Format struct {
 	// Key parses and validates a request: exact key, context fingerprint
 	// and the text the semantic tier embeds (Query; "" = exact tier only).
 	// An error wrapping cache.ErrBadRequest is answered 400.
-	Key func(partition string, h http.Header, body []byte, group func(model string) string) (cache.Key, error)
+	Key func(partition string, h http.Header, body []byte, group func(model string) string) (Key, error)
 	// Finished reports whether a non-stream answer body is a finished,
 	// storable answer (never an error, a refusal or a cut answer).
 	Finished func(body []byte) bool

@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"testing"
 	"time"
-
-	"github.com/breakwater-dev/breakwater/cache"
 )
 
 // TestFormatCheck: a Format missing a required field is named at mount;
@@ -26,7 +24,7 @@ func TestFormatCheck(t *testing.T) {
 	}
 	full := *errs
 	full.Endpoint = "/v1/x"
-	full.Key = func(string, http.Header, []byte, func(string) string) (cache.Key, error) { return cache.Key{}, nil }
+	full.Key = func(string, http.Header, []byte, func(string) string) (Key, error) { return Key{}, nil }
 	full.Finished = func([]byte) bool { return true }
 	full.Usage = func([]byte) Usage { return Usage{} }
 	full.AnswerText = func([]byte) string { return "" }

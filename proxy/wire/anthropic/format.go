@@ -6,7 +6,6 @@ import (
 	"strings"
 	"unicode"
 
-	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
@@ -40,7 +39,7 @@ const (
 	headerAnthropicBeta    = "Anthropic-Beta"
 )
 
-func messagesKey(partition string, h http.Header, body []byte, group func(string) string) (cache.Key, error) {
+func messagesKey(partition string, h http.Header, body []byte, group func(string) string) (wire.Key, error) {
 	shaping := map[string]string{}
 	for _, name := range []string{headerAnthropicVersion, headerAnthropicBeta} {
 		if v := h.Values(name); len(v) > 0 {

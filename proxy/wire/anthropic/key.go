@@ -1,9 +1,11 @@
 package anthropic
 
 import (
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // MessagesEndpoint is the path MessagesKey hashes into the exact key.
@@ -21,22 +23,22 @@ const MessagesEndpoint = "/v1/messages"
 // The embedded text (Query) is the text blocks of the final user turn. A
 // final turn that carries anything else (images, documents, tool results) or
 // a final assistant turn (a prefill) leaves Query empty: exact tier only.
-func MessagesKey(partition string, body []byte, group func(model string) string, headers map[string]string) (cache.Key, error) {
+func MessagesKey(partition string, body []byte, group func(model string) string, headers map[string]string) (wire.Key, error) {
 	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	if _, err := cache.MessagesOf(obj); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	obj = withoutCacheControl(obj)
 	for name, v := range headers {
 		// Header names hold '-', which no body field of the API has.
 		obj[strings.ToLower(name)] = v
 	}
-	k, err := cache.CommonKey(partition, MessagesEndpoint, obj)
+	k, err := openai.CommonKey(partition, MessagesEndpoint, obj)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	// The end user: metadata.user_id ("an external identifier for the user
 	// who is associated with the request", Anthropic's API reference).
@@ -44,12 +46,12 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 		k.EndUser = cache.EndUserOf(md, "user_id")
 	}
 	msgs := obj["messages"].([]any)
-	fp := cache.GroupFingerprint(obj, k.Model, group)
+	fp := openai.GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
 		query, rest, err := cache.SplitUserContent(len(msgs)-1, last["content"])
 		if err != nil {
-			return cache.Key{}, err
+			return wire.Key{}, err
 		}
 		if len(rest) == 0 {
 			k.Query = query
@@ -57,7 +59,7 @@ func MessagesKey(partition string, body []byte, group func(model string) string,
 		}
 	}
 	if k.Fingerprint, err = cache.Fingerprint(MessagesEndpoint, fp); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	return k, nil
 }

@@ -1,14 +1,13 @@
 package anthropic
 
 import (
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"testing"
-
-	"github.com/breakwater-dev/breakwater/cache"
 )
 
 func TestMessagesKey(t *testing.T) {
 	v1 := map[string]string{"Anthropic-Version": "2023-06-01"}
-	key := func(body string, h map[string]string) cache.Key {
+	key := func(body string, h map[string]string) wire.Key {
 		t.Helper()
 		k, err := MessagesKey("p", []byte(body), nil, h)
 		if err != nil {

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
@@ -86,7 +85,7 @@ func baseFormat(storeMaxTokens bool) wire.Format {
 	}
 }
 
-func (f *geminiFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
+func (f *geminiFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (wire.Key, error) {
 	return GeminiKey(partition, f.model, f.stream, body, group)
 }
 

@@ -3,6 +3,7 @@ package gemini
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"maps"
 	"slices"
 	"strconv"
@@ -38,43 +39,43 @@ var geminiIgnored = map[string]bool{"labels": true}
 // Only the text parts of a final user turn are embedded (Query). A final
 // turn with any other part (inlineData, fileData, functionResponse, ...), or
 // a final turn that is not the user's, leaves Query empty: exact tier only.
-func GeminiKey(partition, model string, stream bool, body []byte, group func(model string) string) (cache.Key, error) {
+func GeminiKey(partition, model string, stream bool, body []byte, group func(model string) string) (wire.Key, error) {
 	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	if model == "" {
-		return cache.Key{}, cache.BadRequest("the path must name a model: /v1beta/models/{model}:generateContent")
+		return wire.Key{}, cache.BadRequest("the path must name a model: /v1beta/models/{model}:generateContent")
 	}
 	contents, ok := obj["contents"].([]any)
 	if !ok || len(contents) == 0 {
-		return cache.Key{}, cache.BadRequest(`field "contents" must be a non-empty array of Content objects`)
+		return wire.Key{}, cache.BadRequest(`field "contents" must be a non-empty array of Content objects`)
 	}
 	for i, c := range contents {
 		co, ok := c.(map[string]any)
 		if !ok {
-			return cache.Key{}, cache.BadRequest(fmt.Sprintf("contents[%d] must be an object", i))
+			return wire.Key{}, cache.BadRequest(fmt.Sprintf("contents[%d] must be an object", i))
 		}
 		switch r := co["role"].(type) {
 		case nil, string:
 		default:
-			return cache.Key{}, cache.BadRequest(fmt.Sprintf(`contents[%d].role must be a string, not %T`, i, r))
+			return wire.Key{}, cache.BadRequest(fmt.Sprintf(`contents[%d].role must be a string, not %T`, i, r))
 		}
 		if p, ok := co["parts"]; ok {
 			if _, ok := p.([]any); !ok {
-				return cache.Key{}, cache.BadRequest(fmt.Sprintf(`contents[%d].parts must be an array of Part objects`, i))
+				return wire.Key{}, cache.BadRequest(fmt.Sprintf(`contents[%d].parts must be an array of Part objects`, i))
 			}
 		}
 	}
-	k := cache.Key{Partition: partition, Endpoint: GeminiEndpoint, Model: model, Stream: stream}
+	k := wire.Key{Key: cache.Key{Partition: partition, Endpoint: GeminiEndpoint}, Model: model, Stream: stream}
 	if k.Temperature, err = geminiTemperature(obj); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 
 	req := withoutGeminiIgnored(obj)
 	canon, err := cache.CanonicalValue(map[string]any{"model": model, "request": req})
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	k.Exact = cache.Digest("breakwater-exact-v1", []byte(partition), []byte(GeminiEndpoint), canon)
 
@@ -98,7 +99,7 @@ func GeminiKey(partition, model string, stream bool, body []byte, group func(mod
 		}
 	}
 	if k.Fingerprint, err = cache.Fingerprint(GeminiEndpoint, map[string]any{"model": fpModel, "request": req}); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	return k, nil
 }

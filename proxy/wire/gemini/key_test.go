@@ -2,6 +2,7 @@ package gemini
 
 import (
 	"errors"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strings"
 	"testing"
 
@@ -23,7 +24,7 @@ const geminiBase = `{
     "responseMimeType": "text/plain"}
 }`
 
-func geminiKey(t *testing.T, model string, body string) cache.Key {
+func geminiKey(t *testing.T, model string, body string) wire.Key {
 	t.Helper()
 	k, err := GeminiKey("p1", model, false, []byte(body), nil)
 	if err != nil {

@@ -48,7 +48,7 @@ func (f openAIFormat) format() *wire.Format {
 		Error:        wire.ObjectError,
 		StreamError:  errorEvent,
 		ExactOnly:    !f.chat,
-		// The key reads the body alone (ChatKey, cache.GenericKey).
+		// The key reads the body alone (ChatKey, GenericKey).
 		BodyKeyed: true,
 		// A stream that closed after every choice finished, without the
 		// API's own end marker, gets it: the SDKs wait for it.
@@ -71,11 +71,11 @@ func (f openAIFormat) format() *wire.Format {
 	return wf
 }
 
-func (f openAIFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (cache.Key, error) {
+func (f openAIFormat) key(partition string, _ http.Header, body []byte, group func(string) string) (wire.Key, error) {
 	if f.chat {
 		return ChatKey(partition, body, group)
 	}
-	return cache.GenericKey(partition, f.endpoint, body)
+	return GenericKey(partition, f.endpoint, body)
 }
 
 // finished: embeddings with data; completions whose every choice finished

@@ -2,6 +2,7 @@ package openai
 
 import (
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // ChatEndpoint is the path ChatKey hashes into the exact key.
@@ -12,35 +13,35 @@ const ChatEndpoint = "/v1/chat/completions"
 // model to its cache group for the fingerprint, so that models sharing a
 // group share semantic entries; nil (or a result of "") uses the model
 // itself.
-func ChatKey(partition string, body []byte, group func(model string) string) (cache.Key, error) {
+func ChatKey(partition string, body []byte, group func(model string) string) (wire.Key, error) {
 	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
-	k, err := cache.CommonKey(partition, ChatEndpoint, obj)
+	k, err := CommonKey(partition, ChatEndpoint, obj)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	msgs, err := cache.MessagesOf(obj)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 
 	// The end user: safety_identifier, which OpenAI's API reference says
 	// replaces user for this purpose, else user. Neither is in the key.
 	k.EndUser = cache.EndUserOf(obj, "safety_identifier", "user")
-	fp := cache.GroupFingerprint(obj, k.Model, group)
+	fp := GroupFingerprint(obj, k.Model, group)
 	last := msgs[len(msgs)-1].(map[string]any)
 	if last["role"] == "user" {
 		query, rest, err := cache.SplitUserContent(len(msgs)-1, last["content"])
 		if err != nil {
-			return cache.Key{}, err
+			return wire.Key{}, err
 		}
 		k.Query = query
 		fp["messages"] = cache.WithLastContent(msgs, rest)
 	}
 	if k.Fingerprint, err = cache.Fingerprint(ChatEndpoint, fp); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	return k, nil
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
@@ -42,7 +41,7 @@ var Format = responsesFormat
 var responsesFormat = &wire.Format{
 	Endpoint: ResponsesEndpoint,
 	// The key ignores the cache group: see ResponsesKey.
-	Key: func(partition string, _ http.Header, body []byte, _ func(string) string) (cache.Key, error) {
+	Key: func(partition string, _ http.Header, body []byte, _ func(string) string) (wire.Key, error) {
 		return ResponsesKey(partition, body)
 	},
 	Finished:     finished,

@@ -2,9 +2,11 @@ package responses
 
 import (
 	"fmt"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
 // ResponsesEndpoint is the path of OpenAI's Responses API, hashed into the
@@ -50,22 +52,22 @@ var responsesIgnored = map[string]bool{
 // Field names are matched exactly (the API is case-sensitive; encoding/json
 // into a struct would not be), so the key reads the same fields the provider
 // does.
-func ResponsesKey(partition string, body []byte) (cache.Key, error) {
+func ResponsesKey(partition string, body []byte) (wire.Key, error) {
 	obj, err := cache.DecodeObject(body)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
-	k, err := cache.CommonKey(partition, ResponsesEndpoint, obj)
+	k, err := openai.CommonKey(partition, ResponsesEndpoint, obj)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	if err := checkResponsesFields(obj); err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	canon := responsesCanonical(obj)
 	exact, err := cache.CanonicalValue(canon)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	k.Exact = cache.Digest("breakwater-exact-v1", []byte(partition), []byte(ResponsesEndpoint), exact)
 
@@ -79,7 +81,7 @@ func ResponsesKey(partition string, body []byte) (cache.Key, error) {
 	}
 	fpBytes, err := cache.CanonicalValue(fp)
 	if err != nil {
-		return cache.Key{}, err
+		return wire.Key{}, err
 	}
 	// No partition here: the index filters on partition separately.
 	k.Fingerprint = cache.Digest("breakwater-responses-fingerprint-v1", []byte(ResponsesEndpoint), fpBytes)

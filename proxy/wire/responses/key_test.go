@@ -2,13 +2,14 @@ package responses
 
 import (
 	"errors"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"testing"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
-func responsesKey(t *testing.T, body string) cache.Key {
+func responsesKey(t *testing.T, body string) wire.Key {
 	t.Helper()
 	k, err := ResponsesKey("p1", []byte(body))
 	if err != nil {

@@ -1,7 +1,8 @@
-package proxy
+package stored
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"slices"
 	"strconv"
@@ -24,7 +25,7 @@ const sseRendersBytes = 32 << 20
 // string every quote is escaped, so `"id":"…"` with bare quotes cannot come
 // from the cached content.
 const (
-	sseIDHex      = "zzzzzzzzzzzzzzzzzzzzzzzz" // 24 characters, as newID()[:24]
+	sseIDHex      = "zzzzzzzzzzzzzzzzzzzzzzzz" // 24 characters, as a random 12 bytes in hex
 	sseCreated    = 9999999999                 // 10 digits, as every unix time until 2286
 	sseCreatedLen = 10
 )
@@ -39,11 +40,26 @@ type sseRender struct {
 	patches []int // ids and times merged in order; an id offset is negated-1
 }
 
-func newSSERenders() (*ristretto.Cache[string, *sseRender], error) {
-	return ristretto.NewCache(&ristretto.Config[string, *sseRender]{
+// Renders keeps SSE replays of stored answers of APIs with FreshIDs,
+// rendered once with placeholders and patched per hit (bounded by
+// sseRendersBytes).
+type Renders struct {
+	c *ristretto.Cache[string, *sseRender]
+}
+
+// NewRenders builds an empty Renders.
+func NewRenders() (*Renders, error) {
+	c, err := ristretto.NewCache(&ristretto.Config[string, *sseRender]{
 		NumCounters: 10 * 1024, MaxCost: sseRendersBytes, BufferItems: 64, IgnoreInternalCost: true,
 	})
+	if err != nil {
+		return nil, fmt.Errorf("sse renders: %w", err)
+	}
+	return &Renders{c: c}, nil
 }
+
+// Close releases the renders.
+func (rs *Renders) Close() { rs.c.Close() }
 
 // replayFunc is wire.FreshIDs.ReplayWith.
 type replayFunc func(w io.Writer, flush func(), stored []byte, id string, created int64, includeUsage bool) error
@@ -120,27 +136,27 @@ func offset(p int) int {
 	return p
 }
 
-// replayCached writes e, an answer of a Format with FreshIDs, as an SSE
-// stream, from a render kept in s.renders when there is one for these
-// bytes, and keeps the render for next time. A time whose unix seconds are
-// not 10 digits falls back to a plain replay.
-func (s *Server) replayCached(w io.Writer, flush func(), e *cache.Entry, r *wire.FreshIDs, includeUsage bool) error {
-	now := s.opts.Now()
+// Replay writes e, an answer of a Format with FreshIDs, as an SSE stream at
+// now, from a render kept in rs when there is one for these bytes, and
+// keeps the render for next time. A nil rs, or a time whose unix seconds
+// are not 10 digits, falls back to a plain replay.
+func (rs *Renders) Replay(w io.Writer, flush func(), e *cache.Entry, r *wire.FreshIDs, includeUsage bool, now time.Time) error {
 	prefix := r.StreamPrefix
-	if s.renders == nil || now.Unix() < 1e9 || now.Unix() > sseCreated {
-		return r.ReplayWith(w, flush, e.Body, prefix+newID()[:24], now.Unix(), includeUsage)
+	if rs == nil || now.Unix() < 1e9 || now.Unix() > sseCreated {
+		var idb [24]byte
+		return r.ReplayWith(w, flush, e.Body, prefix+string(wire.AppendRandomHex(idb[:0], 12)), now.Unix(), includeUsage)
 	}
 	key := e.Key + "\x00" + prefix
 	if includeUsage {
 		key += "\x00usage"
 	}
-	rd, ok := s.renders.Get(key)
+	rd, ok := rs.c.Get(key)
 	if !ok || len(rd.body) != len(e.Body) || (len(e.Body) > 0 && &rd.body[0] != &e.Body[0]) {
 		var err error
 		if rd, err = renderReplay(e.Body, prefix, includeUsage, r.ReplayWith); err != nil {
 			return err
 		}
-		s.renders.Set(key, rd, int64(len(rd.out)+16*len(rd.patches)+len(key)+64))
+		rs.c.Set(key, rd, int64(len(rd.out)+16*len(rd.patches)+len(key)+64))
 	}
 	return rd.write(w, flush, now)
 }

@@ -1,27 +1,14 @@
-package proxy
+package observe
 
 import (
-	"context"
-	"errors"
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"math"
-	"net/http"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
-
-// HeaderTokensSaved is sent on every answer served without an upstream
-// call that spent tokens for it (hits, stale answers, coalesced JSON
-// followers): "<input>,<output>", the usage of the answer it reused. The
-// body's usage stays as the provider reported it, since it describes the
-// answer; an app that bills from usage subtracts this.
-const HeaderTokensSaved = "X-Breakwater-Tokens-Saved"
 
 // Bounds of the token accounting: models and tenants beyond them are
 // counted under tokenOther, so an upstream naming arbitrary models or a
@@ -68,7 +55,7 @@ type tokenBook struct {
 func newTokenBook(prices map[string]Price, m *Metrics) *tokenBook {
 	b := &tokenBook{prices: prices, models: map[string]*tokenCounts{}, tenants: map[string]*tokenCounts{}}
 	if m != nil {
-		b.metric, b.cost = m.tokens, m.cost
+		b.metric, b.cost = m.Tokens, m.Cost
 	}
 	return b
 }
@@ -158,9 +145,9 @@ func (b *tokenBook) addCost(kind string, nano uint64) {
 	}
 }
 
-// outcomeJudge labels the tokens of the auto judge's calls in
+// OutcomeJudge labels the tokens of the auto judge's calls in
 // breakwater_tokens_total: spent on verifying semantic candidates.
-const outcomeJudge = "judge"
+const OutcomeJudge = "judge"
 
 // TokenCount is a number of input and output tokens.
 type TokenCount struct {
@@ -277,39 +264,24 @@ func entryOf(name string, c *tokenCounts) TokenEntry {
 	}
 }
 
-// setTokensSaved says on a response what it saved.
-func setTokensSaved(h http.Header, u Usage) {
-	if u.Known {
-		h[HeaderTokensSaved] = []string{tokensSavedValue(u)}
-	}
-}
-
-func tokensSavedValue(u Usage) string {
-	var buf [48]byte
-	b := strconv.AppendUint(buf[:0], u.Input, 10)
-	b = append(b, ',')
-	b = strconv.AppendUint(b, u.Output, 10)
-	return string(b)
-}
-
-// countTokens records the tokens of x's answer: saved for a hit, a stale
+// countTokens records the tokens of r's answer: saved for a hit, a stale
 // answer or a coalesced follower, spent for the request that led the call.
-func (s *Server) countTokens(x *exchange, outcome string) {
-	if !x.usage.Known {
+func (o *Observer) countTokens(r *flow.Record) {
+	if !r.Usage.Known {
 		return
 	}
-	use := useSpent
+	use, outcome := useSpent, r.Outcome
 	switch {
-	case x.coalesced:
+	case r.Coalesced:
 		use, outcome = useSaved, outcomeCoalesced
-	case outcome == OutcomeHitExact, outcome == OutcomeHitSemantic, outcome == OutcomeStale:
+	case r.Saved():
 		use = useSaved
-	case !x.called:
+	case !r.Called:
 		return
 	}
-	nano := s.tokens.count(x.usageModel, x.key.Partition, outcome, use, x.usage)
+	nano := o.tokens.count(r.UsageModel, r.Partition, outcome, use, r.Usage)
 	if use == useSaved {
-		s.window.recordTokens(s.opts.Now(), x.usage, nano)
+		o.window.recordTokens(r.End, r.Usage, nano)
 	}
 }
 
@@ -328,27 +300,4 @@ func (b *tokenBook) modelLabel(model string) string {
 		return model
 	}
 	return tokenOther
-}
-
-// observeCall records one upstream call in the GenAI metrics: the model it
-// was sent as (requested when no target answered), its duration, the
-// error type (the status of an upstream error, "" on success) and usage.
-func (s *Server) observeCall(f Format, requested string, resp *upstream.Response, err error, d time.Duration, u Usage) {
-	if s.opts.Metrics == nil {
-		return
-	}
-	model, errType := requested, ""
-	switch {
-	case err != nil:
-		errType = httpStatusText(statusOf(err))
-		if errors.Is(err, context.Canceled) {
-			errType = "canceled"
-		}
-	case resp.Status >= 400:
-		errType = httpStatusText(resp.Status)
-	}
-	if resp != nil && resp.Model != "" {
-		model = resp.Model
-	}
-	s.opts.Metrics.genAICall(f, s.tokens.modelLabel(model), d, errType, u)
 }

@@ -1,4 +1,4 @@
-package proxy
+package flow
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -16,10 +15,12 @@ import (
 
 // streamJob is what the pump of one upstream stream needs. It is copied out
 // of the request because the pump may outlive the leader's handler (its
-// followers still listen), and echo reuses a Context after its handler ends.
+// followers still listen), and the server reuses a request's state after
+// its handler ends.
 type streamJob struct {
 	req      *upstream.Request
 	key      cache.Key
+	miss     cache.Miss // exchange.miss
 	format   Format
 	mayStore bool
 	probe    *probe // the live false-hit estimate's, compared when the stream ends
@@ -33,36 +34,24 @@ type streamJob struct {
 
 type logFn func(msg string, args ...any)
 
-func (s *Server) newStreamJob(x *exchange) *streamJob {
-	req := x.c.Request()
-	l := x.logger()
-	ureq := &upstream.Request{
-		Path:      x.endpoint,
-		Model:     x.shape.Model,
-		Body:      x.body,
-		Header:    req.Header.Clone(),
-		RequestID: req.Header.Get(HeaderRequestID),
-		Class:     x.ctl.class,
-		Stream:    true,
-		GenAI:     s.genAIRequest(x.format, true),
-	}
-	s.shapeRequest(x.format, x.home, ureq)
+func (s *Flow) newStreamJob(x *exchange) *streamJob {
 	return &streamJob{
-		req:      ureq,
+		req:      s.upstreamRequest(x, true),
 		key:      x.key,
+		miss:     x.miss,
 		format:   x.format,
 		mayStore: x.mayStore,
 		probe:    x.probe,
 		foreign:  x.foreign,
-		log:      l.Warn,
+		log:      x.logger().Warn,
 	}
 }
 
 // streamMiss answers a stream: true miss or bypass: the upstream stream is
 // relayed as it arrives (followers of the same question share it),
 // assembled on the way and written back when it finished cleanly.
-func (s *Server) streamMiss(x *exchange, outcome string) error {
-	ctx := x.c.Request().Context()
+func (s *Flow) streamMiss(x *exchange, outcome string) error {
+	ctx := x.req.Context()
 	job := s.newStreamJob(x)
 	var b *broadcast
 	if x.mayStore {
@@ -71,19 +60,17 @@ func (s *Server) streamMiss(x *exchange, outcome string) error {
 		b, pctx, leader = s.sflights.join(ctx, x.key.Exact)
 		defer s.sflights.leave(x.key.Exact, b)
 		if leader {
-			x.called = true
+			x.rec.Called = true
 			s.pumps.Add(1)
 			go s.pump(pctx, job, b, func() { s.sflights.done(x.key.Exact, b) })
 		} else {
-			s.countCoalesced()
-			x.coalesced = true
-			x.c.Response().Header().Set("X-Breakwater-Coalesced", "true")
+			x.rec.Coalesced = true
 		}
 	} else {
 		pctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		b = newBroadcast(cancel)
-		x.called = true
+		x.rec.Called = true
 		s.pumps.Add(1)
 		go s.pump(pctx, job, b, func() {})
 	}
@@ -91,17 +78,14 @@ func (s *Server) streamMiss(x *exchange, outcome string) error {
 }
 
 // relay writes a broadcast to one client as it arrives.
-func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
-	ctx := x.c.Request().Context()
+func (s *Flow) relay(x *exchange, b *broadcast, outcome string) error {
+	ctx := x.req.Context()
 	if err := b.waitStart(ctx); err != nil {
 		return s.upstreamFailed(x, outcome, err, s.replayHit)
 	}
-	w := x.c.Response()
+	w := x.w
 	h := w.Header()
-	h.Set(HeaderCache, outcome)
-	h.Set(HeaderUpstream, b.target)
-	h.Set(HeaderAttempts, strconv.Itoa(b.attempts))
-	x.attempts = b.attempts
+	x.setCallHeaders(outcome, b.target, b.attempts)
 	if b.status != http.StatusOK {
 		// An upstream 4xx: passed through whole, never cached.
 		if ct := b.header.Get("Content-Type"); ct != "" {
@@ -118,13 +102,13 @@ func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
 				break
 			}
 		}
-		s.finish(x, outcome, b.status, 0, b.target)
+		x.end(outcome, b.status, 0, b.target)
 		return nil
 	}
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	w.Flush()
+	flush(w)
 	status := http.StatusOK
 	for i := 0; ; {
 		evs, more, err := b.read(ctx, i)
@@ -134,7 +118,7 @@ func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
 				break
 			}
 		}
-		w.Flush()
+		flush(w)
 		i += len(evs)
 		if err != nil {
 			status = 499
@@ -145,47 +129,43 @@ func (s *Server) relay(x *exchange, b *broadcast, outcome string) error {
 		}
 	}
 	if status == http.StatusOK {
-		x.usage, x.usageModel = b.usageOf()
+		x.rec.Usage, x.rec.UsageModel = b.usageOf()
 	}
-	s.finish(x, outcome, status, 0, b.target)
+	x.end(outcome, status, 0, b.target)
 	return nil
 }
 
 // replayHit sends a cached completion as an SSE stream.
-func (s *Server) replayHit(x *exchange, res cache.Result, outcome string) error {
-	w := x.c.Response()
+func (s *Flow) replayHit(x *exchange, res cache.Result, outcome string) error {
+	w := x.w
 	h := w.Header()
-	h.Set(HeaderCache, outcome)
-	if outcome != OutcomeHitExact {
-		h.Set(HeaderSimilarity, strconv.FormatFloat(float64(res.Similarity), 'f', 4, 32))
-	}
-	h.Set("Age", strconv.Itoa(int(res.Age/time.Second)))
-	h.Set(HeaderUpstream, "cache")
+	setHitHeaders(h, &res, outcome)
 	x.reuse(&res.Entry)
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	var err error
+	fl := func() { flush(w) }
 	if r := x.format.FreshIDs; r != nil {
-		err = s.replayCached(w, w.Flush, &res.Entry, r, x.key.IncludeUsage)
+		err = s.renders.Replay(w, fl, &res.Entry, r, x.shape.IncludeUsage, s.opts.Now())
 	} else {
-		err = x.format.Replay(w, w.Flush, res.Entry.Body, x.body, s.opts.Now())
+		err = x.format.Replay(w, fl, res.Entry.Body, x.body, s.opts.Now())
 	}
 	status := http.StatusOK
 	if err != nil {
 		status = 499
 		x.logger().Warn("replay cached stream", "err", err)
 	}
-	s.finish(x, outcome, status, res.Similarity, "")
+	x.end(outcome, status, res.Similarity, "")
 	return nil
 }
 
 // pump reads one upstream stream into b, resuming a cut stream on the next
 // target when it can, and writes a cleanly finished stream back to the cache.
-func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done func()) {
+func (s *Flow) pump(ctx context.Context, job *streamJob, b *broadcast, done func()) {
 	defer s.pumps.Add(-1)
 	defer done()
-	s.stats.calls.Add(1)
+	s.calls.Add(1)
 	job.start = time.Now()
 	sr, err := s.opts.Caller.Open(ctx, job.req)
 	if err != nil {
@@ -244,11 +224,13 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		cut = s.copyStream(sr, b, asm, true, job)
 	}
 	if cut != nil {
-		s.opts.Metrics.genAICall(job.format, s.tokens.modelLabel(model), time.Since(job.start), "stream_cut", Usage{})
+		if h := s.opts.Hooks.Call; h != nil {
+			h(job.format, model, time.Since(job.start), "stream_cut", Usage{})
+		}
 		// Never end a cut stream as if it had finished, never cache it.
 		job.log("stream cut", "target", sr.Target, "err", cut.Error())
 		if l := limitOf(cut); l != "" {
-			s.opts.Metrics.limitReached(l)
+			s.limit(l)
 		}
 		b.append(job.format.StreamError(cut))
 		b.finish(nil)
@@ -271,10 +253,12 @@ func (s *Server) pump(ctx context.Context, job *streamJob, b *broadcast, done fu
 		u = job.format.Usage(body)
 	}
 	b.finishUsage(u, model)
-	s.opts.Metrics.genAICall(job.format, s.tokens.modelLabel(model), time.Since(job.start), "", u)
+	if h := s.opts.Hooks.Call; h != nil {
+		h(job.format, model, time.Since(job.start), "", u)
+	}
 	if job.mayStore || job.probe != nil {
 		if err == nil && job.mayStore {
-			s.storeBody(context.WithoutCancel(ctx), job.key, job.format, model, body, job.foreign)
+			s.storeBody(context.WithoutCancel(ctx), job.key, job.miss, job.format, model, body, u, job.foreign)
 		}
 		if err == nil && job.probe != nil {
 			s.compareFresh(context.WithoutCancel(ctx), job.format, job.probe, body)
@@ -287,7 +271,7 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 // copyStream copies one upstream stream's events into b and the assembler,
 // which says what to relay. It returns nil when the stream finished cleanly,
 // else why it was cut.
-func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
+func (s *Flow) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
 		if tok := job.req.GenAI.Stream; tok != nil && cut == nil && asm.Complete() {
@@ -329,7 +313,7 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 		}
 		if idr != nil {
 			if id := idr(asm); id != "" {
-				s.addOwner(job.req.Header, id, sr.Upstream)
+				s.owners.Add(job.req.Header, id, sr.Upstream)
 				idr = nil
 			}
 		}
@@ -340,7 +324,9 @@ func (s *Server) copyStream(sr *upstream.StreamResponse, b *broadcast, asm Strea
 			b.append(out)
 			if !job.first {
 				job.first = true
-				s.opts.Metrics.genAIFirstChunk(job.format, s.tokens.modelLabel(sr.Model), time.Since(job.start))
+				if h := s.opts.Hooks.FirstChunk; h != nil {
+					h(job.format, sr.Model, time.Since(job.start))
+				}
 			}
 		}
 		if end {

@@ -1,4 +1,4 @@
-package proxy
+package flow
 
 import (
 	"context"
@@ -71,7 +71,7 @@ type probe struct {
 // instead (streamed or not: a stream's fresh answer is compared once it has
 // ended whole). A busy target skips (and counts) the sample, because a fresh
 // answer would add load where it hurts.
-func (s *Server) sampleHit(x *exchange, res cache.Result) bool {
+func (s *Flow) sampleHit(x *exchange, res cache.Result) bool {
 	v := s.opts.Verify
 	if v == nil || v.Rate <= 0 || x.ctl.noStore {
 		return false
@@ -92,7 +92,7 @@ func (s *Server) sampleHit(x *exchange, res cache.Result) bool {
 }
 
 // noteNear remembers a miss's near candidate, to compare with the fresh answer.
-func (s *Server) noteNear(x *exchange, res cache.Result) {
+func (s *Flow) noteNear(x *exchange, res cache.Result) {
 	if s.opts.Verify != nil && res.Near != nil {
 		x.probe = &probe{cached: res.Near.Entry.Body}
 	}
@@ -100,7 +100,7 @@ func (s *Server) noteNear(x *exchange, res cache.Result) {
 
 // missOutcome names a miss: sampled hits are told apart in
 // X-Breakwater-Cache, /stats and metrics.
-func (s *Server) missOutcome(x *exchange) string {
+func (s *Flow) missOutcome(x *exchange) string {
 	if x.probe != nil && x.probe.sampled {
 		return OutcomeMissSampled
 	}
@@ -109,16 +109,16 @@ func (s *Server) missOutcome(x *exchange) string {
 
 // checkFresh compares a fresh answer with the cached one it was sampled
 // against, or with the near candidate's.
-func (s *Server) checkFresh(x *exchange, resp *upstream.Response) {
+func (s *Flow) checkFresh(x *exchange, resp *upstream.Response) {
 	if x.probe == nil || resp.Status != http.StatusOK {
 		return
 	}
-	s.compareFresh(context.WithoutCancel(x.c.Request().Context()), x.format, x.probe, resp.Body)
+	s.compareFresh(context.WithoutCancel(x.req.Context()), x.format, x.probe, resp.Body)
 }
 
 // compareFresh compares a fresh answer body of format f with the cached
 // answer of p and counts the outcome.
-func (s *Server) compareFresh(ctx context.Context, f Format, p *probe, body []byte) {
+func (s *Flow) compareFresh(ctx context.Context, f Format, p *probe, body []byte) {
 	v := s.opts.Verify
 	if v == nil {
 		return
@@ -147,13 +147,13 @@ func (s *Server) compareFresh(ctx context.Context, f Format, p *probe, body []by
 // nearCompareSlots bounds near-miss comparisons in flight.
 const nearCompareSlots = 4
 
-func (s *Server) nearSlots() chan struct{} {
+func (s *Flow) nearSlots() chan struct{} {
 	v := s.opts.Verify
 	v.once.Do(func() { v.slots = make(chan struct{}, nearCompareSlots) })
 	return v.slots
 }
 
-func (s *Server) sameAnswer(ctx context.Context, a, b string) bool {
+func (s *Flow) sameAnswer(ctx context.Context, a, b string) bool {
 	if s.opts.Verify != nil && s.opts.Verify.Compare != nil {
 		return s.opts.Verify.Compare(ctx, a, b)
 	}
@@ -164,7 +164,7 @@ func (s *Server) sameAnswer(ctx context.Context, a, b string) bool {
 // targetBusy asks the caller whether model's targets are under pressure; a
 // caller without Busy is judged from its snapshot: a queue or a breaker
 // that is not closed.
-func (s *Server) targetBusy(model, upstreamName string) bool {
+func (s *Flow) targetBusy(model, upstreamName string) bool {
 	if b, ok := s.opts.Caller.(busyCaller); ok {
 		return b.Busy(model, upstreamName)
 	}
@@ -186,9 +186,8 @@ func (s *Server) targetBusy(model, upstreamName string) bool {
 	return false
 }
 
-// verifyStats is the "verify" section of /stats; nil without Options.Verify.
-func (s *Server) verifyStats() *VerifyStats {
-	v := s.opts.Verify
+// Stats is the "verify" section of /stats; nil without a Verify.
+func (v *Verify) Stats() *VerifyStats {
 	if v == nil {
 		return nil
 	}

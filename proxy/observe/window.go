@@ -1,6 +1,7 @@
-package proxy
+package observe
 
 import (
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -15,7 +16,7 @@ type window struct {
 	mu       sync.Mutex
 	buckets  [60]bucket
 	byHour   [24]uint64 // at-capacity events (upstream 429/503/529, sheds) by UTC hour
-	lastTgts map[string]targetCum
+	lastTgts map[string]TargetCum
 }
 
 type bucket struct {
@@ -36,9 +37,11 @@ type bucket struct {
 	sent                         map[string]uint64 // by target; guarded by window.mu
 }
 
-type targetCum struct{ sent, rateLimited, capacity uint64 }
+// TargetCum are a target's cumulative counts (upstream.TargetStats): sent,
+// rate limited, and at capacity (rate limited and shed).
+type TargetCum struct{ Sent, RateLimited, Capacity uint64 }
 
-func newWindow() *window { return &window{lastTgts: map[string]targetCum{}} }
+func newWindow() *window { return &window{lastTgts: map[string]TargetCum{}} }
 
 func (w *window) bucketLocked(now time.Time) *bucket {
 	m := now.Unix() / 60
@@ -58,11 +61,11 @@ func (w *window) bucketLocked(now time.Time) *bucket {
 func (w *window) record(now time.Time, outcome string, coalesced, called bool) {
 	b := w.current(now)
 	b.requests.Add(1)
-	if outcome != OutcomeBypass {
+	if outcome != flow.OutcomeBypass {
 		b.eligible.Add(1)
 	}
 	switch outcome {
-	case OutcomeHitExact, OutcomeHitSemantic, OutcomeStale:
+	case flow.OutcomeHitExact, flow.OutcomeHitSemantic, flow.OutcomeStale:
 		b.hits.Add(1)
 		b.saved.Add(1)
 	}
@@ -76,7 +79,7 @@ func (w *window) record(now time.Time, outcome string, coalesced, called bool) {
 
 // recordTokens adds the tokens one request saved, and their cost, to the
 // current minute.
-func (w *window) recordTokens(now time.Time, u Usage, nano uint64) {
+func (w *window) recordTokens(now time.Time, u flow.Usage, nano uint64) {
 	b := w.current(now)
 	b.savedIn.Add(u.Input)
 	b.savedOut.Add(u.Output)
@@ -85,7 +88,7 @@ func (w *window) recordTokens(now time.Time, u Usage, nano uint64) {
 
 // recordJudge adds the tokens one judge call spent, and their cost, to the
 // current minute.
-func (w *window) recordJudge(now time.Time, u Usage, nano uint64) {
+func (w *window) recordJudge(now time.Time, u flow.Usage, nano uint64) {
 	b := w.current(now)
 	b.judgeIn.Add(u.Input)
 	b.judgeOut.Add(u.Output)
@@ -105,28 +108,28 @@ func (w *window) current(now time.Time) *bucket {
 
 // sampleTargets folds the growth of the caller's per-target counters since
 // the last sample into the current minute and hour of day.
-func (w *window) sampleTargets(now time.Time, cum map[string]targetCum) {
+func (w *window) sampleTargets(now time.Time, cum map[string]TargetCum) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	b := w.bucketLocked(now)
 	for name, c := range cum {
 		last := w.lastTgts[name]
-		if c.sent < last.sent || c.rateLimited < last.rateLimited || c.capacity < last.capacity {
-			last = targetCum{}
+		if c.Sent < last.Sent || c.RateLimited < last.RateLimited || c.Capacity < last.Capacity {
+			last = TargetCum{}
 		}
-		if d := c.rateLimited - last.rateLimited; d > 0 {
+		if d := c.RateLimited - last.RateLimited; d > 0 {
 			if b.rateLimited == nil {
 				b.rateLimited = map[string]uint64{}
 			}
 			b.rateLimited[name] += d
 		}
-		if d := c.sent - last.sent; d > 0 {
+		if d := c.Sent - last.Sent; d > 0 {
 			if b.sent == nil {
 				b.sent = map[string]uint64{}
 			}
 			b.sent[name] += d
 		}
-		w.byHour[now.UTC().Hour()] += c.capacity - last.capacity
+		w.byHour[now.UTC().Hour()] += c.Capacity - last.Capacity
 		w.lastTgts[name] = c
 	}
 }

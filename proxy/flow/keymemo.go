@@ -1,4 +1,4 @@
-package proxy
+package flow
 
 import (
 	"crypto/sha256"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/dgraph-io/ristretto/v2"
 
-	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // keyMemoBytes bounds the memory of the key memo: about 10k recent
@@ -23,11 +23,11 @@ const keyMemoBytes = 4 << 20
 // profile, building the key was 43 % of the handler. A body that differs by
 // one byte is parsed as before and gets the same key if it means the same.
 type keyMemo struct {
-	c *ristretto.Cache[string, cache.Key]
+	c *ristretto.Cache[string, wire.Key]
 }
 
 func newKeyMemo() (*keyMemo, error) {
-	c, err := ristretto.NewCache(&ristretto.Config[string, cache.Key]{
+	c, err := ristretto.NewCache(&ristretto.Config[string, wire.Key]{
 		NumCounters: 10 * keyMemoBytes / 256,
 		MaxCost:     keyMemoBytes,
 		BufferItems: 64,
@@ -68,7 +68,7 @@ func (m *keyMemo) digest(partition, endpoint string, body []byte) string {
 
 // get returns the remembered key of digest. The key's Temperature is a
 // copy: callers may decode into it.
-func (m *keyMemo) get(digest string) (cache.Key, bool) {
+func (m *keyMemo) get(digest string) (wire.Key, bool) {
 	k, ok := m.c.Get(digest)
 	if ok && k.Temperature != nil {
 		t := *k.Temperature
@@ -78,7 +78,7 @@ func (m *keyMemo) get(digest string) (cache.Key, bool) {
 }
 
 // put remembers k under digest (admission is ristretto's to decide).
-func (m *keyMemo) put(digest string, k cache.Key) {
+func (m *keyMemo) put(digest string, k wire.Key) {
 	if k.Temperature != nil {
 		t := *k.Temperature
 		k.Temperature = &t
@@ -94,7 +94,7 @@ func (m *keyMemo) close() { m.c.Close() }
 // A query too long for the semantic tier is dropped from the key
 // (cache.MaxQueryBytes), so neither the memo nor the request holds a second
 // copy of a large prompt.
-func (s *Server) requestKey(f Format, partition string, h http.Header, body []byte) (cache.Key, error) {
+func (s *Flow) requestKey(f Format, partition string, h http.Header, body []byte) (wire.Key, error) {
 	if !f.BodyKeyed || s.keys == nil {
 		k, err := f.Key(partition, h, body, s.opts.Group)
 		k.DropLongQuery()

@@ -1,4 +1,4 @@
-package proxy
+package flow
 
 import (
 	"context"
@@ -22,8 +22,8 @@ var errJudgeStatus = errors.New("the judge call was not answered 200")
 // lookupContext is the context of x's cache lookup: with the auto judge
 // (Verify.Auto) it carries x as the verify.Asker, so a semantic candidate
 // is put to the model x itself is routed to.
-func (s *Server) lookupContext(x *exchange) context.Context {
-	ctx := x.c.Request().Context()
+func (s *Flow) lookupContext(x *exchange) context.Context {
+	ctx := x.req.Context()
 	if v := s.opts.Verify; v != nil && v.Auto {
 		if x.format.Judge != nil {
 			return verify.WithAsker(ctx, judgeAsker{x})
@@ -54,7 +54,7 @@ func (a judgeAsker) Ask(ctx context.Context, system, user string) (string, error
 		}
 	}
 	path, body := j.Request(asked, system, user)
-	in := x.c.Request().Header
+	in := x.req.Header
 	h := make(http.Header, len(judgeCredentials)+2)
 	for _, k := range append(judgeCredentials[:], j.Headers...) {
 		if v := in[http.CanonicalHeaderKey(k)]; len(v) > 0 {
@@ -63,7 +63,7 @@ func (a judgeAsker) Ask(ctx context.Context, system, user string) (string, error
 	}
 	ureq := &upstream.Request{
 		Model: model, Body: body, Header: h, Class: x.ctl.class, Short: true,
-		RequestID: x.reqID + "-judge",
+		RequestID: x.rec.RequestID + "-judge",
 		GenAI:     s.genAIRequest(x.format, false),
 	}
 	ureq.GenAI.Judge = true
@@ -88,16 +88,15 @@ func (a judgeAsker) Ask(ctx context.Context, system, user string) (string, error
 	return x.format.AnswerText(resp.Body), nil
 }
 
-// countJudge counts a judge call's tokens and cost as spent on verification,
+// countJudge tells the hooks a judge call's tokens, spent on verification,
 // by the model asked (the judge model, on a target that serves the route's).
-func (s *Server) countJudge(x *exchange, resp *upstream.Response, model, asked string) {
-	if resp.Status != http.StatusOK {
+func (s *Flow) countJudge(x *exchange, resp *upstream.Response, model, asked string) {
+	h := s.opts.Hooks.Judge
+	if h == nil || resp.Status != http.StatusOK {
 		return
 	}
-	u := x.format.Usage(resp.Body)
 	if resp.Model == model {
 		resp.Model = asked
 	}
-	nano := s.tokens.count(resp.Model, x.key.Partition, outcomeJudge, useVerify, u)
-	s.window.recordJudge(s.opts.Now(), u, nano)
+	h(resp.Model, x.key.Partition, x.format.Usage(resp.Body))
 }

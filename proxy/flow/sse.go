@@ -1,4 +1,4 @@
-package proxy
+package flow
 
 import (
 	"bufio"
@@ -106,3 +106,23 @@ func appendField(data [][]byte, ev *sseEvent, line []byte) [][]byte {
 	}
 	return data
 }
+
+// SSEReader reads the events of an SSE body, as the flow reads an
+// upstream's stream (tests read the flow's own streams with it).
+type SSEReader struct{ r *sseReader }
+
+// NewSSEReader reads r's events without a bound on their size.
+func NewSSEReader(r io.Reader) *SSEReader { return &SSEReader{newSSEReader(r)} }
+
+// NewBoundedSSEReader refuses events longer than max bytes with
+// ErrEventTooLarge.
+func NewBoundedSSEReader(r io.Reader, max int) *SSEReader {
+	return &SSEReader{newBoundedSSEReader(r, max)}
+}
+
+// Next returns the next event and its raw bytes (valid until the next
+// call); io.EOF when the body ended between events.
+func (s *SSEReader) Next() (wire.Event, []byte, error) { return s.r.next() }
+
+// ErrEventTooLarge is the cause of a stream cut by MaxEventBytes.
+var ErrEventTooLarge = errEventTooLarge

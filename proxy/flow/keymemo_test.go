@@ -1,4 +1,4 @@
-package proxy
+package flow
 
 import (
 	"testing"
@@ -15,7 +15,7 @@ func TestKeyMemo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer m.close()
-	s := &Server{keys: m}
+	s := &Flow{keys: m}
 	body := []byte(`{"model":"gpt-test","temperature":0.5,"messages":[{"role":"user","content":"hi"}]}`)
 	first, err := s.requestKey(chatFormat, "tenant-a", nil, body)
 	if err != nil {

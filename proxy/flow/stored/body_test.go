@@ -1,15 +1,12 @@
-package proxy
+package stored
 
 import (
 	"encoding/json"
-	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/labstack/echo/v4"
 
 	"github.com/breakwater-dev/breakwater/cache"
 )
@@ -81,8 +78,7 @@ func TestWireBodyWrite(t *testing.T) {
 		stored := []byte(body)
 		e := cache.Entry{Body: stored, Wire: prepareWire(stored)}
 		rec := httptest.NewRecorder()
-		c := echo.New().NewContext(httptest.NewRequest(http.MethodGet, "/", nil), rec)
-		if err := wireOf(&e).write(c, now); err != nil {
+		if err := wireOf(&e).Write(rec, now); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := rec.Header().Get("Content-Length"), strconv.Itoa(rec.Body.Len()); got != want {

@@ -1,6 +1,7 @@
-package proxy
+package observe
 
 import (
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,15 +10,15 @@ import (
 // Metrics are the proxy's Prometheus metrics. Build them with NewMetrics
 // from the registry main owns; there are no globals.
 type Metrics struct {
-	requests   *prometheus.CounterVec
+	Requests   *prometheus.CounterVec
 	duration   *prometheus.HistogramVec
 	overhead   prometheus.Histogram
 	similarity prometheus.Histogram
 	coalesced  prometheus.Counter
-	limits     *prometheus.CounterVec
+	Limits     *prometheus.CounterVec
 	knownIDs   prometheus.Gauge
-	tokens     *prometheus.CounterVec
-	cost       *prometheus.CounterVec
+	Tokens     *prometheus.CounterVec
+	Cost       *prometheus.CounterVec
 	// The GenAI client metrics of the OpenTelemetry semantic conventions
 	// (gen_ai.client.token.usage, gen_ai.client.operation.duration,
 	// gen_ai.client.operation.time_to_first_chunk), in Prometheus form, for
@@ -30,7 +31,7 @@ type Metrics struct {
 // NewMetrics registers the proxy's metrics with reg.
 func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_requests_total",
 			Help: "Requests by endpoint and cache outcome (hit-exact, hit-semantic, miss, bypass, stale).",
 		}, []string{"endpoint", "outcome"}),
@@ -53,7 +54,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_coalesced_total",
 			Help: "Requests answered by another identical request's upstream call (singleflight).",
 		}),
-		limits: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Limits: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_limits_reached_total",
 			Help: "Requests that reached a resource bound, by the setting that bounds it.",
 		}, []string{"limit"}),
@@ -61,11 +62,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_responses_known_ids",
 			Help: "Responses ids whose creating upstream this process remembers (bounded by DefaultResponseOwners).",
 		}),
-		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_tokens_total",
 			Help: "Tokens of answers by the model that produced them, direction (input, output) and outcome: hit-exact, hit-semantic, stale and coalesced reused the answer (saved), miss and bypass paid for it (spent), judge the auto judge spent verifying semantic candidates (savings net of verification: saved less judge).",
 		}, []string{"model", "direction", "outcome"}),
-		cost: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Cost: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_cost_usd_total",
 			Help: "Cost in USD of the tokens of breakwater_tokens_total at the configured prices, by kind: saved, spent, verification (the auto judge's calls; savings net of verification: saved less verification).",
 		}, []string{"kind"}),
@@ -87,46 +88,51 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		Help:    "Time from an upstream stream call to its first chunk (GenAI semantic conventions).",
 		Buckets: []float64{0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10},
 	}, genLabels)
-	reg.MustRegister(m.requests, m.duration, m.overhead, m.similarity, m.coalesced, m.limits, m.knownIDs, m.tokens, m.cost,
+	reg.MustRegister(m.Requests, m.duration, m.overhead, m.similarity, m.coalesced, m.Limits, m.knownIDs, m.Tokens, m.Cost,
 		m.genTokens, m.genDuration, m.genFirst)
 	return m
 }
 
-// limitReached counts a request that reached the bound named by the setting
-// limit; nil-safe.
-func (m *Metrics) limitReached(limit string) {
+// LimitReached counts a request that reached the bound named by the
+// setting limit; nil-safe.
+func (m *Metrics) LimitReached(limit string) {
 	if m != nil {
-		m.limits.WithLabelValues(limit).Inc()
+		m.Limits.WithLabelValues(limit).Inc()
 	}
 }
 
-func (m *Metrics) observe(endpoint, outcome string, total, upstream time.Duration, similarity float32) {
-	m.requests.WithLabelValues(endpoint, outcome).Inc()
+// finished records one finished request.
+func (m *Metrics) finished(r *flow.Record) {
+	endpoint, outcome, total, upstream, similarity := r.Endpoint, r.Outcome, r.End.Sub(r.Start), r.Upstream, r.Similarity
+	if r.Coalesced {
+		m.coalesced.Inc()
+	}
+	m.Requests.WithLabelValues(endpoint, outcome).Inc()
 	m.duration.WithLabelValues(outcome).Observe(total.Seconds())
 	if o := total - upstream; o >= 0 {
 		m.overhead.Observe(o.Seconds())
 	}
-	if similarity > 0 && (outcome == OutcomeHitSemantic || outcome == OutcomeStale) {
+	if similarity > 0 && (outcome == flow.OutcomeHitSemantic || outcome == flow.OutcomeStale) {
 		m.similarity.Observe(float64(similarity))
 	}
 }
 
-// knownIDsGauge is the gauge of the Responses owner registry; nil without
-// metrics.
-func (m *Metrics) knownIDsGauge() prometheus.Gauge {
+// knownIDsGauge sets the gauge of the Responses owner registry; nil
+// without metrics.
+func (m *Metrics) knownIDsGauge() func(n int) {
 	if m == nil {
 		return nil
 	}
-	return m.knownIDs
+	return func(n int) { m.knownIDs.Set(float64(n)) }
 }
 
 // genAICall records one upstream call of format f for model: its duration
 // (errType "" on success) and, when known, its usage. nil-safe.
-func (m *Metrics) genAICall(f Format, model string, d time.Duration, errType string, u Usage) {
+func (m *Metrics) genAICall(f flow.Format, model string, d time.Duration, errType string, u flow.Usage) {
 	if m == nil {
 		return
 	}
-	op, provider := genAIOf(f)
+	op, provider := flow.GenAIOf(f)
 	m.genDuration.WithLabelValues(op, provider, model, errType).Observe(d.Seconds())
 	if u.Known {
 		m.genTokens.WithLabelValues(op, provider, model, "input").Observe(float64(u.Input))
@@ -135,10 +141,10 @@ func (m *Metrics) genAICall(f Format, model string, d time.Duration, errType str
 }
 
 // genAIFirstChunk records a stream's time to its first chunk. nil-safe.
-func (m *Metrics) genAIFirstChunk(f Format, model string, d time.Duration) {
+func (m *Metrics) genAIFirstChunk(f flow.Format, model string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	op, provider := genAIOf(f)
+	op, provider := flow.GenAIOf(f)
 	m.genFirst.WithLabelValues(op, provider, model).Observe(d.Seconds())
 }

@@ -1,4 +1,4 @@
-package proxy
+package flow
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"sync"
 
 	"golang.org/x/sync/singleflight"
-
-	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // flights coalesces identical misses in flight (same exact key) into one
@@ -38,7 +36,7 @@ func newFlights() *flights { return &flights{live: map[string]*flight{}} }
 // read as it arrives, so it cannot be shared: the caller whose function ran
 // gets it, and the flight's context lives until its Rest is closed; the
 // others get errNotShared and must call on their own.
-func (f *flights) do(ctx context.Context, key string, fn func(ctx context.Context) (*upstream.Response, error)) (resp *upstream.Response, shared bool, err error) {
+func (f *flights) do(ctx context.Context, key string, fn func(ctx context.Context) (*called, error)) (resp *called, shared bool, err error) {
 	// singleflight's Shared is true for the leader as well once anybody
 	// joined; what matters here is whether this caller's function ran.
 	ran := false
@@ -59,15 +57,15 @@ func (f *flights) do(ctx context.Context, key string, fn func(ctx context.Contex
 		if r.Err != nil {
 			return nil, !ran, r.Err
 		}
-		resp := r.Val.(*upstream.Response)
+		resp := r.Val.(*called)
 		if resp.Rest != nil {
 			if !ran {
 				return nil, false, errNotShared
 			}
 			leave = false
-			cp := *resp
+			cp := *resp.Response
 			cp.Rest = &leaveOnClose{ReadCloser: resp.Rest, leave: func() { f.leave(key, fl) }}
-			return &cp, false, nil
+			return &called{Response: &cp, usage: resp.usage}, false, nil
 		}
 		return resp, !ran, nil
 	case <-ctx.Done():
