@@ -1,12 +1,12 @@
 package proxy
 
 import (
-	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"log/slog"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )

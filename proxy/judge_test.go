@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"net/http"
 	"slices"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/breakwater-dev/breakwater/lib/judgeprompt"
+	"github.com/breakwater-dev/breakwater/proxy/observe"
 )
 
 // The questions of the judge tests: a stored one, a paraphrase of it (the

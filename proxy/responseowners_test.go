@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 

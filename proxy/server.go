@@ -6,8 +6,6 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
-	"github.com/breakwater-dev/breakwater/proxy/flow"
-	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"log/slog"
 	"net"
 	"net/http"
@@ -23,6 +21,8 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/flow"
+	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 

@@ -2,13 +2,13 @@ package proxy
 
 import (
 	"context"
-	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"math"
 	"net/http"
 	"sync/atomic"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 

@@ -3,7 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"math"
 	"net/http"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 )
 
 // usageAPI is one wire API as the token tests drive it: its request body,

@@ -3,6 +3,7 @@ package proxy
 import (
 	"errors"
 	"fmt"
+
 	"github.com/breakwater-dev/breakwater/proxy/flow"
 )
 

@@ -3,7 +3,6 @@ package flow
 import (
 	"context"
 	"errors"
-	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"io"
 	"maps"
 	"math"
@@ -11,6 +10,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )

@@ -4,13 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"log/slog"
 	"net/http"
 	"strconv"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 

@@ -2,11 +2,12 @@ package flow
 
 import (
 	"fmt"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // controls are the per-request cache controls a client may send.

@@ -11,14 +11,14 @@ package flow
 
 import (
 	"context"
-	"github.com/breakwater-dev/breakwater/proxy/flow/owners"
-	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/flow/owners"
+	"github.com/breakwater-dev/breakwater/proxy/flow/stored"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire"
 )

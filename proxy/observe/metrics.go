@@ -1,10 +1,11 @@
 package observe
 
 import (
-	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 )
 
 // Metrics are the proxy's Prometheus metrics. Build them with NewMetrics

@@ -1,13 +1,14 @@
 package observe
 
 import (
-	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 )
 
 // Bounds of the token accounting: models and tenants beyond them are

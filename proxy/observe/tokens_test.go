@@ -2,9 +2,11 @@ package observe
 
 import (
 	"fmt"
-	"github.com/breakwater-dev/breakwater/proxy/flow"
-	"github.com/prometheus/client_golang/prometheus"
 	"testing"
+
+	"github.com/breakwater-dev/breakwater/proxy/flow"
+
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // TestTokenBookBounded: past its bounds, models and tenants are counted

@@ -1,11 +1,12 @@
 package observe
 
 import (
-	"github.com/breakwater-dev/breakwater/proxy/flow"
 	"math"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/flow"
 )
 
 // window keeps per-minute buckets of the last hour, and capacity events by

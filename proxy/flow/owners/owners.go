@@ -5,11 +5,12 @@ package owners
 
 import (
 	"context"
-	"github.com/breakwater-dev/breakwater/cache"
 	"log/slog"
 	"net/http"
 	"sync"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/cache"
 )
 
 // DefaultResponseOwners is how many Responses ids the proxy remembers the

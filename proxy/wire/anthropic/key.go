@@ -1,10 +1,10 @@
 package anthropic
 
 import (
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 

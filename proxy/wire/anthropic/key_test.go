@@ -1,8 +1,9 @@
 package anthropic
 
 import (
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"testing"
+
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 func TestMessagesKey(t *testing.T) {

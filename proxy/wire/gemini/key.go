@@ -3,13 +3,13 @@ package gemini
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // GeminiEndpoint is the path template GeminiKey hashes into the exact key:

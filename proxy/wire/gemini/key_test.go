@@ -2,11 +2,11 @@ package gemini
 
 import (
 	"errors"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strings"
 	"testing"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 

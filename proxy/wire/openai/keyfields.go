@@ -2,10 +2,10 @@ package openai
 
 import (
 	"encoding/json"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strconv"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 )
 
 // The fields of OpenAI-shaped request bodies that every API's key reads

@@ -2,10 +2,10 @@ package responses
 
 import (
 	"fmt"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"strings"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 

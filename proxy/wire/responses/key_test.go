@@ -2,10 +2,10 @@ package responses
 
 import (
 	"errors"
-	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"testing"
 
 	"github.com/breakwater-dev/breakwater/cache"
+	"github.com/breakwater-dev/breakwater/proxy/wire"
 	"github.com/breakwater-dev/breakwater/proxy/wire/openai"
 )
 
