@@ -177,6 +177,13 @@ type TargetStatsJSON struct {
 	// Sheds splits Shed by reason (queue_full, wait_beyond_deadline,
 	// queue_timeout, rate_limited, breaker_open).
 	Sheds map[string]uint64 `json:"sheds"`
+	// Refusals splits the upstream's congestion refusals by the limit they
+	// hit (requests, tokens, input_tokens, output_tokens, concurrency).
+	Refusals map[string]uint64 `json:"refusals,omitempty"`
+	// TokenLimit and TokensLeft are the token budgets per minute the lanes
+	// learnt, and what is left of them.
+	TokenLimit map[string]float64 `json:"token_limit_per_min,omitempty"`
+	TokensLeft map[string]float64 `json:"tokens_left,omitempty"`
 	// Limit is the adaptive concurrency limit (summed over Lanes, one per
 	// forwarded key plus a common one); ServiceRate the answers per second it
 	// sustains; QueueWaitMS the recent queue wait; Paced whether rate-limit
@@ -290,6 +297,7 @@ func targetJSON(t upstream.TargetStats) TargetStatsJSON {
 		Sent: t.Sent, Success: t.Success, SuccessRate: math.Round(t.SuccessRate*1e4) / 1e4,
 		RateLimited: t.RateLimited, ServerError: t.ServerError, Timeout: t.Timeout,
 		ClientError: t.ClientError, Shed: t.Shed, Overloaded: t.Overloaded, Sheds: t.Sheds,
+		Refusals: t.Refusals, TokenLimit: t.TokenLimit, TokensLeft: t.TokensLeft,
 		Limit: t.Limit, Lanes: t.Lanes, ServiceRate: t.ServiceRate,
 		QueueWaitMS: float64(t.QueueWait.Microseconds()) / 1000, Paced: t.Paced,
 		PacePerS: t.PaceRate, Abandoned: t.Abandoned,

@@ -306,6 +306,13 @@ func (s *Flow) upstreamRequest(x *exchange, stream bool) *upstream.Request {
 // sends a model no route lists to f's home upstream.
 func (s *Flow) shapeRequest(f Format, home string, r *upstream.Request) {
 	r.Upstream = home
+	if f.Cost != nil && r.Body != nil {
+		r.Cost = f.Cost(r.Body)
+		r.Usage = func(body []byte) (int, int, bool) {
+			u := f.Usage(body)
+			return int(u.Input), int(u.Output), u.Known
+		}
+	}
 	if f.ShapeRequest != nil {
 		f.ShapeRequest(r)
 	}

@@ -538,7 +538,17 @@ func (k *call) tryTarget(m *member) tried {
 			// a fraction of that time.
 			rank, deadline = min(rank, lane.ClassRank("interactive", false)), deadline.Add(2*l.ServiceTime())
 		}
-		err := l.Acquire(k.dctx, rank, budgeted, k.last, deadline)
+		err := l.AcquireCost(k.dctx, rank, budgeted, k.last, deadline, k.req.Cost)
+		var big *lane.TooLarge
+		if errors.As(err, &big) {
+			// It can never fit this target's budget: answered at once, never
+			// queued, retried or sent elsewhere (another target's budget
+			// would have to be learnt by refusing it too).
+			t.breaker.report(c.now(), probe, neutral)
+			t.shed(ShedTooLarge)
+			return stop(&Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge, Message: big.Error(),
+				Attempts: k.rep.attempts, Err: big})
+		}
 		if err != nil {
 			k.traceQueue(t, qstart, err)
 			t.breaker.report(c.now(), probe, neutral)

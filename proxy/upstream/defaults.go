@@ -60,4 +60,5 @@ const (
 	ShedRateLimited  = lane.ShedRateLimited
 	ShedBreakerOpen  = lane.ShedBreakerOpen
 	ShedRetryBudget  = lane.ShedRetryBudget
+	ShedTooLarge     = lane.ShedTooLarge
 )

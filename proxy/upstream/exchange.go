@@ -65,6 +65,7 @@ type result struct {
 	noRetry    bool
 	why        string
 	refusal    bool // a non-2xx that must not be passed through: fall back instead
+	tooLarge   bool // the provider said the request alone exceeds its limit: passed through, never retried
 	// hold is the Retry-After (header or body) that now holds the lane; 0
 	// when the answer named none.
 	hold time.Duration
@@ -148,7 +149,7 @@ func (k *call) send(x *exchange) result {
 		t.abandoned() // answered after its client went away
 	}
 	if r.resp != nil && err == nil {
-		x.lane.Observe(c.now(), r.resp.Header, c.raCap)
+		x.lane.Observe(c.now(), start, r.resp.Header, c.raCap)
 	}
 	if err != nil {
 		// A body that broke off is a failed attempt, whatever the status said.
@@ -179,6 +180,9 @@ func (k *call) send(x *exchange) result {
 			r.congestion, r.retryAfter, r.noRetry, r.why = cv.Congestion, cv.RetryAfter, cv.NoRetrySameTarget, cv.Reason
 			r.retry = shouldRetry(r.resp.Header, r.retry)
 			r.refusal = r.noRetry
+			if r.congestion {
+				r.limitHit(x, status, k.req.Cost)
+			}
 		}
 		switch {
 		case r.congestion:
@@ -231,8 +235,13 @@ func (k *call) send(x *exchange) result {
 		}
 		return r
 	}
-	if r.resp != nil && r.resp.StatusCode >= 400 {
+	if r.resp != nil && r.resp.StatusCode >= 400 && !r.tooLarge {
 		r.holdLane(x.lane, c)
+	}
+	if v == success && k.req.Usage != nil {
+		if in, out, ok := k.req.Usage(r.body); ok {
+			x.lane.Reconcile(k.req.Cost, in, out)
+		}
 	}
 	lv := v
 	var at *attemptTimeout
@@ -246,6 +255,20 @@ func (k *call) send(x *exchange) result {
 	k.endAttempt(span, &r, nil)
 	c.settle(t, x.probe, r.out, v, dur, x.log)
 	return r
+}
+
+// limitHit reads which limit a congestion refusal hit: it counts it by
+// limit, and tells the lane's token budgets. A request too large for the
+// limit ("Request too large", which can never succeed) is no congestion: the
+// provider's answer is handed to the client as it is, never retried or sent
+// elsewhere, and it holds nobody back.
+func (r *result) limitHit(x *exchange, status int, cost Cost) {
+	rf := classifyRefusal(status, r.resp.Header, r.body)
+	x.m.t.refused(rf.limit)
+	x.lane.RefusedOn(rf.limit, rf.perMinute, rf.used, cost)
+	if rf.tooLarge {
+		r.congestion, r.retry, r.refusal, r.tooLarge = false, false, false, true
+	}
 }
 
 // holdLane holds every request of the lane for the answer's Retry-After,

@@ -89,6 +89,9 @@ type laneSummary struct {
 	queued      int
 	paced       bool
 	count       int
+	// tokenLimit and tokensLeft sum the lanes' token budgets by limit;
+	// nil when none learnt one.
+	tokenLimit, tokensLeft map[string]float64
 }
 
 func (t *target) summary(now time.Time) laneSummary {
@@ -108,6 +111,13 @@ func (t *target) summary(now time.Time) laneSummary {
 		s.paced = s.paced || ls.Paced
 		if ls.Service > 0 {
 			services = max(services, ls.Service)
+		}
+		for k, v := range ls.Tokens.Limit {
+			if s.tokenLimit == nil {
+				s.tokenLimit, s.tokensLeft = make(map[string]float64), make(map[string]float64)
+			}
+			s.tokenLimit[k] += v
+			s.tokensLeft[k] += ls.Tokens.Left[k]
 		}
 	})
 	s.service = services

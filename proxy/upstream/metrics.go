@@ -23,6 +23,7 @@ type Metrics struct {
 	budget   *prometheus.CounterVec
 	pace     *prometheus.GaugeVec
 	nobody   *prometheus.CounterVec
+	refusals *prometheus.CounterVec
 }
 
 // NewMetrics builds the collectors and registers them with reg (nil: not
@@ -38,6 +39,7 @@ type Metrics struct {
 //	breakwater_upstream_retries_total{target,reason}       retries by reason (rate_limited, server_error, timeout, conn_refused, conn_reset, conn_error)
 //	breakwater_upstream_limit{target}                      adaptive concurrency limit (summed over the target's lanes)
 //	breakwater_upstream_shed_total{target,reason}          requests refused before the upstream, by reason
+//	breakwater_upstream_refusals_total{target,limit}       upstream congestion refusals by the limit they hit: requests, tokens, input_tokens, output_tokens, concurrency
 //	breakwater_upstream_queue_wait_seconds{target}         time granted requests waited for a slot
 //	breakwater_upstream_retry_budget_total{target,result}  retries of refusals: sent (within the budget), waited (found it spent) or lone (a lone lane's, outside it)
 //	breakwater_upstream_pace_rate{target}                  sends per second of lanes below one slot (0: none paced)
@@ -98,10 +100,14 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "breakwater_upstream_abandoned_total",
 			Help: "Upstream attempts whose client had gone before the answer: answers the provider made (and bills) for nobody.",
 		}, []string{"target"}),
+		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "breakwater_upstream_refusals_total",
+			Help: "Upstream congestion refusals by target and the limit they hit (requests, tokens, input_tokens, output_tokens, concurrency).",
+		}, []string{"target", "limit"}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.attempts, m.duration, m.inflight, m.queued, m.breaker, m.weight, m.retries, m.limits, m.sheds, m.waits,
-			m.budget, m.pace, m.nobody)
+			m.budget, m.pace, m.nobody, m.refusals)
 	}
 	return m
 }
@@ -143,6 +149,13 @@ func (m *Metrics) limit(target string, v float64) {
 		return
 	}
 	m.limits.WithLabelValues(target).Set(v)
+}
+
+func (m *Metrics) refused(target, limit string) {
+	if m == nil {
+		return
+	}
+	m.refusals.WithLabelValues(target, limit).Inc()
 }
 
 func (m *Metrics) shed(target, reason string) {

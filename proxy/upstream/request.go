@@ -82,6 +82,15 @@ type Request struct {
 	// like any). It counts as an attempt in every other way: a slot, a send
 	// token, the pools and the breaker.
 	Short bool
+	// Cost is what the request costs the provider's token budgets, as its
+	// wire API estimates it (proxy/wire/*/cost.go): a lane sends it only
+	// when its budgets cover it, and answers at once one that exceeds a
+	// budget's limit per minute. Zero: the lane's typical output alone.
+	Cost Cost
+	// Usage reads the input and output tokens an answer body reports (ok
+	// false when it has none), to correct the budgets by what the answer
+	// really cost. nil: the estimate stands.
+	Usage func(body []byte) (input, output int, ok bool)
 	// GenAI describes the request for the attempt spans when tracing is on
 	// (Options.TracerProvider); zero otherwise.
 	GenAI GenAI

@@ -82,6 +82,15 @@ type TargetStats struct {
 	// ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen); reasons never seen
 	// are absent.
 	Sheds map[string]uint64
+	// Refusals splits the upstream's congestion refusals (RateLimited and
+	// Overloaded) by the limit they hit: LimitRequests, LimitTokens,
+	// LimitInputTokens, LimitOutputTokens, LimitConcurrency (the model was
+	// full, or the refusal named no limit); limits never hit are absent.
+	Refusals map[string]uint64
+	// TokenLimit is the token budgets per minute the lanes learnt, summed
+	// by limit (LimitTokens, LimitInputTokens, LimitOutputTokens), TokensLeft
+	// what is left of them now; nil before any was learnt.
+	TokenLimit, TokensLeft map[string]float64
 	// SuccessRate is Success / (Success + RateLimited + Overloaded + ServerError
 	// + Timeout), 1 before any such outcome.
 	SuccessRate float64
@@ -140,6 +149,8 @@ type targetStats struct {
 	retries, budgetWaits, abandoned atomic.Uint64
 	// loneRetries counts retries a lone lane sent outside the budget.
 	loneRetries atomic.Uint64
+	// refusals counts congestion refusals by lane.Limits.
+	refusals [len(lane.Limits)]atomic.Uint64
 
 	mu   sync.Mutex
 	lat  [latencyRing]time.Duration
@@ -215,6 +226,15 @@ func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 	ts.Retries, ts.RetryBudgetWaits, ts.Abandoned = s.retries.Load(), s.budgetWaits.Load(), s.abandoned.Load()
 	ts.LoneRetries = s.loneRetries.Load()
 	ts.RetryBudget = roundWeight(t.lanes.For("").Snapshot(now).Budget)
+	ts.TokenLimit, ts.TokensLeft = sum.tokenLimit, sum.tokensLeft
+	for i, l := range lane.Limits {
+		if n := s.refusals[i].Load(); n > 0 {
+			if ts.Refusals == nil {
+				ts.Refusals = make(map[string]uint64)
+			}
+			ts.Refusals[l] = n
+		}
+	}
 	ts.LatencyP50, ts.LatencyP99 = s.percentiles()
 	return ts
 }

@@ -86,6 +86,11 @@ type Format struct {
 	// sent to Endpoint as it came, a fallback target's model rewritten in
 	// the body's "model" field.
 	ShapeRequest func(r *upstream.Request)
+	// Cost is what a request costs the provider's token budgets before it
+	// is sent (proxy/wire/*/cost.go): its input tokens estimated from the
+	// body, and the output it reserves (upstream.Request.Cost). nil: no
+	// estimate, the lane charges its typical output alone.
+	Cost func(body []byte) upstream.Cost
 	// PathModel and PathStream are what the request's path says (model,
 	// stream), read when no key is built (the cache is off). "": the path
 	// says nothing.

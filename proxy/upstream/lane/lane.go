@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 )
@@ -18,10 +19,11 @@ const (
 	ShedRateLimited  = "rate_limited"         // paced by the upstream's rate-limit state beyond the deadline
 	ShedBreakerOpen  = "breaker_open"         // the breaker refused and no probe was free
 	ShedRetryBudget  = "retry_budget"         // a retry found the lane's retry budget spent (and could fall back)
+	ShedTooLarge     = "too_large"            // its cost exceeds a token budget's limit per minute: it can never fit
 )
 
 // ShedReasons lists every reason, for stats.
-var ShedReasons = [...]string{ShedQueueFull, ShedWaitBeyond, ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen, ShedRetryBudget}
+var ShedReasons = [...]string{ShedQueueFull, ShedWaitBeyond, ShedQueueTimeout, ShedRateLimited, ShedBreakerOpen, ShedRetryBudget, ShedTooLarge}
 
 // Shed is a request a lane refused before it reached the upstream.
 type Shed struct {
@@ -78,6 +80,12 @@ type Lane struct {
 	maxQueue int
 	pace     pacer
 
+	// tok is the lane's token budgets (tokens.go), guarded by mu.
+	tok tokens
+	// tokWake is, after next, the soonest a waiter held by the token
+	// budgets fits; 0 for none.
+	tokWake time.Duration
+
 	mu       sync.Mutex
 	lim      aimd
 	inflight int
@@ -122,6 +130,7 @@ type waiter struct {
 	queued   time.Time // when it joined the queue
 	deadline time.Time // the request's: the lane's urgency, and when LIFO ends for it
 	retry    bool      // a retry of a refusal: needs a retry budget token
+	cost     perDim    // what it takes from the token budgets
 	// noWait: a retry that must not wait for the budget (it can fall
 	// back); budgetShed is set, before ready is closed, when it is turned
 	// away for that instead of granted a slot.
@@ -301,9 +310,21 @@ func (l *Lane) lifo(now time.Time) bool {
 // it when wait is set, and is shed at once (ShedRetryBudget) otherwise. It
 // returns ctx.Err() when ctx ends first.
 func (l *Lane) Acquire(ctx context.Context, rank int, retry, mayWait bool, deadline time.Time) error {
+	return l.AcquireCost(ctx, rank, retry, mayWait, deadline, Cost{})
+}
+
+// AcquireCost is Acquire for a request of cost c: it waits, besides, until
+// the lane's token budgets cover c (see next), and fails at once with a
+// *TooLarge when c exceeds a budget's limit per minute.
+func (l *Lane) AcquireCost(ctx context.Context, rank int, retry, mayWait bool, deadline time.Time, c Cost) error {
 	now := time.Now()
 	left := deadline.Sub(now)
 	l.mu.Lock()
+	cost := l.tok.costOf(c)
+	if d := l.tok.tooLarge(cost); d >= 0 {
+		l.mu.Unlock()
+		return &TooLarge{Target: l.t.Name(), Limit: dimNames[d], Cost: int(math.Ceil(cost[d])), PerMinute: int(l.tok.b[d].limit)}
+	}
 	if l.used.IsZero() {
 		defer l.t.LimitMoved(l.lim.limit) // counted from first use
 	}
@@ -312,6 +333,12 @@ func (l *Lane) Acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 	expected, ahead := l.expectedWait(rank, now)
 	if alone {
 		expected = l.loneWait(ahead, now)
+	}
+	fits := true
+	if l.tok.known() {
+		tw := l.tok.wait(now, cost)
+		expected = max(expected, tw)
+		fits = tw == 0 && !l.held(now)
 	}
 	service := l.lim.service()
 	slots := l.lim.slots()
@@ -322,12 +349,12 @@ func (l *Lane) Acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		// Not even an answer's time is left: an attempt would be cut by the
 		// deadline, after costing the upstream the work.
 		reason = ShedWaitBeyond
-	case alone && ahead == 0 && l.inflight < l.loneSlots() && l.pace.wait(now) == 0:
-		l.grantLone(now, retry)
+	case alone && ahead == 0 && fits && l.inflight < l.loneSlots() && l.pace.wait(now) == 0:
+		l.grantLone(now, retry, cost)
 		l.mu.Unlock()
 		return nil
-	case ahead == 0 && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now, 1):
-		l.grant(retry)
+	case ahead == 0 && fits && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now, 1):
+		l.grant(now, retry, cost)
 		l.mu.Unlock()
 		return nil
 	case retry && !alone && !mayWait && l.budget < retryCost:
@@ -343,7 +370,7 @@ func (l *Lane) Acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 		l.mu.Unlock()
 		return shed
 	}
-	w := &waiter{rank: rank, queued: now, deadline: deadline, retry: retry, noWait: !mayWait, ready: make(chan struct{})}
+	w := &waiter{rank: rank, queued: now, deadline: deadline, retry: retry, cost: cost, noWait: !mayWait, ready: make(chan struct{})}
 	e := l.insert(w, now)
 	if retry && !alone && l.budget < retryCost {
 		l.t.BudgetWaited()
@@ -385,10 +412,12 @@ func (l *Lane) Acquire(ctx context.Context, rank int, retry, mayWait bool, deadl
 	return shed
 }
 
-// grant counts an admitted attempt: a slot, and the retry budget (a first
-// attempt adds to it, a retry spends it). The caller holds l.mu.
-func (l *Lane) grant(retry bool) {
+// grant counts an admitted attempt: a slot, its cost in the token budgets,
+// and the retry budget (a first attempt adds to it, a retry spends it). The
+// caller holds l.mu.
+func (l *Lane) grant(now time.Time, retry bool, cost perDim) {
 	l.inflight++
+	l.tok.take(now, cost)
 	if retry {
 		l.budget -= retryCost
 		l.t.RetrySent()
@@ -401,8 +430,9 @@ func (l *Lane) grant(retry bool) {
 // token if the bucket has one (the lane's rate stays what it sent), and for
 // a retry no budget (a first attempt adds to it as ever). The caller holds
 // l.mu.
-func (l *Lane) grantLone(now time.Time, retry bool) {
+func (l *Lane) grantLone(now time.Time, retry bool, cost perDim) {
 	l.inflight++
+	l.tok.take(now, cost)
 	if r := l.lim.pace(); r > 0 {
 		l.fill(now, r)
 		if l.tokens >= 1 {
@@ -573,9 +603,26 @@ func (l *Lane) waited(d time.Duration) {
 func (l *Lane) next(now time.Time) *list.Element {
 	lifo := l.lifo(now)
 	lone := l.lone(now)
+	budgets := l.tok.known()
+	l.tokWake = 0
+	if budgets && l.held(now) {
+		return nil // a request that waited long enough for the budget goes next
+	}
 	var pick *list.Element
 	for e := l.waiters.Front(); e != nil; {
 		w := e.Value.(*waiter)
+		if budgets {
+			// Token budgets: a request the budget does not cover yet lets
+			// the ones behind it that it covers go (a short request is not
+			// stuck behind a long one), until it is reserved (held).
+			if tw := l.tok.wait(now, w.cost); tw > 0 {
+				if l.tokWake == 0 || tw < l.tokWake {
+					l.tokWake = tw
+				}
+				e = e.Next()
+				continue
+			}
+		}
 		if w.retry && !lone && l.budget < retryCost {
 			next := e.Next()
 			if w.noWait {
@@ -605,6 +652,20 @@ func (l *Lane) next(now time.Time) *list.Element {
 	return pick
 }
 
+// held reports whether a queued request that the token budgets do not
+// cover has waited long enough to be reserved for next (see reserveAfter),
+// setting tokWake to when it fits. The caller holds l.mu.
+func (l *Lane) held(now time.Time) bool {
+	for e := l.waiters.Front(); e != nil; e = e.Next() {
+		w := e.Value.(*waiter)
+		if tw := l.tok.wait(now, w.cost); tw > 0 && l.reserved(w, now) {
+			l.tokWake = tw
+			return true
+		}
+	}
+	return false
+}
+
 // dispatch hands free slots to waiters while the bucket has tokens and no
 // Retry-After holds the lane, arming the wake timer for when it will. The
 // caller holds l.mu.
@@ -617,6 +678,9 @@ func (l *Lane) dispatchChain(now time.Time, chained bool) {
 	for l.inflight < l.lim.slots() || l.lone(now) && l.inflight < l.loneSlots() {
 		e := l.next(now)
 		if e == nil {
+			if l.tokWake > 0 {
+				l.wakeIn(now, l.tokWake+time.Millisecond)
+			}
 			return
 		}
 		w := e.Value.(*waiter)
@@ -644,9 +708,9 @@ func (l *Lane) dispatchChain(now time.Time, chained bool) {
 			l.busySince = time.Time{}
 		}
 		if alone {
-			l.grantLone(now, w.retry)
+			l.grantLone(now, w.retry, w.cost)
 		} else {
-			l.grant(w.retry)
+			l.grant(now, w.retry, w.cost)
 		}
 		close(w.ready)
 	}
@@ -771,6 +835,7 @@ type Stats struct {
 	Queued        int
 	Paced         bool
 	Used          bool
+	Tokens        TokenStats
 }
 
 func (l *Lane) Snapshot(now time.Time) Stats {
@@ -780,7 +845,7 @@ func (l *Lane) Snapshot(now time.Time) Stats {
 		Limit: l.lim.limit, Rate: l.lim.rate(now), Service: l.lim.service(), Budget: float64(l.budget) / retryCost,
 		Wait:   time.Duration(l.waitE * float64(time.Second)),
 		Queued: l.waiters.Len(), Paced: l.pace.wait(now) > 0, Used: !l.used.IsZero(),
-		Pace: l.lim.belowOne(),
+		Pace: l.lim.belowOne(), Tokens: l.tokenStats(now),
 	}
 }
 

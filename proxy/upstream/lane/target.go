@@ -70,9 +70,13 @@ func (l *Lane) Wait(now time.Time) time.Duration { return l.pace.wait(now) }
 // Hold keeps new attempts back until t.
 func (l *Lane) Hold(t time.Time) { l.pace.hold(t) }
 
-// Observe reads an answer's rate-limit headers and holds the lane, for at
+// Observe reads the rate-limit headers of an answer to a request sent at
+// sent: it learns the token budgets from them, and holds the lane, for at
 // most limit, when a budget is exhausted; it returns the hold, 0 for none.
-func (l *Lane) Observe(now time.Time, h http.Header, limit time.Duration) time.Duration {
+func (l *Lane) Observe(now, sent time.Time, h http.Header, limit time.Duration) time.Duration {
+	l.mu.Lock()
+	l.tok.observe(now, sent, h)
+	l.mu.Unlock()
 	return l.pace.observe(now, h, limit)
 }
 

@@ -16,6 +16,7 @@ var messagesFormat = &wire.Format{
 	Key:          messagesKey,
 	Finished:     finished,
 	Usage:        messagesUsage.Read,
+	Cost:         requestCost,
 	AnswerText:   answerText,
 	Replay:       wire.ReplayStored(replayMessage),
 	NewAssembler: func() wire.StreamAssembler { return newMessageStream() },

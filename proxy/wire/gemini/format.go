@@ -66,6 +66,7 @@ func baseFormat(storeMaxTokens bool) wire.Format {
 		Endpoint: GeminiEndpoint,
 		Finished: geminiFormat{storeMaxTokens: storeMaxTokens}.Finished,
 		Usage:    geminiUsage.Read,
+		Cost:     requestCost,
 		// AnswerText joins the first candidate's text parts, without
 		// thought parts.
 		AnswerText:   answerText,

@@ -42,6 +42,7 @@ func (f openAIFormat) format() *wire.Format {
 		Key:          f.key,
 		Finished:     f.finished,
 		Usage:        chatUsage.Read,
+		Cost:         f.requestCost,
 		AnswerText:   verify.AnswerText,
 		Replay:       f.replay,
 		NewAssembler: f.newAssembler,

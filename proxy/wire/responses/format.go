@@ -46,6 +46,7 @@ var responsesFormat = &wire.Format{
 	},
 	Finished:     finished,
 	Usage:        responsesUsage.Read,
+	Cost:         requestCost,
 	AnswerText:   answerText,
 	Replay:       wire.ReplayStored(replayResponse),
 	NewAssembler: func() wire.StreamAssembler { return newResponsesStream() },

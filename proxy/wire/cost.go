@@ -1,0 +1,78 @@
+package wire
+
+import "encoding/json"
+
+// CharsPerToken is the estimator of a request's input tokens: the
+// characters of the text it sends over four, OpenAI's rule of thumb for
+// English text ("one token is roughly four characters",
+// https://platform.openai.com/tokenizer), which its own rate limiter applies
+// at admission before the tokenizer runs
+// (https://platform.openai.com/docs/guides/rate-limits). No tokenizer runs
+// on the miss path: the estimate is corrected by the answer's usage
+// (upstream.Request.Usage).
+const CharsPerToken = 4
+
+// TextTokens estimates the input tokens of a JSON request body: the bytes
+// of its string values over CharsPerToken, rounded up. Object keys, the
+// values of the fields named in skip (the model, a base64 payload) and data:
+// URLs are not text the model reads as tokens, and are left out.
+func TextTokens(body []byte, skip ...string) int {
+	n, key, inString, esc := 0, "", false, false
+	start := 0
+	for i := 0; i < len(body); i++ {
+		c := body[i]
+		if inString {
+			switch {
+			case esc:
+				esc = false
+			case c == '\\':
+				esc = true
+			case c == '"':
+				inString = false
+				s := body[start:i]
+				j := i + 1
+				for j < len(body) && (body[j] == ' ' || body[j] == '\t' || body[j] == '\n' || body[j] == '\r') {
+					j++
+				}
+				if j < len(body) && body[j] == ':' {
+					key = string(s)
+					continue
+				}
+				if len(s) >= 5 && string(s[:5]) == "data:" || skipped(key, skip) {
+					continue
+				}
+				n += len(s)
+			}
+			continue
+		}
+		if c == '"' {
+			inString, start = true, i+1
+		}
+	}
+	return (n + CharsPerToken - 1) / CharsPerToken
+}
+
+func skipped(key string, skip []string) bool {
+	for _, s := range skip {
+		if key == s {
+			return true
+		}
+	}
+	return false
+}
+
+// IntField reads the first of names that a JSON object body sets to a
+// positive number, 0 when none does.
+func IntField(body []byte, names ...string) int {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return 0
+	}
+	for _, name := range names {
+		var v int
+		if raw, ok := fields[name]; ok && json.Unmarshal(raw, &v) == nil && v > 0 {
+			return v
+		}
+	}
+	return 0
+}
