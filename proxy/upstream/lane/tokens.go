@@ -147,6 +147,10 @@ type tokens struct {
 	b [nDims]bucket
 	// typicalOut is the output tokens answers had (an EWMA; 0: none yet).
 	typicalOut float64
+	// inScale is the input tokens answers reported over those estimated
+	// (an EWMA; 0: none yet): the estimate (characters over four) learns
+	// the provider's tokenizer from its usage.
+	inScale float64
 }
 
 // costOf is c on every budget, the output defaulting to the typical.
@@ -159,6 +163,9 @@ func (t *tokens) costOf(c Cost) perDim {
 		}
 	}
 	in := float64(c.Input)
+	if t.inScale > 0 {
+		in *= t.inScale
+	}
 	return perDim{in + out, in, out}
 }
 
@@ -240,6 +247,14 @@ func (l *Lane) Reconcile(c Cost, input, output int) {
 			// by a twentieth of its cost, so a provider whose budget is
 			// larger than that minute showed is found again.
 			b.limit += used[i] / 20
+		}
+	}
+	if c.Input > 0 && input > 0 {
+		r := min(max(float64(input)/float64(c.Input), 0.1), 10)
+		if l.tok.inScale == 0 {
+			l.tok.inScale = r
+		} else {
+			l.tok.inScale += alpha * (r - l.tok.inScale)
 		}
 	}
 	switch {

@@ -180,4 +180,9 @@ func TestReconcileGivesBackTheEstimate(t *testing.T) {
 	if got := l.tok.costOf(Cost{Input: 5}); got[dimOutput] != 10 {
 		t.Errorf("a request without max_tokens reserves %v, want the typical 10", got[dimOutput])
 	}
+	// The provider counted 90 input tokens where 100 were estimated: the
+	// next estimate is scaled to its tokenizer.
+	if got := l.tok.costOf(Cost{Input: 1000}); got[dimInput] != 900 {
+		t.Errorf("an estimate of 1000 input tokens costs %v, want 900 after an answer counted 0.9 of its estimate", got[dimInput])
+	}
 }
