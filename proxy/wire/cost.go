@@ -1,7 +1,5 @@
 package wire
 
-import "encoding/json"
-
 // CharsPerToken is the estimator of a request's input tokens: the
 // characters of the text it sends over four, OpenAI's rule of thumb for
 // English text ("one token is roughly four characters",
@@ -61,18 +59,21 @@ func skipped(key string, skip []string) bool {
 	return false
 }
 
-// IntField reads the first of names that a JSON object body sets to a
-// positive number, 0 when none does.
+// IntField reads the first of names that a JSON object body sets, at its
+// top level, to a positive whole number; 0 when none does. A scan of the
+// top-level fields (TopFields), without decoding: it runs on every miss.
 func IntField(body []byte, names ...string) int {
-	var fields map[string]json.RawMessage
-	if json.Unmarshal(body, &fields) != nil {
-		return 0
-	}
-	for _, name := range names {
-		var v int
-		if raw, ok := fields[name]; ok && json.Unmarshal(raw, &v) == nil && v > 0 {
-			return v
+	best, at := 0, len(names)
+	TopFields(body, func(key []byte, vStart, vEnd int) bool {
+		for i, name := range names[:at] {
+			if string(key) == name {
+				if n, ok := parseCount(body[vStart:vEnd]); ok && n > 0 && n <= 1<<31 {
+					best, at = int(n), i
+				}
+				break
+			}
 		}
-	}
-	return 0
+		return at > 0
+	})
+	return best
 }
