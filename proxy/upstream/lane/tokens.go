@@ -96,8 +96,12 @@ func (b *bucket) fill(now time.Time) {
 	b.at = now
 }
 
-// wait is how long until c fits, 0 when it does now. The caller filled b.
+// wait is how long until c fits, 0 when it does now. A cost above the
+// limit fits a full bucket: a limit the lane only estimated (or one that
+// fell while the request waited) never holds a request for ever, nor the
+// requests behind one reserved for next. The caller filled b.
 func (b *bucket) wait(c float64) time.Duration {
+	c = min(c, b.limit)
 	if b.limit <= 0 || b.level >= c {
 		return 0
 	}

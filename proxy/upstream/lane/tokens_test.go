@@ -158,6 +158,21 @@ func TestTokenBudgetLearntFromARefusalWithoutNumbers(t *testing.T) {
 	}
 }
 
+// TestTokenBudgetAboveAnEstimatedLimit: a request that costs more than a
+// limit the lane only estimated is sent once the bucket is full, and does
+// not hold the lane for ever.
+func TestTokenBudgetAboveAnEstimatedLimit(t *testing.T) {
+	l := tokenLane(t, 600, 595) // 10 a second, full in half a second
+	l.tok.b[dimTokens].learnt = false
+	start := time.Now()
+	if err := l.AcquireCost(t.Context(), 2, false, true, time.Now().Add(time.Minute), Cost{Input: 2000, Output: 100}); err != nil {
+		t.Fatal(err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("sent after %s, want once the bucket is full, in half a second", d)
+	}
+}
+
 // TestReconcileGivesBackTheEstimate: an answer that used less than its
 // reservation gives the difference back, and its output becomes the
 // typical output charged to requests that set none.
