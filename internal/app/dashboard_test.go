@@ -318,6 +318,18 @@ func TestDashboardTargetsTable(t *testing.T) {
 			return s
 		},
 		"For nobody": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return jsNum(float64(tg.Abandoned), 0) },
+		"Refusals": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
+			by := make([]string, 0, len(tg.Refusals))
+			for k, v := range tg.Refusals {
+				by = append(by, k+" "+jsNum(float64(v), 0))
+			}
+			sort.Strings(by)
+			s := jsNum(float64(tg.RateLimited+tg.Overloaded), 0)
+			if len(by) > 0 {
+				s += " (" + strings.Join(by, ", ") + ")"
+			}
+			return s
+		},
 		"Sheds": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
 			why := make([]string, 0, len(tg.Sheds))
 			for k, v := range tg.Sheds {
