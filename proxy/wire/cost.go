@@ -15,7 +15,8 @@ const CharsPerToken = 4
 // values of the fields named in skip (the model, a base64 payload) and data:
 // URLs are not text the model reads as tokens, and are left out.
 func TextTokens(body []byte, skip ...string) int {
-	n, key, inString, esc := 0, "", false, false
+	n, inString, esc := 0, false, false
+	var key []byte
 	start := 0
 	for i := 0; i < len(body); i++ {
 		c := body[i]
@@ -33,7 +34,7 @@ func TextTokens(body []byte, skip ...string) int {
 					j++
 				}
 				if j < len(body) && body[j] == ':' {
-					key = string(s)
+					key = s
 					continue
 				}
 				if len(s) >= 5 && string(s[:5]) == "data:" || skipped(key, skip) {
@@ -50,9 +51,9 @@ func TextTokens(body []byte, skip ...string) int {
 	return (n + CharsPerToken - 1) / CharsPerToken
 }
 
-func skipped(key string, skip []string) bool {
+func skipped(key []byte, skip []string) bool {
 	for _, s := range skip {
-		if key == s {
+		if string(key) == s {
 			return true
 		}
 	}
