@@ -268,7 +268,9 @@ func (l *Lane) Reconcile(c Cost, input, output int) {
 	default:
 		l.tok.typicalOut += alpha * (float64(output) - l.tok.typicalOut)
 	}
-	l.dispatch(now)
+	if l.tok.known() {
+		l.dispatch(now) // what was given back may let a waiter go
+	}
 }
 
 // tokenHeaders are the (limit, remaining) header pairs of each budget:
