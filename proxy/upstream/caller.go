@@ -18,6 +18,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
@@ -114,7 +115,7 @@ func New(opts Options) (*Caller, error) {
 	if c.rand == nil {
 		c.rand = rand.Float64
 	}
-	bopts := opts.Breaker.withDefaults()
+	bopts := opts.Breaker.WithDefaults()
 	c.bopts = bopts
 	ups := make(map[string]*upstream, len(opts.Upstreams))
 	for _, u := range opts.Upstreams {
@@ -130,7 +131,7 @@ func New(opts Options) (*Caller, error) {
 			}
 			return t, nil
 		}
-		t := &target{name: name, model: tc.Model, up: ups[tc.Upstream], breaker: newBreaker(bopts), factor: 1, cfgWeight: weight, c: c}
+		t := &target{name: name, model: tc.Model, up: ups[tc.Upstream], breaker: breaker.New(bopts), factor: 1, cfgWeight: weight, c: c}
 		t.initLanes()
 		targets[name] = t
 		c.metrics.health(name, StateClosed, weight)
@@ -414,7 +415,7 @@ func (k *call) stopped() error {
 
 func (k *call) skipOpen(t *target) {
 	t.shed(ShedBreakerOpen)
-	state, wait := t.breaker.snapshot(k.c.now())
+	state, wait := t.breaker.Snapshot(k.c.now())
 	if state == StateOpen {
 		k.rep.note(t.name, fmt.Sprintf("circuit open for another %s", wait.Round(time.Second)))
 		k.rep.hint(t.name, wait)
@@ -521,9 +522,9 @@ func (k *call) tryTarget(m *member) tried {
 				return stop(k.stopped())
 			}
 		}
-		probe, ok := t.breaker.allow(c.now())
+		probe, ok := t.breaker.Allow(c.now())
 		if !ok {
-			if !k.lastResort || !t.breaker.allowLastResort(c.now()) {
+			if !k.lastResort || !t.breaker.AllowLastResort(c.now()) {
 				k.skipOpen(t)
 				return fallBack(fallBreakerOpen)
 			}
@@ -544,14 +545,14 @@ func (k *call) tryTarget(m *member) tried {
 			// It can never fit this target's budget: answered at once, never
 			// queued, retried or sent elsewhere (another target's budget
 			// would have to be learnt by refusing it too).
-			t.breaker.report(c.now(), probe, neutral)
+			t.breaker.Report(c.now(), probe, neutral)
 			t.shed(ShedTooLarge)
 			return stop(&Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge, Message: big.Error(),
 				Attempts: k.rep.attempts, Err: big})
 		}
 		if err != nil {
 			k.traceQueue(t, qstart, err)
-			t.breaker.report(c.now(), probe, neutral)
+			t.breaker.Report(c.now(), probe, neutral)
 			var shed *lane.Shed
 			if !errors.As(err, &shed) {
 				if err := k.stopped(); err != nil {
@@ -567,7 +568,7 @@ func (k *call) tryTarget(m *member) tried {
 		k.traceQueue(t, qstart, err)
 		if err != nil {
 			l.Release()
-			t.breaker.report(c.now(), probe, neutral)
+			t.breaker.Report(c.now(), probe, neutral)
 			var shed *lane.PoolShed
 			if !errors.As(err, &shed) {
 				if err := k.stopped(); err != nil {
@@ -659,7 +660,7 @@ func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time
 	if d > 0 && o != outCanceled && o != outConnError {
 		t.stats.latency(d)
 	}
-	state, changed := t.breaker.report(c.now(), probe, v)
+	state, changed := t.breaker.Report(c.now(), probe, v)
 	f := t.adjust(v)
 	c.metrics.health(t.name, state, t.cfgWeight*f)
 	if changed {

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 )
 
 func TestRetryAfterIsHonoured(t *testing.T) {
@@ -501,7 +503,7 @@ func TestAllTargetsOpen(t *testing.T) {
 	// The breaker is open and there is no other target: one attempt at a time,
 	// one a second, still goes through, so a model that answers some requests
 	// is not cut off.
-	clk.advance(lastResortEvery)
+	clk.advance(breaker.LastResortEvery)
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Do(context.Background(), chat("gpt-4o"))

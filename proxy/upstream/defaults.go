@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/lib/retry"
+	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
@@ -22,24 +23,13 @@ const (
 	// DefaultDeadline bounds a whole request: attempts, waits, fallbacks.
 	DefaultDeadline = 60 * time.Second
 
-	// DefaultBreakerWindow is the rolling window of the failure ratio.
-	DefaultBreakerWindow = 30 * time.Second
-	// DefaultBreakerMinRequests is the sample the ratio rule needs: 20. At a
-	// 20% background error rate, 10 samples reach a 0.5 ratio by chance 3.3%
-	// of the time and 20 samples 0.26%; a dead target is caught sooner by
-	// the consecutive-failure rule anyway.
-	DefaultBreakerMinRequests = 20
-	// DefaultBreakerFailureRatio opens the breaker at half the window failing.
-	DefaultBreakerFailureRatio = 0.5
-	// DefaultBreakerConsecutiveFailures opens it after 5 failures in a row.
-	DefaultBreakerConsecutiveFailures = 5
-	// DefaultBreakerOpenFor is how long an open breaker rejects: 15s. The
-	// default deployment has a single target, where an open breaker refuses
-	// every request; one half-open probe after 15s costs one request, while
-	// 30s doubles every outage as clients see it.
-	DefaultBreakerOpenFor = 15 * time.Second
-	// DefaultBreakerHalfOpenProbes is how many probes a half-open breaker admits.
-	DefaultBreakerHalfOpenProbes = 1
+	// The breaker's defaults (package breaker).
+	DefaultBreakerWindow              = breaker.DefaultWindow
+	DefaultBreakerMinRequests         = breaker.DefaultMinRequests
+	DefaultBreakerFailureRatio        = breaker.DefaultFailureRatio
+	DefaultBreakerConsecutiveFailures = breaker.DefaultConsecutiveFailures
+	DefaultBreakerOpenFor             = breaker.DefaultOpenFor
+	DefaultBreakerHalfOpenProbes      = breaker.DefaultHalfOpenProbes
 )
 
 // Admission defaults: the lane package's (see there).

@@ -10,10 +10,10 @@ func TestZeroOptionsGetTheExportedDefaults(t *testing.T) {
 	if r.MaxAttempts != DefaultMaxAttempts || r.BaseDelay != DefaultBaseDelay || r.MaxDelay != DefaultMaxDelay || r.Deadline != DefaultDeadline {
 		t.Errorf("RetryPolicy{}.withDefaults() = %+v", r)
 	}
-	b := BreakerOptions{}.withDefaults()
+	b := BreakerOptions{}.WithDefaults()
 	want := BreakerOptions{Window: DefaultBreakerWindow, MinRequests: DefaultBreakerMinRequests, FailureRatio: DefaultBreakerFailureRatio,
 		ConsecutiveFailures: DefaultBreakerConsecutiveFailures, OpenFor: DefaultBreakerOpenFor, HalfOpenProbes: DefaultBreakerHalfOpenProbes}
 	if b != want {
-		t.Errorf("BreakerOptions{}.withDefaults() = %+v, want %+v", b, want)
+		t.Errorf("BreakerOptions{}.WithDefaults() = %+v, want %+v", b, want)
 	}
 }

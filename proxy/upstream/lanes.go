@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
@@ -216,7 +217,7 @@ func (c *Caller) memberLocked(tc Target, up *upstream) *member {
 	if m, ok := mt.by[k]; ok {
 		return m
 	}
-	t := &target{name: targetName(tc), up: up, breaker: newBreaker(c.bopts), factor: 1, cfgWeight: 1, c: c}
+	t := &target{name: targetName(tc), up: up, breaker: breaker.New(c.bopts), factor: 1, cfgWeight: 1, c: c}
 	t.initLanes()
 	c.metrics.health(t.name, StateClosed, 1)
 	m := &member{t: t, weight: 1}

@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
@@ -102,25 +103,8 @@ type RetryPolicy struct {
 	RetryOn []int
 }
 
-// BreakerOptions configure the per-target circuit breaker.
-type BreakerOptions struct {
-	// Window is the rolling window over which FailureRatio is measured; 0 means 30s.
-	Window time.Duration
-	// MinRequests is how many outcomes the window needs before FailureRatio applies;
-	// 0 means 20.
-	MinRequests int
-	// FailureRatio opens the breaker when failures/outcomes in the window reach it;
-	// 0 means 0.5, a negative value disables the ratio rule.
-	FailureRatio float64
-	// ConsecutiveFailures opens the breaker after that many failures in a row; 0 means
-	// 5, a negative value disables the rule.
-	ConsecutiveFailures int
-	// OpenFor is how long an open breaker rejects before it admits probes; 0 means 15s.
-	OpenFor time.Duration
-	// HalfOpenProbes is how many probes a half-open breaker admits; that many
-	// successes close it, one failure re-opens it. 0 means 1.
-	HalfOpenProbes int
-}
+// BreakerOptions configure the per-target circuit breaker (package breaker).
+type BreakerOptions = breaker.Options
 
 // Options configure a Caller. Only Upstreams, and Routes or DefaultUpstream, are required.
 type Options struct {
@@ -177,17 +161,11 @@ type Options struct {
 
 // Defaults applied by New to zero fields.
 const (
-	defaultMaxAttempts  = DefaultMaxAttempts
-	defaultBaseDelay    = DefaultBaseDelay
-	defaultMaxDelay     = DefaultMaxDelay
-	defaultDeadline     = DefaultDeadline
-	defaultWindow       = DefaultBreakerWindow
-	defaultMinRequests  = DefaultBreakerMinRequests
-	defaultFailureRatio = DefaultBreakerFailureRatio
-	defaultConsecutive  = DefaultBreakerConsecutiveFailures
-	defaultOpenFor      = DefaultBreakerOpenFor
-	defaultProbes       = DefaultBreakerHalfOpenProbes
-	defaultPool         = lane.DefaultPool
+	defaultMaxAttempts = DefaultMaxAttempts
+	defaultBaseDelay   = DefaultBaseDelay
+	defaultMaxDelay    = DefaultMaxDelay
+	defaultDeadline    = DefaultDeadline
+	defaultPool        = lane.DefaultPool
 )
 
 func (p RetryPolicy) withDefaults() RetryPolicy {
@@ -210,28 +188,6 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Deadline = defaultDeadline
 	}
 	return p
-}
-
-func (b BreakerOptions) withDefaults() BreakerOptions {
-	if b.Window <= 0 {
-		b.Window = defaultWindow
-	}
-	if b.MinRequests <= 0 {
-		b.MinRequests = defaultMinRequests
-	}
-	if b.FailureRatio == 0 {
-		b.FailureRatio = defaultFailureRatio
-	}
-	if b.ConsecutiveFailures == 0 {
-		b.ConsecutiveFailures = defaultConsecutive
-	}
-	if b.OpenFor <= 0 {
-		b.OpenFor = defaultOpenFor
-	}
-	if b.HalfOpenProbes <= 0 {
-		b.HalfOpenProbes = defaultProbes
-	}
-	return b
 }
 
 // validate reports the first problem in opts, naming the offending entry.

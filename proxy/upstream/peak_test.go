@@ -327,7 +327,7 @@ func TestBreakerPerModel(t *testing.T) {
 	opts := Options{Upstreams: []Upstream{{Name: "local", BaseURL: up.url()}}, DefaultUpstream: "local",
 		Retry: RetryPolicy{MaxAttempts: 1, Deadline: 5 * time.Second}}
 	c := newCaller(t, opts)
-	for range defaultConsecutive + 1 {
+	for range DefaultBreakerConsecutiveFailures + 1 {
 		c.Do(t.Context(), chat("broken-model"))
 	}
 	for range 5 {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
@@ -27,7 +28,7 @@ type target struct {
 	name      string
 	model     string // "" = unchanged
 	up        *upstream
-	breaker   *breaker
+	breaker   *breaker.Breaker
 	lanes     *lane.Set
 	counts    laneCounts
 	stats     targetStats
@@ -104,7 +105,7 @@ func newRoute(name string, members []*member) *route {
 func pick(candidates []*member, now time.Time, rnd func() float64, h http.Header) int {
 	var ready, paced []int
 	for i, m := range candidates {
-		if !m.t.breaker.peek(now) {
+		if !m.t.breaker.Peek(now) {
 			continue
 		}
 		if m.t.laneFor(laneKey(h, m.t.up.cfg)).Wait(now) > 0 {

@@ -200,7 +200,7 @@ func (s *targetStats) percentiles() (p50, p99 time.Duration) {
 func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 	t := m.t
 	s := &t.stats
-	state, _ := t.breaker.snapshot(now)
+	state, _ := t.breaker.Snapshot(now)
 	ts := TargetStats{
 		Name: t.name, Upstream: t.up.cfg.Name, Model: t.model, State: state.String(),
 		Weight: roundWeight(m.effectiveWeight()), ConfiguredWeight: m.weight,

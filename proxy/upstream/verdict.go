@@ -38,7 +38,7 @@ func (c *Caller) Busy(model, upstreamName string) bool {
 }
 
 func (c *Caller) targetBusy(t *target, now time.Time) bool {
-	if state, _ := t.breaker.snapshot(now); state != StateClosed {
+	if state, _ := t.breaker.Snapshot(now); state != StateClosed {
 		return true
 	}
 	s := t.summary(now)
