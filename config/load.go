@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"reflect"
 	"slices"
@@ -308,7 +309,7 @@ func checkRaw(path string, t reflect.Type, raw any, key string) error {
 		}
 	case t.Kind() == reflect.Map:
 		m, _ := raw.(map[string]any)
-		for _, k := range slices.Sorted(mapKeys(m)) {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
 			if err := checkRaw(path, t.Elem(), m[k], key+"."+k); err != nil {
 				return err
 			}

@@ -7,10 +7,13 @@ import (
 	"math"
 	"net"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/breakwater-dev/breakwater/lib/setting"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
 )
 
@@ -38,17 +41,7 @@ func (e *Error) Error() string {
 	if e.Env != "" {
 		key = e.Env + " (" + e.Key + ")"
 	}
-	switch v := e.Value.(type) {
-	case string:
-		if v == "" {
-			return fmt.Sprintf("config: %s is empty: %s", key, e.Problem)
-		}
-		return fmt.Sprintf("config: %s = %q: %s", key, v, e.Problem)
-	case []string:
-		return fmt.Sprintf("config: %s = [%s]: %s", key, quoteAll(v), e.Problem)
-	default:
-		return fmt.Sprintf("config: %s = %v: %s", key, v, e.Problem)
-	}
+	return "config: " + setting.Format(key, e.Value, e.Problem)
 }
 
 // Validate checks every key and returns every problem found, each an *Error
@@ -119,14 +112,6 @@ func (n names) String() string {
 		return "none"
 	}
 	return strings.Join(n, ", ")
-}
-
-func quoteAll(list []string) string {
-	q := make([]string, len(list))
-	for i, s := range list {
-		q[i] = strconv.Quote(s)
-	}
-	return strings.Join(q, ", ")
 }
 
 func (c *Config) validateServer(v *validator) {
@@ -278,7 +263,7 @@ func (c *Config) validateEmbed(v *validator) {
 		if o.BaseURL == "" {
 			v.add("embed.openai.base_url", o.BaseURL, `required when embed.provider = "openai": the API root, e.g. https://api.openai.com/v1`)
 		} else {
-			httpURL(v, "embed.openai.base_url", o.BaseURL)
+			v.lib(c, upstream.ValidateBaseURL("embed.openai.base_url", o.BaseURL))
 		}
 		if o.Model == "" {
 			v.add("embed.openai.model", o.Model, `required when embed.provider = "openai", e.g. "text-embedding-3-small"`)
@@ -294,98 +279,40 @@ func (c *Config) validateEmbed(v *validator) {
 	positive(v, "embed.openai.timeout", o.Timeout)
 }
 
-// neverRetry are statuses that the same request bytes would get again.
-var neverRetry = []int{400, 401, 403, 404, 409, 413, 422}
-
 func (c *Config) validateRetry(v *validator) {
 	s := &c.Retry
-	if s.MaxAttempts < 1 {
-		v.add("retry.max_attempts", s.MaxAttempts, "must be >= 1 (1: no retry)")
-	}
 	if s.BaseDelay < 0 {
 		v.add("retry.base_delay", s.BaseDelay, "must be >= 0")
 	}
-	if s.MaxDelay < s.BaseDelay {
-		v.add("retry.max_delay", s.MaxDelay, "must be >= retry.base_delay (%v)", s.BaseDelay)
-	}
-	positive(v, "retry.deadline", s.Deadline)
-	if s.RetryAfterCap.D() < 1e9 { // 1s
-		v.add("retry.retry_after_cap", s.RetryAfterCap, "must be >= 1s")
-	}
-	for i, code := range s.RetryOn {
-		key := fmt.Sprintf("retry.retry_on[%d]", i)
-		switch {
-		case code < 400 || code > 599:
-			v.add(key, code, "must be a 4xx or 5xx status")
-		case slices.Contains(neverRetry, code):
-			v.add(key, code, "is never retried: 400, 401, 403, 404, 409, 413 and 422 would fail the same way again")
-		case slices.Contains(s.RetryOn[:i], code):
-			v.add(key, code, "listed twice")
-		}
-	}
+	v.lib(c, s.Policy().Validate())
+	v.lib(c, upstream.ValidateRetryAfterCap(None(s.RetryAfterCap.D())))
 }
 
 func (c *Config) validateBreaker(v *validator) {
 	s := &c.Breaker
-	positive(v, "breaker.window", s.Window)
-	if s.MinRequests < 1 {
-		v.add("breaker.min_requests", s.MinRequests, "must be >= 1")
+	// The file has no "off" for the ratio rule (the option's negative).
+	if s.FailureRatio <= 0 {
+		v.add("breaker.failure_ratio", s.FailureRatio, "must be in (0, 1]")
 	}
-	unitInterval(v, "breaker.failure_ratio", s.FailureRatio)
 	if s.ConsecutiveFailures < 0 {
 		v.add("breaker.consecutive_failures", s.ConsecutiveFailures, "must be >= 0 (0 disables this trigger)")
 	}
-	positive(v, "breaker.open_for", s.OpenFor)
-	if s.HalfOpenProbes < 1 {
-		v.add("breaker.half_open_probes", s.HalfOpenProbes, "must be >= 1")
-	}
+	v.lib(c, s.Options().Validate())
 }
 
 // validateUpstreams checks [[upstreams]] and returns the declared names.
 func (c *Config) validateUpstreams(v *validator) names {
-	if len(c.Upstreams) == 0 {
-		v.errs = append(v.errs, errors.New("config: no [[upstreams]]: declare at least one, e.g. name = \"openai\", base_url = \"https://api.openai.com/v1\""))
-	}
-	var declared names
+	declared, err := upstream.ValidateUpstreams(c.CallerUpstreams())
+	v.lib(c, err)
 	for i, u := range c.Upstreams {
 		key := fmt.Sprintf("upstreams[%d]", i)
-		switch {
-		case u.Name == "":
-			v.add(key+".name", u.Name, `name the upstream, e.g. "openai"`)
-		case !isName(u.Name):
-			v.add(key+".name", u.Name, "must be letters, digits, '.', '_' or '-'")
-		case slices.Contains(declared, u.Name):
-			v.add(key+".name", u.Name, "another [[upstreams]] has this name")
-		default:
-			declared = append(declared, u.Name)
-		}
-		if u.BaseURL == "" {
-			v.add(key+".base_url", u.BaseURL, "set the upstream's API root, e.g. https://api.openai.com/v1")
-		} else {
-			httpURL(v, key+".base_url", u.BaseURL)
-		}
 		envName(v, key+".api_key_env", u.APIKeyEnv)
-		if !slices.Contains([]string{"", "bearer", "x-api-key", "x-goog-api-key"}, u.Auth) {
-			v.add(key+".auth", u.Auth, `must be "bearer", "x-api-key" or "x-goog-api-key"`)
-		}
-		positive(v, key+".timeout", u.Timeout)
-		if u.MaxConcurrency < 1 {
-			v.add(key+".max_concurrency", u.MaxConcurrency, "must be >= 1")
-		}
 		if u.MaxQueue < 0 {
 			v.add(key+".max_queue", u.MaxQueue, "must be >= 0 (0: no waiting)")
 		}
-		for _, class := range slices.Sorted(mapKeys(u.Pools)) {
-			p := u.Pools[class]
-			pkey := key + ".pools." + class
-			if !isName(class) {
-				v.add(key+".pools", class, "a class must be letters, digits, '.', '_' or '-' (it is matched against X-Breakwater-Class)")
-			}
-			if p.MaxConcurrency < 1 {
-				v.add(pkey+".max_concurrency", p.MaxConcurrency, "must be >= 1")
-			}
-			if p.MaxQueue < 0 {
-				v.add(pkey+".max_queue", p.MaxQueue, "must be >= 0 (0: no waiting)")
+		for _, class := range slices.Sorted(maps.Keys(u.Pools)) {
+			if p := u.Pools[class]; p.MaxQueue < 0 {
+				v.add(key+".pools."+class+".max_queue", p.MaxQueue, "must be >= 0 (0: no waiting)")
 			}
 		}
 	}
@@ -393,36 +320,7 @@ func (c *Config) validateUpstreams(v *validator) names {
 }
 
 func (c *Config) validateModels(v *validator, upstreams names) {
-	var seen []string
-	for i, m := range c.Models {
-		key := fmt.Sprintf("models[%d]", i)
-		switch {
-		case m.Name == "":
-			v.add(key+".name", m.Name, `set the model name clients request, e.g. "gpt-4o-mini"`)
-		case slices.Contains(seen, m.Name):
-			v.add(key+".name", m.Name, "another [[models]] has this name")
-		default:
-			seen = append(seen, m.Name)
-		}
-		if len(m.Targets) == 0 {
-			v.errs = append(v.errs, fmt.Errorf("config: %s.targets is empty: add at least one {upstream = ..., model = ...}", key))
-		}
-		for j, t := range m.Targets {
-			tkey := fmt.Sprintf("%s.targets[%d]", key, j)
-			switch {
-			case t.Upstream == "":
-				v.add(tkey+".upstream", t.Upstream, "name one of the [[upstreams]] (have: %s)", upstreams)
-			case !slices.Contains(upstreams, t.Upstream):
-				v.add(tkey+".upstream", t.Upstream, "no [[upstreams]] named %q (have: %s)", t.Upstream, upstreams)
-			}
-			if t.Priority < 0 {
-				v.add(tkey+".priority", t.Priority, "must be >= 0 (lower is tried first)")
-			}
-			if !(t.Weight > 0) {
-				v.add(tkey+".weight", t.Weight, "must be > 0")
-			}
-		}
-	}
+	v.lib(c, upstream.ValidateRoutes(c.Routes(), upstreams))
 }
 
 // validatePrices checks that every price is a finite number >= 0.
@@ -436,22 +334,12 @@ func (c *Config) validatePrices(v *validator) {
 		check(fmt.Sprintf("models[%d].input_price", i), m.InputPrice)
 		check(fmt.Sprintf("models[%d].output_price", i), m.OutputPrice)
 	}
-	for _, name := range slices.Sorted(mapKeys(c.Prices)) {
+	for _, name := range slices.Sorted(maps.Keys(c.Prices)) {
 		if name == "" {
 			v.add("prices", name, "a price needs the upstream model's name")
 		}
 		check(fmt.Sprintf("prices.%q.input", name), c.Prices[name].Input)
 		check(fmt.Sprintf("prices.%q.output", name), c.Prices[name].Output)
-	}
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
 	}
 }
 
@@ -501,42 +389,6 @@ func hostPort(v *validator, key, value, problem string) {
 	}
 }
 
-func httpURL(v *validator, key, value string) {
-	u, err := url.Parse(value)
-	switch {
-	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-		v.add(key, value, "must be an http(s) URL of the API root, e.g. https://api.openai.com/v1")
-	case u.RawQuery != "" || u.Fragment != "":
-		v.add(key, value, "must not have a query or fragment")
-	default:
-		if root, endpoint, ok := apiRoot(value); ok {
-			v.add(key, value, "ends in the endpoint path %q, which Breakwater appends to the API root itself (requests would go to %s%s): use %q", endpoint, value, endpoint, root)
-		}
-	}
-}
-
-// endpointPaths are the request paths Breakwater (or the judge and the
-// embedder) appends to a base_url: OpenAI's Chat Completions, Completions,
-// Responses, Embeddings and Models; Anthropic's Messages; Cohere-style
-// /rerank; Gemini's models/{model}:generateContent.
-var endpointPaths = []string{"/chat/completions", "/completions", "/responses", "/embeddings",
-	"/messages", "/models", "/rerank"}
-
-// apiRoot reports whether base ends in an endpoint path, and the API root
-// to use instead (base without it).
-func apiRoot(base string) (root, endpoint string, ok bool) {
-	trimmed := strings.TrimRight(base, "/")
-	if i := strings.Index(trimmed, "/models/"); i >= 0 && strings.Contains(trimmed[i:], ":") {
-		return trimmed[:i], trimmed[i:], true // Gemini: .../v1beta/models/gemini-2.0-flash:generateContent
-	}
-	for _, p := range endpointPaths {
-		if strings.HasSuffix(trimmed, p) {
-			return strings.TrimSuffix(trimmed, p), p, true
-		}
-	}
-	return "", "", false
-}
-
 // envName checks a *_env key: it holds the NAME of a variable, and a value
 // like "sk-…" is a key pasted in the wrong place (never echo it back).
 func envName(v *validator, key, value string) {
@@ -551,17 +403,6 @@ func isEnvName(s string) bool {
 		switch {
 		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
 		case r >= '0' && r <= '9' && i > 0:
-		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
-func isName(s string) bool {
-	for _, r := range s {
-		switch {
-		case r == '.', r == '_', r == '-', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z', r >= '0' && r <= '9':
 		default:
 			return false
 		}
@@ -587,4 +428,64 @@ func apiNames() []string {
 		names = append(names, a.Name)
 	}
 	return names
+}
+
+// lib adds the problems a library option found (its Validate), each naming
+// its key: the value shown is the file's (the option may hold it mapped by
+// None), and the variable it came from is named as for every key.
+func (v *validator) lib(c *Config, err error) {
+	for _, e := range setting.List(err) {
+		var se *setting.Error
+		if !errors.As(e, &se) {
+			v.errs = append(v.errs, fmt.Errorf("config: %w", e))
+			continue
+		}
+		value := se.Value
+		if own, ok := c.valueAt(se.Key); ok {
+			value = own
+		}
+		v.add(se.Key, value, "%s", se.Problem)
+	}
+}
+
+// valueAt returns the scalar value of a TOML key of c, with indices for
+// array entries and map keys as parts ("upstreams[0].pools.batch.max_queue").
+func (c *Config) valueAt(key string) (any, bool) {
+	v := reflect.ValueOf(c).Elem()
+	for part := range strings.SplitSeq(key, ".") {
+		name, index, indexed := strings.Cut(strings.TrimSuffix(part, "]"), "[")
+		switch v.Kind() {
+		case reflect.Struct:
+			f, ok := fieldByTag(v.Type(), name)
+			if !ok {
+				return nil, false
+			}
+			v = v.FieldByIndex(f.Index)
+		case reflect.Map:
+			v = v.MapIndex(reflect.ValueOf(name))
+			if !v.IsValid() {
+				return nil, false
+			}
+		default:
+			return nil, false
+		}
+		if indexed {
+			i, err := strconv.Atoi(index)
+			if err != nil || v.Kind() != reflect.Slice || i < 0 || i >= v.Len() {
+				return nil, false
+			}
+			v = v.Index(i)
+		}
+	}
+	switch {
+	case v.Type() == sizeType:
+		return v.Int(), true
+	case v.Type() == durationType:
+		return v.Interface(), true
+	}
+	switch v.Kind() {
+	case reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
+		return v.Interface(), true
+	}
+	return nil, false
 }

@@ -254,58 +254,25 @@ func (a *App) closeAll() {
 
 func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp trace.TracerProvider) (*upstream.Caller, error) {
 	uo := upstream.Options{
-		TracerProvider:  tp,
-		DefaultUpstream: cfg.DefaultUpstream,
-		Retry: upstream.RetryPolicy{
-			MaxAttempts: cfg.Retry.MaxAttempts,
-			BaseDelay:   none(cfg.Retry.BaseDelay.D()),
-			MaxDelay:    cfg.Retry.MaxDelay.D(),
-			Deadline:    cfg.Retry.Deadline.D(),
-			RetryOn:     cfg.Retry.RetryOn,
-		},
-		RetryAfterCap: cfg.Retry.RetryAfterCap.D(),
-		Breaker: upstream.BreakerOptions{
-			Window:              cfg.Breaker.Window.D(),
-			MinRequests:         cfg.Breaker.MinRequests,
-			FailureRatio:        cfg.Breaker.FailureRatio,
-			ConsecutiveFailures: none(cfg.Breaker.ConsecutiveFailures),
-			OpenFor:             cfg.Breaker.OpenFor.D(),
-			HalfOpenProbes:      cfg.Breaker.HalfOpenProbes,
-		},
-		MaxAnswerBytes:    int64(none(cfg.Server.MaxAnswerBytes)),
-		MaxStreamDuration: none(cfg.Stream.MaxDuration.D()),
+		TracerProvider:    tp,
+		DefaultUpstream:   cfg.DefaultUpstream,
+		Retry:             cfg.Retry.Policy(),
+		RetryAfterCap:     config.None(cfg.Retry.RetryAfterCap.D()),
+		Breaker:           cfg.Breaker.Options(),
+		Upstreams:         cfg.CallerUpstreams(),
+		Routes:            cfg.Routes(),
+		MaxAnswerBytes:    int64(config.None(cfg.Server.MaxAnswerBytes)),
+		MaxStreamDuration: config.None(cfg.Stream.MaxDuration.D()),
 		Metrics:           upstream.NewMetrics(reg),
 		Logger:            opts.Logger,
 	}
-	for _, u := range cfg.Upstreams {
-		up := upstream.Upstream{
-			Name:           u.Name,
-			BaseURL:        u.BaseURL,
-			Timeout:        u.Timeout.D(),
-			MaxConcurrency: u.MaxConcurrency,
-			MaxQueue:       none(u.MaxQueue),
-			Auth:           u.Auth,
-		}
+	for i, u := range cfg.Upstreams {
 		if u.APIKeyEnv != "" {
-			up.APIKey = opts.Env(u.APIKeyEnv)
-			if up.APIKey == "" {
+			uo.Upstreams[i].APIKey = opts.Env(u.APIKeyEnv)
+			if uo.Upstreams[i].APIKey == "" {
 				return nil, fmt.Errorf("config: upstreams %q api_key_env = %q: the variable is not set (unset api_key_env to forward the client's Authorization instead)", u.Name, u.APIKeyEnv)
 			}
 		}
-		if len(u.Pools) > 0 {
-			up.Pools = map[string]upstream.PoolLimits{}
-			for name, p := range u.Pools {
-				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: p.MaxConcurrency, MaxQueue: none(p.MaxQueue)}
-			}
-		}
-		uo.Upstreams = append(uo.Upstreams, up)
-	}
-	for _, m := range cfg.Models {
-		r := upstream.Route{Name: m.Name}
-		for _, t := range m.Targets {
-			r.Targets = append(r.Targets, upstream.Target{Upstream: t.Upstream, Model: t.Model, Priority: t.Priority, Weight: t.Weight})
-		}
-		uo.Routes = append(uo.Routes, r)
 	}
 	c, err := upstream.New(uo)
 	if err != nil {
@@ -326,14 +293,14 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		Partitioner:    p,
 		EndUserHeader:  cfg.Cache.EndUserHeader,
 		Models:         models,
-		MaxBodyBytes:   int64(none(cfg.Server.MaxBodyBytes)),
+		MaxBodyBytes:   int64(config.None(cfg.Server.MaxBodyBytes)),
 		TTL:            cfg.Cache.TTL.D(),
 		MaxTemperature: cfg.Cache.MaxTemperature,
 		StaleIfError:   cfg.Cache.StaleIfError,
 		StaleThreshold: float32(cfg.Cache.StaleThreshold),
 		StoreMaxTokens: cfg.Cache.StoreMaxTokens,
 		Resume:         cfg.Stream.Resume,
-		IdleTimeout:    none(cfg.Stream.IdleTimeout.D()),
+		IdleTimeout:    config.None(cfg.Stream.IdleTimeout.D()),
 		Logger:         opts.Logger,
 		Group: func(model string) string {
 			if g, ok := groups[model]; ok {
@@ -348,14 +315,14 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 			po.Prices[name] = proxy.Price{Input: p.Input, Output: p.Output}
 		}
 	}
-	po.MaxBodyBytesInFlight = int64(none(cfg.Server.MaxBodyBytesInFlight))
+	po.MaxBodyBytesInFlight = int64(config.None(cfg.Server.MaxBodyBytesInFlight))
 	po.ReadHeaderTimeout = cfg.Server.ReadHeaderTimeout.D()
-	po.ReadTimeout = none(cfg.Server.ReadTimeout.D())
-	po.WriteTimeout = none(cfg.Server.WriteTimeout.D())
-	po.ConnIdleTimeout = none(cfg.Server.IdleTimeout.D())
-	po.MaxConnections = none(cfg.Server.MaxConnections)
-	po.MaxStreamBytes = int64(none(cfg.Stream.MaxBytes))
-	po.MaxEventBytes = int(none(cfg.Stream.MaxEventBytes))
+	po.ReadTimeout = config.None(cfg.Server.ReadTimeout.D())
+	po.WriteTimeout = config.None(cfg.Server.WriteTimeout.D())
+	po.ConnIdleTimeout = config.None(cfg.Server.IdleTimeout.D())
+	po.MaxConnections = config.None(cfg.Server.MaxConnections)
+	po.MaxStreamBytes = int64(config.None(cfg.Stream.MaxBytes))
+	po.MaxEventBytes = int(config.None(cfg.Stream.MaxEventBytes))
 	po.AdminAllowNoToken = cfg.Server.AdminAllowNoToken
 	if cfg.Server.AdminTokenEnv != "" {
 		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
@@ -391,18 +358,8 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	return po, nil
 }
 
-// none carries the configuration's one meaning of zero to the libraries.
-// A config key that allows 0 means "none" by it: no limit, no timeout, no
-// wait, the trigger off (config.Config holds every default already, so a
-// zero there is always a choice). A library option's zero means its
-// Default… instead, and a negative value "none". Every config number that
-// may be 0 and reaches a library option goes through none.
-func none[T ~int | ~int64 | ~float64](v T) T {
-	if v == 0 {
-		return -1
-	}
-	return v
-}
+// none is config.None: the file's zero is the libraries' "none".
+func none[T ~int | ~int64 | ~float64](v T) T { return config.None(v) }
 
 // waitTimeout is how long start-up waits for a remote index or embedder
 // before starting degraded.

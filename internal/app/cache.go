@@ -52,7 +52,7 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 		Threshold:  float32(cfg.Cache.Threshold),
 		TTL:        cfg.Cache.TTL.D(),
 		QueueSize:  cfg.Cache.WriteQueue,
-		QueueBytes: int64(none(cfg.Cache.WriteQueueBytes)),
+		QueueBytes: int64(config.None(cfg.Cache.WriteQueueBytes)),
 		Logger:     a.log,
 		Guard:      guard.New(guard.Options{}).Check,
 		CrossUser:  cfg.Cache.Semantic.CrossUser,

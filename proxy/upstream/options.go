@@ -2,11 +2,8 @@
 package upstream
 
 import (
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -92,7 +89,8 @@ type RetryPolicy struct {
 	// wait between attempts.
 	BaseDelay time.Duration
 	// MaxDelay caps a computed backoff (not a server's Retry-After, which is
-	// honoured when the deadline leaves room: lib/retry); 0 means 5s.
+	// honoured when the deadline leaves room: lib/retry); 0 means 5s,
+	// negative BaseDelay (never less).
 	MaxDelay time.Duration
 	// Deadline bounds the whole request: every attempt, wait and fallback. The
 	// context's own deadline wins when it comes first. 0 means 60s.
@@ -178,8 +176,11 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	case p.BaseDelay < 0:
 		p.BaseDelay = 0
 	}
-	if p.MaxDelay <= 0 {
+	switch {
+	case p.MaxDelay == 0:
 		p.MaxDelay = defaultMaxDelay
+	case p.MaxDelay < 0:
+		p.MaxDelay = 0 // raised to BaseDelay below
 	}
 	if p.MaxDelay < p.BaseDelay {
 		p.MaxDelay = p.BaseDelay
@@ -188,57 +189,6 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 		p.Deadline = defaultDeadline
 	}
 	return p
-}
-
-// validate reports the first problem in opts, naming the offending entry.
-func (o *Options) validate() error {
-	if len(o.Upstreams) == 0 {
-		return errors.New("validate options: no upstreams")
-	}
-	seen := make(map[string]bool, len(o.Upstreams))
-	for i, u := range o.Upstreams {
-		switch {
-		case u.Name == "":
-			return fmt.Errorf("validate upstream %d: empty name", i)
-		case seen[u.Name]:
-			return fmt.Errorf("validate upstream %q: duplicate name", u.Name)
-		case !strings.HasPrefix(u.BaseURL, "http://") && !strings.HasPrefix(u.BaseURL, "https://"):
-			return fmt.Errorf("validate upstream %q: base URL %q is not http(s)", u.Name, u.BaseURL)
-		case u.Auth != "" && u.Auth != AuthBearer && u.Auth != AuthXAPIKey && u.Auth != AuthXGoogAPIKey:
-			return fmt.Errorf("validate upstream %q: auth %q is not %q, %q or %q", u.Name, u.Auth, AuthBearer, AuthXAPIKey, AuthXGoogAPIKey)
-		case u.MaxConcurrency < 0:
-			return fmt.Errorf("validate upstream %q: negative max concurrency", u.Name)
-		}
-		seen[u.Name] = true
-	}
-	if o.DefaultUpstream != "" && !seen[o.DefaultUpstream] {
-		return fmt.Errorf("validate default upstream: %q is not an upstream", o.DefaultUpstream)
-	}
-	routes := make(map[string]bool, len(o.Routes))
-	for _, r := range o.Routes {
-		if r.Name == "" {
-			return errors.New("validate route: empty model name")
-		}
-		if routes[r.Name] {
-			return fmt.Errorf("validate route %q: duplicate model", r.Name)
-		}
-		routes[r.Name] = true
-		if len(r.Targets) == 0 {
-			return fmt.Errorf("validate route %q: no targets", r.Name)
-		}
-		for _, t := range r.Targets {
-			if !seen[t.Upstream] {
-				return fmt.Errorf("validate route %q: target upstream %q is not an upstream", r.Name, t.Upstream)
-			}
-			if t.Weight < 0 {
-				return fmt.Errorf("validate route %q: target %q has a negative weight", r.Name, t.Upstream)
-			}
-		}
-	}
-	if len(o.Routes) == 0 && o.DefaultUpstream == "" {
-		return errors.New("validate options: no routes and no default upstream")
-	}
-	return nil
 }
 
 func targetName(t Target) string {

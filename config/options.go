@@ -1,0 +1,81 @@
+package config
+
+import (
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
+)
+
+// None carries the configuration's one meaning of zero to the libraries.
+// A config key that allows 0 means "none" by it: no limit, no timeout, no
+// wait, the trigger off (Config holds every default already, so a zero
+// there is always a choice). A library option's zero means its Default…
+// instead, and a negative value "none", or a value its Validate refuses
+// where the key has no "none". Every config number that reaches a library
+// option goes through None, so that a library rule judges the file's 0.
+func None[T ~int | ~int64 | ~float64](v T) T {
+	if v == 0 {
+		return -1
+	}
+	return v
+}
+
+// Policy is [retry] as the upstream caller's option.
+func (r RetryConfig) Policy() upstream.RetryPolicy {
+	return upstream.RetryPolicy{
+		MaxAttempts: None(r.MaxAttempts),
+		BaseDelay:   None(r.BaseDelay.D()),
+		MaxDelay:    None(r.MaxDelay.D()),
+		Deadline:    None(r.Deadline.D()),
+		RetryOn:     r.RetryOn,
+	}
+}
+
+// Options is [breaker] as the upstream caller's option. The ratio has no
+// "off" in the file (validate refuses 0), so it is passed as it is.
+func (b BreakerConfig) Options() upstream.BreakerOptions {
+	return upstream.BreakerOptions{
+		Window:              None(b.Window.D()),
+		MinRequests:         None(b.MinRequests),
+		FailureRatio:        b.FailureRatio,
+		ConsecutiveFailures: None(b.ConsecutiveFailures),
+		OpenFor:             None(b.OpenFor.D()),
+		HalfOpenProbes:      None(b.HalfOpenProbes),
+	}
+}
+
+// CallerUpstreams is [[upstreams]] as the upstream caller's option, without
+// the keys (APIKey), which the composition root reads from the variables
+// api_key_env names.
+func (c *Config) CallerUpstreams() []upstream.Upstream {
+	out := make([]upstream.Upstream, 0, len(c.Upstreams))
+	for _, u := range c.Upstreams {
+		up := upstream.Upstream{
+			Name:           u.Name,
+			BaseURL:        u.BaseURL,
+			Timeout:        None(u.Timeout.D()),
+			MaxConcurrency: None(u.MaxConcurrency),
+			MaxQueue:       None(u.MaxQueue),
+			Auth:           u.Auth,
+		}
+		if len(u.Pools) > 0 {
+			up.Pools = make(map[string]upstream.PoolLimits, len(u.Pools))
+			for name, p := range u.Pools {
+				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: None(p.MaxConcurrency), MaxQueue: None(p.MaxQueue)}
+			}
+		}
+		out = append(out, up)
+	}
+	return out
+}
+
+// Routes is [[models]] as the upstream caller's routes.
+func (c *Config) Routes() []upstream.Route {
+	out := make([]upstream.Route, 0, len(c.Models))
+	for _, m := range c.Models {
+		r := upstream.Route{Name: m.Name}
+		for _, t := range m.Targets {
+			r.Targets = append(r.Targets, upstream.Target{Upstream: t.Upstream, Model: t.Model, Priority: t.Priority, Weight: None(t.Weight)})
+		}
+		out = append(out, r)
+	}
+	return out
+}
