@@ -1,6 +1,8 @@
 package config
 
 import (
+	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -78,4 +80,27 @@ func (c *Config) Routes() []upstream.Route {
 		out = append(out, r)
 	}
 	return out
+}
+
+// Options is [cache.verify] as the verifier's option, without what the
+// composition root builds (the judge, its guard, metrics, pressure).
+func (v VerifyConfig) Options() verify.Options {
+	return verify.Options{
+		MinSimilarity: float32(None(v.MinSimilarity)),
+		Candidates:    None(v.Candidates),
+		Timeout:       None(v.Timeout.D()),
+		Concurrency:   None(v.Concurrency),
+		NoVerdictMiss: v.NoVerdict == NoVerdictMiss || v.NoVerdict == "" && v.Judge == JudgeAuto,
+	}
+}
+
+// Embedded is [vector] as the embedded index's option, without what the
+// embedder decides (the dimension and its name) and the logger.
+func (v VectorConfig) Embedded() embedded.Options {
+	return embedded.Options{
+		Path:          v.Path,
+		MaxEntries:    None(v.MaxEntries),
+		MaxBytes:      int64(None(v.MaxBytes)),
+		MaxEntryBytes: int64(None(v.MaxEntryBytes)),
+	}
 }

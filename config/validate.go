@@ -208,17 +208,10 @@ func (c *Config) validateVerify(v *validator) {
 		}
 	}
 	envName(v, "cache.verify.api_key_env", s.APIKeyEnv)
-	unitInterval(v, "cache.verify.min_similarity", s.MinSimilarity)
 	if s.MinScore < 0 || s.MinScore > 1 {
 		v.add("cache.verify.min_score", s.MinScore, "must be in [0, 1] (a reranker's relevance_score)")
 	}
-	if s.Candidates < 1 {
-		v.add("cache.verify.candidates", s.Candidates, "must be >= 1")
-	}
-	positive(v, "cache.verify.timeout", s.Timeout)
-	if s.Concurrency < 1 {
-		v.add("cache.verify.concurrency", s.Concurrency, "must be >= 1")
-	}
+	v.lib(c, s.Options().Validate())
 	if s.SampleRate < 0 || s.SampleRate > 1 {
 		v.add("cache.verify.sample_rate", s.SampleRate, "must be in [0, 1] (0 turns sampling off)")
 	}
@@ -241,15 +234,7 @@ func (c *Config) validateVector(v *validator) {
 	default:
 		v.add("vector.backend", s.Backend, `must be "embedded" or "qdrant"`)
 	}
-	if s.MaxEntries <= 0 {
-		v.add("vector.max_entries", s.MaxEntries, "must be > 0")
-	}
-	if s.MaxBytes <= 0 {
-		v.add("vector.max_bytes", int64(s.MaxBytes), "must be > 0")
-	}
-	if s.MaxEntryBytes <= 0 {
-		v.add("vector.max_entry_bytes", int64(s.MaxEntryBytes), "must be > 0")
-	}
+	v.lib(c, s.Embedded().Validate())
 	envName(v, "vector.qdrant.api_key_env", s.Qdrant.APIKeyEnv)
 	positive(v, "vector.qdrant.timeout", s.Qdrant.Timeout)
 }

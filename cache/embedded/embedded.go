@@ -73,6 +73,9 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Dimension <= 0 {
 		return o, fmt.Errorf("open index: dimension %d, want > 0", o.Dimension)
 	}
+	if err := o.Validate(); err != nil {
+		return o, fmt.Errorf("open index: %w", err)
+	}
 	def := func(v *int, d int) {
 		if *v <= 0 {
 			*v = d

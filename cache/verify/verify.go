@@ -146,6 +146,9 @@ type Verifier struct {
 
 // New returns a Verifier; Close releases its verdict cache.
 func New(o Options) (*Verifier, error) {
+	if err := o.Validate(); err != nil {
+		return nil, fmt.Errorf("new verifier: %w", err)
+	}
 	v := &Verifier{
 		judge: o.Judge, floor: o.MinSimilarity, limit: o.Candidates, timeout: o.Timeout,
 		busy: o.Busy, miss: o.NoVerdictMiss, strict: o.Strict, metrics: o.Metrics, fallbacks: map[string]uint64{}, slotWait: o.SlotWait,

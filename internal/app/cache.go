@@ -172,15 +172,9 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 	cfg := a.cfg
 	switch cfg.Vector.Backend {
 	case config.BackendEmbedded:
-		ix, err := embedded.Open(embedded.Options{
-			Path:          cfg.Vector.Path,
-			Dimension:     emb.Dimension(),
-			EmbedderName:  emb.Name(),
-			MaxEntries:    cfg.Vector.MaxEntries,
-			MaxBytes:      int64(cfg.Vector.MaxBytes),
-			MaxEntryBytes: int64(cfg.Vector.MaxEntryBytes),
-			Logger:        a.log,
-		})
+		eo := cfg.Vector.Embedded()
+		eo.Dimension, eo.EmbedderName, eo.Logger = emb.Dimension(), emb.Name(), a.log
+		ix, err := embedded.Open(eo)
 		if err != nil {
 			return nil, fmt.Errorf("open vector index (vector.path = %q): %w", cfg.Vector.Path, err)
 		}

@@ -63,11 +63,8 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 	case config.JudgeAuto:
 		judge = verify.Auto{}
 	}
-	vo := verify.Options{
-		Judge: judge, MinSimilarity: float32(vc.MinSimilarity), Candidates: vc.Candidates,
-		Timeout: vc.Timeout.D(), Concurrency: vc.Concurrency, Metrics: m,
-		NoVerdictMiss: vc.NoVerdict == config.NoVerdictMiss || vc.NoVerdict == "" && vc.Judge == config.JudgeAuto,
-	}
+	vo := vc.Options()
+	vo.Judge, vo.Metrics = judge, m
 	if vc.Judge == config.JudgeAuto || vc.Judge == config.JudgeLLM {
 		// A chat model's "same" on a candidate only the judged guard's
 		// slack let through is asked again, the questions swapped.
