@@ -35,9 +35,9 @@ const (
 // docs/PRECISION.md); the queue bounds the index write-back in entries and
 // in bytes.
 const (
-	DefaultThreshold  float32 = 0.92
-	DefaultQueueSize          = 1024
-	DefaultQueueBytes         = 64 << 20
+	DefaultThreshold  = 0.92
+	DefaultQueueSize  = 1024
+	DefaultQueueBytes = 64 << 20
 )
 
 // Cross-user scopes (Options.CrossUser): whether the semantic tier serves

@@ -292,7 +292,8 @@ type VerifyConfig struct {
 	// slot within 100ms falls back. Default 16.
 	Concurrency int `toml:"concurrency"`
 	// SampleRate is the share of would-be semantic hits answered fresh to
-	// estimate the false-hit rate, in [0, 1]. Default 0.05; 0 turns sampling off.
+	// estimate the false-hit rate, in [0, 1]. Default 0.02
+	// (verify.DefaultSampleRate); 0 turns sampling off.
 	SampleRate float64 `toml:"sample_rate"`
 	// AnswerSimilarity is the encoder similarity at or above which two
 	// unequal answers count as the same, in (0, 1]; 1 means text equality
@@ -570,10 +571,10 @@ const (
 	UpstreamURLEnv = "BREAKWATER_UPSTREAM_URL"
 
 	defaultUpstreamName     = "default"
-	defaultUpstreamTimeout  = Duration(60 * time.Second)
+	defaultUpstreamTimeout  = Duration(upstream.DefaultAttemptTimeout)
 	defaultMaxConcurrency   = upstream.DefaultMaxConcurrency
 	defaultMaxQueue         = upstream.DefaultMaxQueue
-	defaultTargetWeight     = 1.0
+	defaultTargetWeight     = upstream.DefaultWeight
 	defaultVectorsDirectory = "vectors"
 )
 
@@ -610,13 +611,13 @@ func defaults() *Config {
 		Cache: CacheConfig{
 			Enabled:            true,
 			TTL:                Duration(proxy.DefaultTTL),
-			Threshold:          0.92,
+			Threshold:          cache.DefaultThreshold,
 			ExactMaxBytes:      Size(cache.DefaultExactMaxBytes),
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
 			PartitionSecretEnv: "BREAKWATER_PARTITION_SECRET",
-			MaxTemperature:     1.0,
+			MaxTemperature:     proxy.DefaultMaxTemperature,
 			StaleIfError:       true,
-			StaleThreshold:     0.85,
+			StaleThreshold:     proxy.DefaultStaleThreshold,
 			WriteQueue:         cache.DefaultQueueSize,
 			WriteQueueBytes:    cache.DefaultQueueBytes,
 			DataDir:            "./data",
@@ -645,7 +646,7 @@ func defaults() *Config {
 		},
 		Embed: EmbedConfig{
 			Provider:   ProviderBuiltin,
-			CacheBytes: 32 * MiB,
+			CacheBytes: embed.DefaultCacheBytes,
 			OpenAI: OpenAIEmbedConfig{
 				Timeout: Duration(embed.DefaultOpenAITimeout),
 			},

@@ -24,7 +24,7 @@ func TestDefaultsAgreeWithLibraries(t *testing.T) {
 		name      string
 		got, want any
 	}{
-		{"cache.threshold", float32(c.Cache.Threshold), cache.DefaultThreshold},
+		{"cache.threshold", float32(c.Cache.Threshold), float32(cache.DefaultThreshold)},
 		{"cache.exact_max_bytes", int64(c.Cache.ExactMaxBytes), int64(cache.DefaultExactMaxBytes)},
 		{"cache.write_queue", c.Cache.WriteQueue, cache.DefaultQueueSize},
 		{"cache.semantic.cross_user", c.Cache.Semantic.CrossUser, cache.DefaultCrossUser},

@@ -60,6 +60,10 @@ var (
 	_ Coverer   = (*Cached)(nil)
 )
 
+// DefaultCacheBytes is the memory budget of the text → vector cache the
+// configuration gives NewCached: 32 MiB.
+const DefaultCacheBytes = 32 << 20
+
 // NewCached wraps e with a cache of at most maxBytes (estimated as 4 bytes
 // per vector component plus the text length plus a fixed per-entry
 // overhead). Call Close when done to stop the cache's goroutines.

@@ -48,6 +48,15 @@ const (
 	// chunks are a few hundred bytes; a tool call's arguments arrive in
 	// many small deltas.
 	DefaultMaxEventBytes = 1 << 20
+	// DefaultMaxTemperature is the configuration's Options.MaxTemperature:
+	// 1.0, the APIs' default temperature, so that only requests asking for
+	// more variety than the default bypass the cache. (The option's zero
+	// caches temperature-0 requests only.)
+	DefaultMaxTemperature = 1.0
+	// DefaultStaleThreshold is the configuration's Options.StaleThreshold:
+	// the lowest similarity of a stale answer served when no upstream can
+	// answer, below cache.DefaultThreshold (a fallback, not a stricter match).
+	DefaultStaleThreshold = 0.85
 )
 
 // noBodyLimit is MaxBodyBytes when it is negative (none): larger than any

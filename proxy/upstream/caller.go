@@ -142,7 +142,7 @@ func New(opts Options) (*Caller, error) {
 		for _, tc := range r.Targets {
 			w := tc.Weight
 			if w == 0 {
-				w = 1
+				w = DefaultWeight
 			}
 			t, err := get(tc, w)
 			if err != nil {

@@ -30,6 +30,15 @@ const (
 	DefaultBreakerConsecutiveFailures = breaker.DefaultConsecutiveFailures
 	DefaultBreakerOpenFor             = breaker.DefaultOpenFor
 	DefaultBreakerHalfOpenProbes      = breaker.DefaultHalfOpenProbes
+
+	// DefaultWeight is a target's share within its priority when none is
+	// given: targets of one priority share traffic evenly.
+	DefaultWeight = 1.0
+	// DefaultAttemptTimeout is the per-attempt bound a configured upstream
+	// gets (Upstream.Timeout): the request deadline's length, so one attempt
+	// may use the whole of it when nothing else is tried. The option's zero
+	// is no bound of its own.
+	DefaultAttemptTimeout = DefaultDeadline
 )
 
 // Admission defaults: the lane package's (see there).

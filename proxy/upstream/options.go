@@ -26,7 +26,8 @@ type Target struct {
 	// Priority orders targets: lower numbers are tried first; targets with equal
 	// priority share traffic by Weight.
 	Priority int
-	// Weight is the target's share within its priority; 0 means 1.
+	// Weight is the target's share within its priority; 0 means
+	// DefaultWeight.
 	Weight float64
 }
 
@@ -55,7 +56,8 @@ type Upstream struct {
 	// "" means DefaultAuth.
 	Auth string
 	// Timeout bounds one attempt: the whole exchange for Do, the time to response
-	// headers for Open. 0 means only the request deadline bounds an attempt.
+	// headers for Open. 0 means only the request deadline bounds an attempt
+	// (the configuration's default is DefaultAttemptTimeout).
 	Timeout time.Duration
 	// MaxConcurrency is the ceiling of the adaptive concurrency limit of each of
 	// the upstream's lanes (a target, or a target and forwarded key), and of the
