@@ -10,8 +10,14 @@
 // list that may be empty) means "none" by it (no limit, no timeout, no wait,
 // the trigger off), never "the default", since Load fills every default
 // before the file and the environment are read over them. The libraries'
-// options read 0 as their Default… and a negative value as "none"; the
-// composition root (internal/app) carries the one to the other.
+// options read 0 as their Default… and a negative value as "none"; None
+// carries the one to the other where a section becomes a library's options
+// (options.go), and the composition root (internal/app) uses the same.
+//
+// Each library's options validate themselves, naming the config key
+// (lib/setting); Validate calls them and adds what only the file knows:
+// the one meaning of zero, the variable a value came from, and the checks
+// across sections.
 //
 // config.example.toml at the repository root documents every key; a test
 // fails when a key of Config is missing there.
