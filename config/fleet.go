@@ -88,23 +88,5 @@ func (c *Config) validateFleet(v *validator) {
 	if c.Fleet.RedisPrefix == "" {
 		v.add("fleet.redis_prefix", "", "must not be empty")
 	}
-	seen := map[string]bool{}
-	for i, b := range c.Budgets {
-		key := fmt.Sprintf("budgets[%d]", i)
-		if b.RequestsPerMinute < 0 || b.TokensPerMinute < 0 || b.TokensPerDay < 0 {
-			v.add(key, b.Name, "limits must be >= 0 (0: no limit)")
-		}
-		if b.RequestsPerMinute == 0 && b.TokensPerMinute == 0 && b.TokensPerDay == 0 {
-			v.add(key, b.Name, "set requests_per_minute, tokens_per_minute or tokens_per_day")
-		}
-		if b.Name != "" {
-			if seen[b.Name] {
-				v.add(key+".name", b.Name, "another budget has this name")
-			}
-			seen[b.Name] = true
-		}
-		if len(b.Class) > 32 {
-			v.add(key+".class", b.Class, "must be a short pool name such as realtime or batch, or \"*\"")
-		}
-	}
+	v.lib(c, fleet.ValidateBudgets(c.FleetBudgets()))
 }

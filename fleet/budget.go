@@ -2,13 +2,13 @@ package fleet
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/lib/setting"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -36,17 +36,34 @@ type Budget struct {
 	TokensPerDay      int64
 }
 
-func (b Budget) validate() error {
-	if b.RequestsPerMinute < 0 || b.TokensPerMinute < 0 || b.TokensPerDay < 0 {
-		return errors.New("limits must not be negative")
+// ValidateBudgets reports every problem of bs, each a *setting.Error
+// naming the [[budgets]] key (indexed by position).
+func ValidateBudgets(bs []Budget) error {
+	var es setting.Errors
+	seen := map[string]bool{}
+	for i, b := range bs {
+		key := fmt.Sprintf("budgets[%d]", i)
+		if b.RequestsPerMinute < 0 || b.TokensPerMinute < 0 || b.TokensPerDay < 0 {
+			es.Add(key, b.Name, "limits must be >= 0 (0: no limit)")
+		}
+		if b.RequestsPerMinute == 0 && b.TokensPerMinute == 0 && b.TokensPerDay == 0 {
+			es.Add(key, b.Name, "set requests_per_minute, tokens_per_minute or tokens_per_day")
+		}
+		if b.Name != "" {
+			if strings.ContainsAny(b.Name, ": \t\r\n") {
+				// The name is a part of the budget's Redis keys and headers.
+				es.Add(key+".name", b.Name, "no spaces or colons")
+			}
+			if seen[b.Name] {
+				es.Add(key+".name", b.Name, "another budget has this name")
+			}
+			seen[b.Name] = true
+		}
+		if len(b.Class) > 32 {
+			es.Add(key+".class", b.Class, "must be a short pool name such as realtime or batch, or \"*\"")
+		}
 	}
-	if b.RequestsPerMinute == 0 && b.TokensPerMinute == 0 && b.TokensPerDay == 0 {
-		return errors.New("sets no limit (requests_per_minute, tokens_per_minute or tokens_per_day)")
-	}
-	if strings.ContainsAny(b.Name, ": \t\r\n") {
-		return fmt.Errorf("name %q: no spaces or colons", b.Name)
-	}
-	return nil
+	return es.Err()
 }
 
 // dimensions of a budget.

@@ -99,10 +99,10 @@ func New(opts Options) (*Fleet, error) {
 	}
 	f := &Fleet{opts: opts, id: rand.Text(), stop: make(chan struct{}), done: make(chan struct{})}
 	f.live.Store(1)
+	if err := ValidateBudgets(opts.Budgets); err != nil {
+		return nil, fmt.Errorf("new fleet: %w", err)
+	}
 	for i, b := range opts.Budgets {
-		if err := b.validate(); err != nil {
-			return nil, fmt.Errorf("budget %d: %w", i+1, err)
-		}
 		if b.Name == "" {
 			b.Name = fmt.Sprintf("budget%d", i+1)
 		}
