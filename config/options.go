@@ -3,6 +3,7 @@ package config
 import (
 	"github.com/breakwater-dev/breakwater/cache/embedded"
 	"github.com/breakwater-dev/breakwater/cache/verify"
+	"github.com/breakwater-dev/breakwater/embed"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -91,6 +92,18 @@ func (v VerifyConfig) Options() verify.Options {
 		Timeout:       None(v.Timeout.D()),
 		Concurrency:   None(v.Concurrency),
 		NoVerdictMiss: v.NoVerdict == NoVerdictMiss || v.NoVerdict == "" && v.Judge == JudgeAuto,
+	}
+}
+
+// OpenAIEmbedder is [embed.openai] as the embedder's option, without the
+// key, which the composition root reads from the variable api_key_env
+// names. Dimensions' 0 is the model's native size in both.
+func (o OpenAIEmbedConfig) OpenAIEmbedder() embed.OpenAIOptions {
+	return embed.OpenAIOptions{
+		BaseURL:    o.BaseURL,
+		Model:      o.Model,
+		Dimensions: o.Dimensions,
+		Timeout:    None(o.Timeout.D()),
 	}
 }
 

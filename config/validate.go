@@ -258,10 +258,7 @@ func (c *Config) validateEmbed(v *validator) {
 	}
 	nonNegative(v, "embed.cache_bytes", s.CacheBytes, "must be >= 0 (0 disables the embedding cache)")
 	envName(v, "embed.openai.api_key_env", o.APIKeyEnv)
-	if o.Dimensions < 0 {
-		v.add("embed.openai.dimensions", o.Dimensions, "must be >= 0 (0: the model's native size)")
-	}
-	positive(v, "embed.openai.timeout", o.Timeout)
+	v.lib(c, o.OpenAIEmbedder().Validate())
 }
 
 func (c *Config) validateRetry(v *validator) {

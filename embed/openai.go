@@ -16,6 +16,7 @@ import (
 	openai "github.com/sashabaranov/go-openai"
 
 	"github.com/breakwater-dev/breakwater/lib/retry"
+	"github.com/breakwater-dev/breakwater/lib/setting"
 )
 
 // Defaults applied by NewOpenAI to zero-valued OpenAIOptions fields.
@@ -34,6 +35,19 @@ const (
 
 // openAIProbeText is what Probe embeds; any short valid text does.
 const openAIProbeText = "breakwater dimension probe"
+
+// Validate reports every problem of the fields of o that [embed.openai]
+// sets, each naming its key (lib/setting); zero is the default.
+func (o OpenAIOptions) Validate() error {
+	var es setting.Errors
+	if o.Dimensions < 0 {
+		es.Add("embed.openai.dimensions", o.Dimensions, "must be >= 0 (0: the model's native size)")
+	}
+	if o.Timeout < 0 {
+		es.Add("embed.openai.timeout", o.Timeout, "must be > 0")
+	}
+	return es.Err()
+}
 
 // OpenAIOptions configures an embedder for an OpenAI-compatible
 // /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI, ...).
@@ -104,11 +118,10 @@ var _ Embedder = (*OpenAI)(nil)
 // NewOpenAI returns an embedder for opts, with defaults for zero fields. It
 // checks the options but does not contact the server.
 func NewOpenAI(opts OpenAIOptions) (*OpenAI, error) {
+	if err := opts.Validate(); err != nil {
+		return nil, fmt.Errorf("new openai embedder: %w", err)
+	}
 	switch {
-	case opts.Dimensions < 0:
-		return nil, fmt.Errorf("new openai embedder: dimensions %d is negative", opts.Dimensions)
-	case opts.Timeout < 0:
-		return nil, fmt.Errorf("new openai embedder: timeout %s is negative", opts.Timeout)
 	case opts.BatchSize < 0:
 		return nil, fmt.Errorf("new openai embedder: batch size %d is negative", opts.BatchSize)
 	case opts.BaseDelay < 0:

@@ -134,13 +134,9 @@ func (a *App) newEmbedder(ctx context.Context, opts Options) (embed.Embedder, er
 		e = b
 	case config.ProviderOpenAI:
 		o := cfg.Embed.OpenAI
-		oe, err := embed.NewOpenAI(embed.OpenAIOptions{
-			BaseURL:    o.BaseURL,
-			Model:      o.Model,
-			APIKey:     envOr(opts.Env, o.APIKeyEnv),
-			Dimensions: o.Dimensions,
-			Timeout:    o.Timeout.D(),
-		})
+		eo := o.OpenAIEmbedder()
+		eo.APIKey = envOr(opts.Env, o.APIKeyEnv)
+		oe, err := embed.NewOpenAI(eo)
 		if err != nil {
 			return nil, fmt.Errorf("config: embed.openai: %w", err)
 		}
