@@ -358,9 +358,6 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 	return po, nil
 }
 
-// none is config.None: the file's zero is the libraries' "none".
-func none[T ~int | ~int64 | ~float64](v T) T { return config.None(v) }
-
 // waitTimeout is how long start-up waits for a remote index or embedder
 // before starting degraded.
 const waitTimeout = 5 * time.Second
