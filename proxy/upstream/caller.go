@@ -134,7 +134,7 @@ func New(opts Options) (*Caller, error) {
 		t := &target{name: name, model: tc.Model, up: ups[tc.Upstream], breaker: breaker.New(bopts), factor: 1, cfgWeight: weight, c: c}
 		t.initLanes()
 		targets[name] = t
-		c.metrics.health(name, StateClosed, weight)
+		c.metrics.Health(name, int(StateClosed), weight)
 		return t, nil
 	}
 	for _, r := range opts.Routes {
@@ -626,7 +626,7 @@ func (k *call) tryTarget(m *member) tried {
 			k.rep.note(t.name, fmt.Sprintf("%s %s, beyond the deadline", what, wait.Round(time.Millisecond)))
 			return fallBack(fallWaitBeyond)
 		}
-		c.metrics.retry(t.name, r.reason)
+		c.metrics.Retry(t.name, r.reason)
 		x.log().Info("upstream retry", "reason", r.reason, "wait", wait)
 		if !sleep(k.dctx, wait) {
 			return stop(k.stopped())
@@ -656,13 +656,19 @@ func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time
 	if o == outSuccess {
 		t.lastOK.Store(c.now().UnixNano())
 	}
-	c.metrics.attempt(t.name, o, d)
+	switch o {
+	case outCanceled:
+	case outShed: // never sent: no duration
+		c.metrics.Attempt(t.name, o.String(), 0)
+	default:
+		c.metrics.Attempt(t.name, o.String(), d)
+	}
 	if d > 0 && o != outCanceled && o != outConnError {
 		t.stats.latency(d)
 	}
 	state, changed := t.breaker.Report(c.now(), probe, v)
 	f := t.adjust(v)
-	c.metrics.health(t.name, state, t.cfgWeight*f)
+	c.metrics.Health(t.name, int(state), t.cfgWeight*f)
 	if changed {
 		log().Info("upstream breaker "+state.String(), "outcome", o.String())
 	}

@@ -45,7 +45,7 @@ func TestBreakerStopsTrafficAndRecovers(t *testing.T) {
 	if got, want := statsOf(t, c, "gpt-4o", "a/gpt-4o").State, "open"; got != want {
 		t.Fatalf("breaker = %s after 3 failures, want %s", got, want)
 	}
-	if got, want := testutil.ToFloat64(opts.Metrics.breaker.WithLabelValues("a/gpt-4o")), 2.0; got != want {
+	if got, want := testutil.ToFloat64(opts.Metrics.Breaker.WithLabelValues("a/gpt-4o")), 2.0; got != want {
 		t.Errorf("breaker_state metric = %v, want %v", got, want)
 	}
 	for range 5 {
@@ -81,7 +81,7 @@ func TestBreakerStopsTrafficAndRecovers(t *testing.T) {
 	if got, want := do().Target, "a/gpt-4o"; got != want {
 		t.Errorf("target = %q after recovery, want the primary", got)
 	}
-	if got, want := testutil.ToFloat64(opts.Metrics.breaker.WithLabelValues("a/gpt-4o")), 0.0; got != want {
+	if got, want := testutil.ToFloat64(opts.Metrics.Breaker.WithLabelValues("a/gpt-4o")), 0.0; got != want {
 		t.Errorf("breaker_state metric = %v, want %v", got, want)
 	}
 }
@@ -110,7 +110,7 @@ func TestWeightFollowsHealth(t *testing.T) {
 	if got, want := weight(), 2*0.7; !near(got, want) {
 		t.Fatalf("weight after 1 failure = %v, want %v", got, want)
 	}
-	if got, want := testutil.ToFloat64(opts.Metrics.weight.WithLabelValues("a/*")), 2*0.7; !near(got, want) {
+	if got, want := testutil.ToFloat64(opts.Metrics.Weight.WithLabelValues("a/*")), 2*0.7; !near(got, want) {
 		t.Errorf("weight metric = %v, want %v", got, want)
 	}
 	for range 12 {
@@ -241,7 +241,7 @@ func TestSnapshotAndMetrics(t *testing.T) {
 		outcome string
 		want    float64
 	}{{"success", 1}, {"overloaded", 0}, {"server_error", 1}, {"rate_limited", 1}, {"client_error", 1}, {"timeout", 0}} {
-		if got := testutil.ToFloat64(opts.Metrics.attempts.WithLabelValues("a/*", tt.outcome)); got != tt.want {
+		if got := testutil.ToFloat64(opts.Metrics.Attempts.WithLabelValues("a/*", tt.outcome)); got != tt.want {
 			t.Errorf("attempts_total{outcome=%q} = %v, want %v", tt.outcome, got, tt.want)
 		}
 	}
@@ -249,14 +249,14 @@ func TestSnapshotAndMetrics(t *testing.T) {
 		reason string
 		want   float64
 	}{{"server_error", 1}, {"rate_limited", 1}} {
-		if got := testutil.ToFloat64(opts.Metrics.retries.WithLabelValues("a/*", tt.reason)); got != tt.want {
+		if got := testutil.ToFloat64(opts.Metrics.Retries.WithLabelValues("a/*", tt.reason)); got != tt.want {
 			t.Errorf("retries_total{reason=%q} = %v, want %v", tt.reason, got, tt.want)
 		}
 	}
-	if got, want := testutil.ToFloat64(opts.Metrics.inflight.WithLabelValues("a")), 0.0; got != want {
+	if got, want := testutil.ToFloat64(opts.Metrics.Inflight.WithLabelValues("a")), 0.0; got != want {
 		t.Errorf("inflight = %v, want %v", got, want)
 	}
-	if got, want := testutil.CollectAndCount(opts.Metrics.duration), 1; got != want {
+	if got, want := testutil.CollectAndCount(opts.Metrics.Duration), 1; got != want {
 		t.Errorf("duration series = %d, want %d", got, want)
 	}
 	if n, err := testutil.GatherAndCount(reg, "breakwater_upstream_breaker_state"); err != nil || n != 2 {

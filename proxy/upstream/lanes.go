@@ -43,7 +43,7 @@ func (lt laneTarget) Name() string              { return lt.t.name }
 func (lt laneTarget) LimitMoved(d float64)      { lt.t.limitMoved(d) }
 func (lt laneTarget) PaceMoved(d float64)       { lt.t.paceMoved(d) }
 func (lt laneTarget) Queued(d int64)            { lt.t.stats.queued.Add(d) }
-func (lt laneTarget) QueueWait(d time.Duration) { lt.t.c.metrics.queueWait(lt.t.name, d) }
+func (lt laneTarget) QueueWait(d time.Duration) { lt.t.c.metrics.QueueWait(lt.t.name, d) }
 func (lt laneTarget) Abandoned()                { lt.t.abandoned() }
 func (lt laneTarget) Rand() float64             { return lt.t.c.rand() }
 func (lt laneTarget) RetrySent()                { lt.retry(&lt.t.stats.retries, "sent") }
@@ -51,23 +51,23 @@ func (lt laneTarget) BudgetWaited()             { lt.retry(&lt.t.stats.budgetWai
 func (lt laneTarget) LoneRetry()                { lt.retry(&lt.t.stats.loneRetries, "lone") }
 func (lt laneTarget) retry(n *atomic.Uint64, result string) {
 	n.Add(1)
-	lt.t.c.metrics.retryBudget(lt.t.name, result)
+	lt.t.c.metrics.RetryBudget(lt.t.name, result)
 }
 
 func (t *target) limitMoved(d float64) {
 	v := t.counts.limitMilli.Add(int64(math.Round(d * 1000)))
-	t.c.metrics.limit(t.name, float64(v)/1000)
+	t.c.metrics.Limit(t.name, float64(v)/1000)
 }
 
 func (t *target) paceMoved(d float64) {
 	v := t.counts.paceMilli.Add(int64(math.Round(d * 1000)))
-	t.c.metrics.paceRate(t.name, float64(v)/1000)
+	t.c.metrics.PaceRate(t.name, float64(v)/1000)
 }
 
 // abandoned counts an attempt whose client had gone before the answer.
 func (t *target) abandoned() {
 	t.stats.abandoned.Add(1)
-	t.c.metrics.abandoned(t.name)
+	t.c.metrics.Abandoned(t.name)
 }
 
 func (t *target) shed(reason string) {
@@ -77,7 +77,7 @@ func (t *target) shed(reason string) {
 		}
 	}
 	t.stats.shed.Add(1)
-	t.c.metrics.shed(t.name, reason)
+	t.c.metrics.Shed(t.name, reason)
 }
 
 // laneSummary aggregates a target's lanes for stats: the summed limit and
@@ -169,8 +169,8 @@ func newPool(upstream, name string, max, maxQueue int, m *Metrics) *lane.Pool {
 	}
 	// The gauge is looked up once: WithLabelValues hashes the labels on
 	// every call, and every attempt moves it twice.
-	return lane.NewPool(upstream, name, max, maxQueue, m.inflight.WithLabelValues(upstream),
-		func(n int) { m.queuedSet(upstream, name, n) })
+	return lane.NewPool(upstream, name, max, maxQueue, m.Inflight.WithLabelValues(upstream),
+		func(n int) { m.QueuedSet(upstream, name, n) })
 }
 
 // modelTargets makes, on first use, a target per model for the default
@@ -219,7 +219,7 @@ func (c *Caller) memberLocked(tc Target, up *upstream) *member {
 	}
 	t := &target{name: targetName(tc), up: up, breaker: breaker.New(c.bopts), factor: 1, cfgWeight: 1, c: c}
 	t.initLanes()
-	c.metrics.health(t.name, StateClosed, 1)
+	c.metrics.Health(t.name, int(StateClosed), 1)
 	m := &member{t: t, weight: 1}
 	if mt.by == nil {
 		mt.by = make(map[modelKey]*member)

@@ -305,10 +305,10 @@ func TestKeysAreIsolated(t *testing.T) {
 	if c.Busy("gpt-4o", "") != true {
 		t.Error("Busy = false while keys are paced")
 	}
-	if got := testutil.ToFloat64(opts.Metrics.sheds.WithLabelValues("a/*", ShedRateLimited)); got != 2 {
+	if got := testutil.ToFloat64(opts.Metrics.Sheds.WithLabelValues("a/*", ShedRateLimited)); got != 2 {
 		t.Errorf("shed_total{reason=rate_limited} = %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(opts.Metrics.limits.WithLabelValues("a/*")); got < 4 {
+	if got := testutil.ToFloat64(opts.Metrics.Limits.WithLabelValues("a/*")); got < 4 {
 		t.Errorf("limit gauge = %v, want the lanes' limits (≥ 4)", got)
 	}
 }

@@ -137,5 +137,5 @@ func (t *target) refused(limit string) {
 			t.stats.refusals[i].Add(1)
 		}
 	}
-	t.c.metrics.refused(t.name, limit)
+	t.c.metrics.Refused(t.name, limit)
 }

@@ -244,7 +244,7 @@ func TestRequestTooLargeIsNeverRetried(t *testing.T) {
 	if ts.Paced || ts.Refusals[LimitTokens] != 1 || ts.Sheds[ShedTooLarge] != 1 {
 		t.Errorf("paced %v, refusals %v, sheds %v; want not paced, one token refusal, one too_large shed", ts.Paced, ts.Refusals, ts.Sheds)
 	}
-	if got := testutil.ToFloat64(opts.Metrics.refusals.WithLabelValues("a/*", LimitTokens)); got != 1 {
+	if got := testutil.ToFloat64(opts.Metrics.Refusals.WithLabelValues("a/*", LimitTokens)); got != 1 {
 		t.Errorf("breakwater_upstream_refusals_total{limit=tokens} = %v, want 1", got)
 	}
 }
@@ -283,7 +283,7 @@ func TestRefusalsByLimit(t *testing.T) {
 			t.Errorf("refusals = %v, want %v", got, want)
 			break
 		}
-		if m := testutil.ToFloat64(opts.Metrics.refusals.WithLabelValues("a/*", k)); m != float64(v) {
+		if m := testutil.ToFloat64(opts.Metrics.Refusals.WithLabelValues("a/*", k)); m != float64(v) {
 			t.Errorf("breakwater_upstream_refusals_total{limit=%q} = %v, want %d", k, m, v)
 		}
 	}

@@ -1,4 +1,5 @@
-package upstream
+// Package metrics holds the upstream caller's Prometheus collectors.
+package metrics
 
 import (
 	"time"
@@ -10,23 +11,23 @@ import (
 // names only (target, upstream, pool) and fixed words (outcome, reason), so
 // cardinality is bounded by the config. A nil *Metrics records nothing.
 type Metrics struct {
-	attempts *prometheus.CounterVec
-	duration *prometheus.HistogramVec
-	inflight *prometheus.GaugeVec
-	queued   *prometheus.GaugeVec
-	breaker  *prometheus.GaugeVec
-	weight   *prometheus.GaugeVec
-	retries  *prometheus.CounterVec
-	limits   *prometheus.GaugeVec
-	sheds    *prometheus.CounterVec
-	waits    *prometheus.HistogramVec
-	budget   *prometheus.CounterVec
-	pace     *prometheus.GaugeVec
-	nobody   *prometheus.CounterVec
-	refusals *prometheus.CounterVec
+	Attempts *prometheus.CounterVec
+	Duration *prometheus.HistogramVec
+	Inflight *prometheus.GaugeVec
+	Queued   *prometheus.GaugeVec
+	Breaker  *prometheus.GaugeVec
+	Weight   *prometheus.GaugeVec
+	Retries  *prometheus.CounterVec
+	Limits   *prometheus.GaugeVec
+	Sheds    *prometheus.CounterVec
+	Waits    *prometheus.HistogramVec
+	Budget   *prometheus.CounterVec
+	Pace     *prometheus.GaugeVec
+	Nobody   *prometheus.CounterVec
+	Refusals *prometheus.CounterVec
 }
 
-// NewMetrics builds the collectors and registers them with reg (nil: not
+// New builds the collectors and registers them with reg (nil: not
 // registered); it panics, like prometheus.MustRegister, when they are already
 // registered.
 //
@@ -44,151 +45,162 @@ type Metrics struct {
 //	breakwater_upstream_retry_budget_total{target,result}  retries of refusals: sent (within the budget), waited (found it spent) or lone (a lone lane's, outside it)
 //	breakwater_upstream_pace_rate{target}                  sends per second of lanes below one slot (0: none paced)
 //	breakwater_upstream_abandoned_total{target}            attempts whose client had gone before the answer (made for nobody)
-func NewMetrics(reg prometheus.Registerer) *Metrics {
+func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_upstream_attempts_total",
 			Help: "Upstream attempts by target and outcome (shed: refused by a full queue, never sent).",
 		}, []string{"target", "outcome"}),
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "breakwater_upstream_attempt_duration_seconds",
 			Help:    "Duration of answered upstream attempts (full body for non-streaming, headers for streaming).",
 			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
 		}, []string{"target"}),
-		inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "breakwater_upstream_inflight",
 			Help: "Upstream attempts in flight.",
 		}, []string{"upstream"}),
-		queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "breakwater_upstream_queued",
 			Help: "Requests waiting for an upstream slot, by pool.",
 		}, []string{"upstream", "pool"}),
-		breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "breakwater_upstream_breaker_state",
 			Help: "Circuit breaker state per target: 0 closed, 1 half-open, 2 open.",
 		}, []string{"target"}),
-		weight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Weight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "breakwater_upstream_weight",
 			Help: "Current dynamic weight per target (configured weight times health factor).",
 		}, []string{"target"}),
-		retries: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_upstream_retries_total",
 			Help: "Retries of the same target by reason.",
 		}, []string{"target", "reason"}),
-		limits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Limits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "breakwater_upstream_limit",
 			Help: "Adaptive concurrency limit per target, summed over its lanes (one per forwarded key).",
 		}, []string{"target"}),
-		sheds: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Sheds: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_upstream_shed_total",
 			Help: "Requests refused before reaching the upstream, by reason (queue_full, wait_beyond_deadline, queue_timeout, rate_limited, breaker_open).",
 		}, []string{"target", "reason"}),
-		waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "breakwater_upstream_queue_wait_seconds",
 			Help:    "Time requests waited in a target's queue before their attempt was sent.",
 			Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
 		}, []string{"target"}),
-		budget: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Budget: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_upstream_retry_budget_total",
 			Help: "Retries of congestion refusals by target: sent within the retry budget, or waited (the budget was spent).",
 		}, []string{"target", "result"}),
-		pace: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Pace: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "breakwater_upstream_pace_rate",
 			Help: "Sends per second of a target's lanes whose adaptive limit is below one slot (0 when none is).",
 		}, []string{"target"}),
-		nobody: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Nobody: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_upstream_abandoned_total",
 			Help: "Upstream attempts whose client had gone before the answer: answers the provider made (and bills) for nobody.",
 		}, []string{"target"}),
-		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "breakwater_upstream_refusals_total",
 			Help: "Upstream congestion refusals by target and the limit they hit (requests, tokens, input_tokens, output_tokens, concurrency).",
 		}, []string{"target", "limit"}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.attempts, m.duration, m.inflight, m.queued, m.breaker, m.weight, m.retries, m.limits, m.sheds, m.waits,
-			m.budget, m.pace, m.nobody, m.refusals)
+		reg.MustRegister(m.Attempts, m.Duration, m.Inflight, m.Queued, m.Breaker, m.Weight, m.Retries, m.Limits, m.Sheds, m.Waits,
+			m.Budget, m.Pace, m.Nobody, m.Refusals)
 	}
 	return m
 }
 
-func (m *Metrics) attempt(target string, o outcome, d time.Duration) {
-	if m == nil || o == outCanceled {
-		return
-	}
-	m.attempts.WithLabelValues(target, o.String()).Inc()
-	if o != outShed && d > 0 {
-		m.duration.WithLabelValues(target).Observe(d.Seconds())
-	}
-}
-
-func (m *Metrics) retry(target, reason string) {
+// Attempt counts an attempt's outcome and, d > 0, observes its duration.
+func (m *Metrics) Attempt(target, outcome string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.retries.WithLabelValues(target, reason).Inc()
+	m.Attempts.WithLabelValues(target, outcome).Inc()
+	if d > 0 {
+		m.Duration.WithLabelValues(target).Observe(d.Seconds())
+	}
 }
 
-func (m *Metrics) queuedSet(upstream, pool string, n int) {
+// Retry counts a retry by reason.
+func (m *Metrics) Retry(target, reason string) {
 	if m == nil {
 		return
 	}
-	m.queued.WithLabelValues(upstream, pool).Set(float64(n))
+	m.Retries.WithLabelValues(target, reason).Inc()
 }
 
-func (m *Metrics) health(target string, s State, weight float64) {
+// QueuedSet sets the requests waiting in a pool.
+func (m *Metrics) QueuedSet(upstream, pool string, n int) {
 	if m == nil {
 		return
 	}
-	m.breaker.WithLabelValues(target).Set(float64(s))
-	m.weight.WithLabelValues(target).Set(weight)
+	m.Queued.WithLabelValues(upstream, pool).Set(float64(n))
 }
 
-func (m *Metrics) limit(target string, v float64) {
+// Health sets a target's breaker state (0 closed, 1 half-open, 2 open) and weight.
+func (m *Metrics) Health(target string, state int, weight float64) {
 	if m == nil {
 		return
 	}
-	m.limits.WithLabelValues(target).Set(v)
+	m.Breaker.WithLabelValues(target).Set(float64(state))
+	m.Weight.WithLabelValues(target).Set(weight)
 }
 
-func (m *Metrics) refused(target, limit string) {
+// Limit sets a target's adaptive concurrency limit.
+func (m *Metrics) Limit(target string, v float64) {
 	if m == nil {
 		return
 	}
-	m.refusals.WithLabelValues(target, limit).Inc()
+	m.Limits.WithLabelValues(target).Set(v)
 }
 
-func (m *Metrics) shed(target, reason string) {
+// Refused counts an upstream refusal by the limit it hit.
+func (m *Metrics) Refused(target, limit string) {
 	if m == nil {
 		return
 	}
-	m.sheds.WithLabelValues(target, reason).Inc()
+	m.Refusals.WithLabelValues(target, limit).Inc()
 }
 
-func (m *Metrics) queueWait(target string, d time.Duration) {
+// Shed counts a request refused before the upstream.
+func (m *Metrics) Shed(target, reason string) {
 	if m == nil {
 		return
 	}
-	m.waits.WithLabelValues(target).Observe(d.Seconds())
+	m.Sheds.WithLabelValues(target, reason).Inc()
 }
 
-func (m *Metrics) retryBudget(target, result string) {
+// QueueWait observes how long a granted request waited.
+func (m *Metrics) QueueWait(target string, d time.Duration) {
 	if m == nil {
 		return
 	}
-	m.budget.WithLabelValues(target, result).Inc()
+	m.Waits.WithLabelValues(target).Observe(d.Seconds())
 }
 
-func (m *Metrics) paceRate(target string, v float64) {
+// RetryBudget counts a retry of a refusal by result.
+func (m *Metrics) RetryBudget(target, result string) {
 	if m == nil {
 		return
 	}
-	m.pace.WithLabelValues(target).Set(v)
+	m.Budget.WithLabelValues(target, result).Inc()
 }
 
-func (m *Metrics) abandoned(target string) {
+// PaceRate sets a paced target's sends per second.
+func (m *Metrics) PaceRate(target string, v float64) {
 	if m == nil {
 		return
 	}
-	m.nobody.WithLabelValues(target).Inc()
+	m.Pace.WithLabelValues(target).Set(v)
+}
+
+// Abandoned counts an attempt made for a client already gone.
+func (m *Metrics) Abandoned(target string) {
+	if m == nil {
+		return
+	}
+	m.Nobody.WithLabelValues(target).Inc()
 }
