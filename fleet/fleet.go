@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // Defaults of Options.
@@ -73,6 +75,9 @@ type Fleet struct {
 	fails  atomic.Int32 // calls failed in a row
 	live   atomic.Int64 // live replicas at the last beat (≥ 1)
 	loaded bool         // the scripts are loaded (the heartbeat's goroutine only)
+
+	snapshot atomic.Pointer[func() []upstream.ModelStats] // Attach
+	capacity atomic.Pointer[capacityState]                // the fleet's estimate at the last beat
 
 	stats counters
 
@@ -130,6 +135,10 @@ func New(opts Options) (*Fleet, error) {
 	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
 	f.ro = ro
 	f.rdb.Store(redis.NewClient(ro))
+	// The first beat before New returns (bounded by the timeout): a replica
+	// counts the fleet, and knows its capacity estimate, before its first
+	// request.
+	f.beatOnce(f.beatTTL())
 	go f.heartbeat()
 	return f, nil
 }
@@ -168,46 +177,55 @@ func (f *Fleet) heartbeat() {
 	defer close(f.done)
 	t := time.NewTicker(f.opts.Heartbeat)
 	defer t.Stop()
-	ttl := (time.Duration(replicaTTL) * f.opts.Heartbeat).Milliseconds()
+	ttl := f.beatTTL()
 	for {
-		n, err := f.beat(ttl)
-		if err != nil && !f.up.Load() {
-			// Once more at once: after a restart of Redis the pool's
-			// first connection is a dead one, and the next is dialled.
-			n, err = f.beat(ttl)
-		}
-		if err == nil {
-			if n < 1 {
-				n = 1
-			}
-			f.live.Store(n)
-			f.fails.Store(0)
-			if !f.up.Swap(true) {
-				f.opts.Logger.Info("fleet: redis answers; budgets shared", "replicas", n)
-			}
-			if !f.loaded {
-				// Loaded once, so that no request pays EVALSHA's NOSCRIPT
-				// and a second round trip.
-				ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
-				rdb := f.rdb.Load()
-				f.loaded = reserveScript.Load(ctx, rdb).Err() == nil && adjustScript.Load(ctx, rdb).Err() == nil
-				cancel()
-			}
-		} else {
-			f.loaded = false // Redis may have restarted without its scripts
-			f.fault(err, true)
-			// A fresh client for the next beat: go-redis's pool, after as
-			// many failed dials as its size, dials again only once a
-			// second in the background, which would hold sharing back
-			// that long after Redis returns.
-			if old := f.rdb.Swap(redis.NewClient(f.ro)); old != nil {
-				_ = old.Close()
-			}
-		}
 		select {
 		case <-f.stop:
 			return
 		case <-t.C:
+		}
+		f.beatOnce(ttl)
+	}
+}
+
+func (f *Fleet) beatTTL() int64 { return (time.Duration(replicaTTL) * f.opts.Heartbeat).Milliseconds() }
+
+// beatOnce is one beat: renew, count, share the capacity estimate; or, on
+// failure, mark Redis down.
+func (f *Fleet) beatOnce(ttl int64) {
+	n, err := f.beat(ttl)
+	if err != nil && !f.up.Load() {
+		// Once more at once: after a restart of Redis the pool's
+		// first connection is a dead one, and the next is dialled.
+		n, err = f.beat(ttl)
+	}
+	if err == nil {
+		if n < 1 {
+			n = 1
+		}
+		f.live.Store(n)
+		f.fails.Store(0)
+		if !f.up.Swap(true) {
+			f.opts.Logger.Info("fleet: redis answers; budgets shared", "replicas", n)
+		}
+		if !f.loaded {
+			// Loaded once, so that no request pays EVALSHA's NOSCRIPT
+			// and a second round trip.
+			ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
+			rdb := f.rdb.Load()
+			f.loaded = reserveScript.Load(ctx, rdb).Err() == nil && adjustScript.Load(ctx, rdb).Err() == nil
+			cancel()
+		}
+		f.shareCapacity(n)
+	} else {
+		f.loaded = false // Redis may have restarted without its scripts
+		f.fault(err, true)
+		// A fresh client for the next beat: go-redis's pool, after as
+		// many failed dials as its size, dials again only once a
+		// second in the background, which would hold sharing back
+		// that long after Redis returns.
+		if old := f.rdb.Swap(redis.NewClient(f.ro)); old != nil {
+			_ = old.Close()
 		}
 	}
 }

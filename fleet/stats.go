@@ -13,6 +13,7 @@ type counters struct {
 	fallbacks         atomic.Uint64
 	refunds           atomic.Uint64
 	lostAdjustments   atomic.Uint64
+	seeded, ownStarts atomic.Uint64
 }
 
 func (c *counters) init(bs []Budget) {
@@ -40,6 +41,11 @@ type Stats struct {
 	Fallbacks       uint64 `json:"fallbacks"`
 	Refunds         uint64 `json:"refunds"`
 	LostAdjustments uint64 `json:"lost_adjustments"`
+	// Seeded counts lanes that started from the fleet's capacity estimate;
+	// OwnStarts those that started cold, on their own, with Redis
+	// configured (down, or nothing to share: a lone replica).
+	Seeded    uint64 `json:"lanes_seeded"`
+	OwnStarts uint64 `json:"lanes_own_start"`
 	// Budgets counts, per budget, the requests it admitted and refused.
 	Budgets []BudgetStats `json:"budgets"`
 }
@@ -55,7 +61,8 @@ type BudgetStats struct {
 func (f *Fleet) Stats() Stats {
 	s := Stats{Store: "local", Replicas: f.live.Load(), RedisUp: f.up.Load(),
 		Faults: f.stats.faults.Load(), Fallbacks: f.stats.fallbacks.Load(),
-		Refunds: f.stats.refunds.Load(), LostAdjustments: f.stats.lostAdjustments.Load()}
+		Refunds: f.stats.refunds.Load(), LostAdjustments: f.stats.lostAdjustments.Load(),
+		Seeded: f.stats.seeded.Load(), OwnStarts: f.stats.ownStarts.Load()}
 	if f.ro != nil {
 		s.Store = "redis"
 	}
@@ -72,12 +79,14 @@ var (
 	descFallbacks = prometheus.NewDesc("breakwater_fleet_fallbacks_total", "Budget reservations decided by this replica's share while Redis was down.", nil, nil)
 	descLost      = prometheus.NewDesc("breakwater_fleet_lost_adjustments_total", "Budget reconciliations or refunds that could not reach Redis.", nil, nil)
 	descUp        = prometheus.NewDesc("breakwater_fleet_redis_up", "1 when Redis answered the last call (budgets shared), else 0.", nil, nil)
+	descSeeded    = prometheus.NewDesc("breakwater_fleet_lanes_seeded_total", "Lanes that started from the fleet's capacity estimate.", nil, nil)
+	descOwnStarts = prometheus.NewDesc("breakwater_fleet_lanes_own_start_total", "Lanes that started cold on their own with Redis configured (down, or nothing shared).", nil, nil)
 	descReplicas  = prometheus.NewDesc("breakwater_fleet_replicas", "Live replicas at the last heartbeat.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAdmitted, descRefused, descFaults, descFallbacks, descLost, descUp, descReplicas} {
+	for _, d := range []*prometheus.Desc{descAdmitted, descRefused, descFaults, descFallbacks, descLost, descUp, descReplicas, descSeeded, descOwnStarts} {
 		ch <- d
 	}
 }
@@ -98,4 +107,6 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descUp, prometheus.GaugeValue, up)
 	ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(s.Replicas))
+	ch <- prometheus.MustNewConstMetric(descSeeded, prometheus.CounterValue, float64(s.Seeded))
+	ch <- prometheus.MustNewConstMetric(descOwnStarts, prometheus.CounterValue, float64(s.OwnStarts))
 }

@@ -29,6 +29,17 @@ type Server struct {
 // /usr/bin/redis-server) until the test ends.
 func Start(t testing.TB) *Server {
 	t.Helper()
+	s, err := Run()
+	if err != nil {
+		skip(t, "%v", err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
+
+// Run starts redis-server as Start does, outside a test (demo -redis);
+// the caller Kills it.
+func Run() (*Server, error) {
 	bin := os.Getenv("REDIS_SERVER")
 	if bin == "" {
 		if p, err := exec.LookPath("redis-server"); err == nil {
@@ -38,22 +49,21 @@ func Start(t testing.TB) *Server {
 		}
 	}
 	if _, err := os.Stat(bin); err != nil {
-		skip(t, "no redis-server to start (%v): apt-get install redis-server, or set REDIS_SERVER", err)
+		return nil, fmt.Errorf("no redis-server to start (%v): apt-get install redis-server, or set REDIS_SERVER", err)
 	}
 	// redis-server cannot listen on port 0 and report the port: take a
 	// free one and hand it over.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	addr := ln.Addr().String()
 	ln.Close()
 	s := &Server{Addr: addr, bin: bin}
 	if err := s.start(); err != nil {
-		skip(t, "redis-server did not start: %v", err)
+		return nil, fmt.Errorf("redis-server did not start: %w", err)
 	}
-	t.Cleanup(s.Kill)
-	return s
+	return s, nil
 }
 
 // skip skips the test, or fails it under CI (CI set), where .ci/run

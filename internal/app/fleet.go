@@ -2,11 +2,29 @@ package app
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/breakwater-dev/breakwater/cache"
 	bwfleet "github.com/breakwater-dev/breakwater/fleet"
 	"github.com/breakwater-dev/breakwater/proxy"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
+
+// seed is the upstream caller's Options.Seed when Redis is configured: the
+// fleet's capacity estimate, read from the fleet made after the caller
+// (addFleet), before the first request. nil without Redis: every lane
+// starts on its own, as without a fleet.
+func (a *App) seed() func(string) (float64, time.Duration) {
+	if a.cfg.Fleet.RedisURL == "" {
+		return nil
+	}
+	return func(target string) (float64, time.Duration) {
+		if a.fleet == nil {
+			return 0, 0
+		}
+		return a.fleet.Seed(target)
+	}
+}
 
 // addFleet puts the [[budgets]] in front of the proxy's caller, shared in
 // Redis when [fleet] redis_url is set. Neither: nothing changes.
@@ -25,6 +43,9 @@ func (a *App) addFleet(po *proxy.Options, p *cache.Partitioner) error {
 		return err
 	}
 	a.fleet = f
+	if s, ok := po.Caller.(interface{ Snapshot() []upstream.ModelStats }); ok {
+		f.Attach(s.Snapshot) // its learned limits, published at every beat
+	}
 	a.closers = append(a.closers, f.Close)
 	a.registry.MustRegister(f)
 	// The tenant is the cache's partition: the one /stats and the

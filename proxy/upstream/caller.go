@@ -38,6 +38,7 @@ type Caller struct {
 
 	bopts  BreakerOptions
 	raCap  time.Duration
+	seed   func(string) (float64, time.Duration) // Options.Seed
 	routes map[string]*route
 	order  []*route // config order, for Snapshot
 	def    *route   // the default upstream as a one-target route; nil when none
@@ -71,7 +72,7 @@ func New(opts Options) (*Caller, error) {
 	c := &Caller{
 		retry: opts.Retry.withDefaults(), check: opts.CheckRetry, backoff: opts.Backoff,
 		transport: opts.Transport, metrics: opts.Metrics, log: opts.Logger, now: opts.Now, rand: opts.Rand,
-		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.RetryAfterCap,
+		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.RetryAfterCap, seed: opts.Seed,
 		tracer: tracerOf(opts.TracerProvider),
 	}
 	if c.raCap <= 0 {

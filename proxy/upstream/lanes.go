@@ -31,6 +31,9 @@ type laneCounts struct {
 
 func (t *target) initLanes() {
 	t.lanes = lane.NewSet(laneTarget{t}, t.up.cfg.MaxConcurrency, t.up.cfg.MaxQueue)
+	if seed := t.c.seed; seed != nil {
+		t.lanes.Seed(func() (float64, time.Duration) { return seed(t.name) })
+	}
 }
 
 // laneFor returns the lane of key, creating it when needed.

@@ -153,6 +153,14 @@ type Options struct {
 	// Now is the clock of breakers, pacing and stats; nil means time.Now. Waits and
 	// the deadline always use real timers.
 	Now func() time.Time
+	// Seed, when set, is asked at the first request of each target's common
+	// lane (by target name) for the fleet's estimate of that lane: a
+	// concurrency limit and a time per answer (0: unknown). A limit above 0
+	// starts the lane there, past slow start, instead of probing from one
+	// slot; 0 leaves the lane's own cold start. Its adaptive limit corrects
+	// it from the first answer on. nil: every lane starts cold. It must not
+	// block (package fleet answers from its last heartbeat).
+	Seed func(target string) (limit float64, perAnswer time.Duration)
 	// Rand returns a number in [0, 1) for the weighted choice of targets and the
 	// phase of a lane's sends after a Retry-After hold; it must be safe for
 	// concurrent use. nil means math/rand/v2.Float64.

@@ -38,6 +38,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs.Float64Var(&o.CutRate, "cut-rate", 0.1, "-api anthropic: share of the model's streams cut by an error event halfway, in [0,1]")
 	replicas := fs.Int("replicas", 1, `peak scenarios: also run the load through this many sidecars (each its own server, caller and data, sharing nothing) in front of the same model`)
 	clientTimeout := fs.Duration("client-timeout", 0, `peak scenarios: every client gives up after this long (0: clients wait); adds runs whose clients state it in X-Stainless-Timeout and X-Stainless-Read-Timeout`)
+	redis := fs.Bool("redis", false, `peak scenarios with -replicas: the replicas share one Redis ([fleet] redis_url; a redis-server started for each run, or -redis-url), so they share one capacity estimate`)
+	redisURL := fs.String("redis-url", "", "with -redis: use this Redis (redis://host:port) instead of starting one")
 	matrix := fs.Bool("matrix", false, `run every peak scenario and each API's retry storm, each row against its targets; print one table (row, figure, target, PASS/FAIL) and fail if any target is missed (about 15 min; -scenario, -replicas, -client-timeout and the model and workload flags do not apply)`)
 	short := fs.Bool("short", false, "with -matrix: the CI subset (the capacity peak cut to 6s through one sidecar and 3 replicas, and the retry storms; a few minutes)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
@@ -47,6 +49,9 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("parse flags: unexpected argument %q", fs.Arg(0))
+	}
+	if *redisURL != "" && !*redis {
+		return fmt.Errorf("parse flags: -redis-url: only with -redis")
 	}
 	if *short && !*matrix {
 		return fmt.Errorf("parse flags: -short: only with -matrix")
@@ -107,6 +112,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		} else {
 			sc := Scenarios[name]
 			sc.Replicas, sc.ClientTimeout = *replicas, *clientTimeout
+			sc.Redis, sc.RedisURL = *redis, *redisURL
 			r, err := Peak(ctx, sc, o.Logger, o.Status)
 			if err != nil {
 				return err

@@ -55,6 +55,9 @@ type Options struct {
 	CutRate float64
 	// Judge is the sidecar's [cache.verify] judge. Empty: the default.
 	Judge string
+	// RedisURL and RedisPrefix are the sidecar's [fleet] redis_url and
+	// redis_prefix. Empty: no Redis, the default.
+	RedisURL, RedisPrefix string
 }
 
 // Phase is one side of the table.
@@ -190,6 +193,9 @@ func Config(o Options, upstreamURL, dataDir string) *config.Config {
 	cfg.Upstreams[0].BaseURL = upstreamURL
 	if o.Judge != "" {
 		cfg.Cache.Verify.Judge = o.Judge
+	}
+	if o.RedisURL != "" {
+		cfg.Fleet.RedisURL, cfg.Fleet.RedisPrefix = o.RedisURL, o.RedisPrefix
 	}
 	return cfg
 }

@@ -62,6 +62,7 @@ func MatrixRows(short bool) []MatrixRow {
 			}
 			rows = append(rows, peakRow(sc, 6, ""), peakRow(sc, 6, deadlineHeaders[0]))
 		}
+		rows = append(rows, redisRows(capacity)...)
 	}
 	for _, st := range Storms {
 		rows = append(rows, MatrixRow{Name: st.Name, Storm: &st})
@@ -82,6 +83,21 @@ func tokenRows(short bool) []MatrixRow {
 	return []MatrixRow{peakRow(sc, 1, ""), peakRow(sc, 3, "")}
 }
 
+// redisRows are the fleet sharing one capacity estimate through Redis
+// (issue 38, "Cold start"): the capacity peak through 12 replicas, and
+// through 3 and 6 replicas whose clients give up after 3 s, with and
+// without a deadline header. Not in the short matrix: each starts a
+// redis-server (fleet/redistest).
+func redisRows(capacity Scenario) []MatrixRow {
+	capacity.Redis = true
+	rows := []MatrixRow{peakRow(capacity, 12, "")}
+	capacity.ClientTimeout = 3 * time.Second
+	for _, n := range []int{3, 6} {
+		rows = append(rows, peakRow(capacity, n, ""), peakRow(capacity, n, deadlineHeaders[0]))
+	}
+	return rows
+}
+
 // peakRow is sc through replicas sidecars, clients sending header.
 func peakRow(sc Scenario, replicas int, header string) MatrixRow {
 	name := sc.Name
@@ -92,6 +108,9 @@ func peakRow(sc Scenario, replicas int, header string) MatrixRow {
 		name += ", 1 sidecar"
 	} else {
 		name += fmt.Sprintf(", %d replicas", replicas)
+	}
+	if sc.Redis && replicas > 1 {
+		name += " sharing Redis"
 	}
 	if sc.ClientTimeout > 0 {
 		if header == "" {
@@ -160,7 +179,7 @@ func Matrix(ctx context.Context, rows []MatrixRow, logger *slog.Logger, status i
 			}
 			straight[key] = s
 		}
-		c := peakCase{Straight: s.Total, ClientTimeout: sc.ClientTimeout,
+		c := peakCase{Straight: s.Total, ClientTimeout: sc.ClientTimeout, Redis: sc.Redis,
 			Run: PeakRun{Name: row.Name, Replicas: row.Replicas, Header: row.Header}}
 		if c.Run.Side, err = runThrough(ctx, sc, row.Replicas, row.Header, logger, status); err != nil {
 			return nil, fmt.Errorf("matrix row %q: %w", row.Name, err)

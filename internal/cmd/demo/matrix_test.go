@@ -36,6 +36,7 @@ func TestPeakTargets(t *testing.T) {
 	noHeader := impatient
 	noHeader.Answered = 171
 	one := Counts{Answered: 600}
+	twelve := slices.Repeat([]int{45}, 12)
 	// A token-limited run at its edges: 270 answers 90 % of 300; long 45/60
 	// is 0.8× short's 225/240; 50 upstream 429s 25 % of 200; 85 tokens
 	// admitted of 100.
@@ -72,6 +73,10 @@ func TestPeakTargets(t *testing.T) {
 			func(c *peakCase) { c.Run.Total.Abandoned = 21 }, "made for nobody 21 of 200"},
 		{"no header: delivered", peakCase{Straight: straight, ClientTimeout: 3 * time.Second, Run: PeakRun{Replicas: 6, Side: Side{Total: noHeader}}},
 			func(c *peakCase) { c.Run.Total.Answered = 170 }, "delivered 170"},
+		{"redis: early 429s", peakCase{Straight: straight, One: one, Redis: true, Run: PeakRun{Replicas: 12, Side: Side{Total: fleet, Early429: 5, PerReplica: twelve}}},
+			func(c *peakCase) { c.Run.Early429 = 6 }, "upstream 429s in the first 5s 6"},
+		{"redis: delivered", peakCase{Straight: straight, ClientTimeout: 3 * time.Second, Redis: true, Run: PeakRun{Replicas: 6, Side: Side{Total: impatient}}},
+			func(c *peakCase) { c.Run.Total.Answered = 189 }, "delivered 189"},
 		{"tokens: offered", peakCase{Straight: tokStraight, Run: PeakRun{Replicas: 1, Side: tokThrough}},
 			func(c *peakCase) { c.Run.Total.Answered = 269 }, "answered 269 of 300 offered"},
 		{"tokens: long", peakCase{Straight: tokStraight, Run: PeakRun{Replicas: 1, Side: tokThrough}},
@@ -87,7 +92,7 @@ func TestPeakTargets(t *testing.T) {
 			// A peak's result holding the run: as its one-sidecar run, or
 			// beside one that meets its targets.
 			r := &PeakResult{Straight: Side{Total: tc.c.Straight}, Through: Side{Total: tc.c.One},
-				Scenario: Scenario{ClientTimeout: tc.c.ClientTimeout}, More: []PeakRun{tc.c.Run}}
+				Scenario: Scenario{ClientTimeout: tc.c.ClientTimeout, Redis: tc.c.Redis}, More: []PeakRun{tc.c.Run}}
 			if tc.c.Run.Replicas == 1 && tc.c.Run.Header == "" {
 				r.More = nil
 			} else if !tc.c.patient() {
@@ -165,6 +170,11 @@ func TestMatrixRows(t *testing.T) {
 		"capacity, clients give up after 10s, 6 replicas, X-Stainless-Timeout",
 		"retry storm, OpenAI 429", "retry storm, Anthropic 529", "retry storm, Gemini 429 RetryInfo",
 		"tokens, 1 sidecar", "tokens, 3 replicas",
+		"capacity, 12 replicas sharing Redis",
+		"capacity, clients give up after 3s, 3 replicas sharing Redis, no deadline header",
+		"capacity, clients give up after 3s, 3 replicas sharing Redis, X-Stainless-Timeout",
+		"capacity, clients give up after 3s, 6 replicas sharing Redis, no deadline header",
+		"capacity, clients give up after 3s, 6 replicas sharing Redis, X-Stainless-Timeout",
 	} {
 		if !slices.Contains(full, want) {
 			t.Errorf("full matrix lacks %q; rows %q", want, full)

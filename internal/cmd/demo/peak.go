@@ -3,6 +3,7 @@ package demo
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,9 +14,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/breakwater-dev/breakwater/config"
+	"github.com/breakwater-dev/breakwater/fleet/redistest"
 	"github.com/breakwater-dev/breakwater/internal/cmd/sim"
 )
 
@@ -46,6 +49,12 @@ type Scenario struct {
 	// runs through Breakwater are then one per way of stating it (the
 	// Stainless SDKs' headers, and none).
 	ClientTimeout time.Duration `json:"client_timeout,omitempty"`
+	// Redis, for a run through several sidecars, gives them one Redis
+	// ([fleet] redis_url, a fresh key prefix per run), so they share one
+	// capacity estimate (issue 38): RedisURL's, else a redis-server the run
+	// starts (fleet/redistest).
+	Redis    bool   `json:"redis,omitempty"`
+	RedisURL string `json:"-"`
 	// Tokens, when set, limits the model by tokens per minute (and
 	// Capacity, 0, not at all by calls in flight), and makes the load a mix
 	// of short and long requests (issue 37).
@@ -188,6 +197,9 @@ type Side struct {
 	P99 time.Duration `json:"p99"`
 	// PerReplica counts answers per sidecar, for a run through several.
 	PerReplica []int `json:"per_replica,omitempty"`
+	// Early429 is the model's 429s in the load's first earlyWindow: what a
+	// fleet's cold start costs (issue 38).
+	Early429 int64 `json:"upstream_429s_early"`
 	// TokensAdmitted is what the model's token budget admitted while the
 	// load lasted, and TokenBudget the most it could have (its bucket full
 	// at the start, and its refill), in a token scenario.
@@ -239,6 +251,14 @@ func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Write
 			return nil, err
 		}
 		res.More = append(res.More, PeakRun{Name: fmt.Sprintf("%d replicas", sc.Replicas), Replicas: sc.Replicas, Side: side})
+		if sc.ClientTimeout > 0 {
+			// Issue 38: the fleet with the header too.
+			h := deadlineHeaders[0]
+			if side, err = runThrough(ctx, sc, sc.Replicas, h, logger, status); err != nil {
+				return nil, err
+			}
+			res.More = append(res.More, PeakRun{Name: fmt.Sprintf("%d replicas, %s", sc.Replicas, h), Replicas: sc.Replicas, Header: h, Side: side})
+		}
 	}
 	if sc.ClientTimeout > 0 {
 		for _, h := range deadlineHeaders {
@@ -284,8 +304,21 @@ func runThrough(ctx context.Context, sc Scenario, replicas int, header string, l
 	msrv := httptest.NewServer(model)
 	defer msrv.Close()
 	urls := make([]string, 0, replicas)
+	o := Options{Logger: logger}.withLogger()
+	if sc.Redis && replicas > 1 {
+		o.RedisURL = sc.RedisURL
+		if o.RedisURL == "" {
+			srv, err := redistest.Run()
+			if err != nil {
+				return Side{}, fmt.Errorf("-redis: %w", err)
+			}
+			defer srv.Kill()
+			o.RedisURL = srv.URL()
+		}
+		o.RedisPrefix = "breakwater-demo-" + rand.Text() // nothing left from an earlier run
+	}
 	for range replicas {
-		url, stop, err := startBreakwater(ctx, Options{Logger: logger}.withLogger(), msrv.URL+"/v1")
+		url, stop, err := startBreakwater(ctx, o, msrv.URL+"/v1")
 		if err != nil {
 			return Side{}, err
 		}
@@ -295,6 +328,9 @@ func runThrough(ctx context.Context, sc Scenario, replicas int, header string, l
 	what := "one sidecar"
 	if replicas > 1 {
 		what = fmt.Sprintf("%d sidecars", replicas)
+	}
+	if o.RedisURL != "" {
+		what += " sharing Redis"
 	}
 	if header != "" {
 		what += ", clients sending " + header
@@ -334,6 +370,9 @@ type outcome struct {
 // drive sends the scenario's load to urls, round-robin, on schedule and
 // counts per phase; m is the model behind them, read at phase boundaries.
 // header names the deadline header the clients send, if any.
+// earlyWindow is the start of a load whose 429s Side.Early429 counts.
+const earlyWindow = 5 * time.Second
+
 func drive(ctx context.Context, sc Scenario, urls []string, m *sim.Sim, deadline time.Duration, header string) (Side, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, MaxConnsPerHost: 0}}
 	defer client.CloseIdleConnections()
@@ -349,6 +388,9 @@ func drive(ctx context.Context, sc Scenario, urls []string, m *sim.Sim, deadline
 	snaps := make([]sim.Stats, 0, len(sc.Phases)+1)
 	var wg sync.WaitGroup
 	start := time.Now()
+	var early atomic.Pointer[sim.Stats]
+	earlyAt := time.AfterFunc(earlyWindow, func() { s := m.Stats(); early.Store(&s) })
+	defer earlyAt.Stop()
 	next := 0
 	for i := range n {
 		due := start.Add(time.Duration(i) * interval)
@@ -385,6 +427,9 @@ func drive(ctx context.Context, sc Scenario, urls []string, m *sim.Sim, deadline
 	snaps = append(snaps, m.Stats())
 
 	side := Side{Phases: make([]Counts, len(sc.Phases)+1)}
+	if e := early.Load(); e != nil {
+		side.Early429 = e.RateLimited
+	}
 	if len(urls) > 1 {
 		side.PerReplica = make([]int, len(urls))
 	}

@@ -24,6 +24,9 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; load %.0f req/s for %s, every prompt distinct", sc.Rate, sc.Duration)
 	}
 	fmt.Fprintf(w, "; Breakwater on default settings (deadline %s)", r.Deadline)
+	if sc.Redis && sc.Replicas > 1 {
+		fmt.Fprint(w, "; the replicas share Redis")
+	}
 	if sc.ClientTimeout > 0 {
 		fmt.Fprintf(w, "; every client gives up after %s", sc.ClientTimeout)
 	}
@@ -48,7 +51,7 @@ func (r *PeakResult) WriteTable(w io.Writer) {
 	tw.Flush()
 	fmt.Fprintln(w)
 	for _, s := range sides {
-		fmt.Fprintf(w, "latency of answers %s: p50 %s p99 %s", s.Name, dur(s.P50), dur(s.P99))
+		fmt.Fprintf(w, "latency of answers %s: p50 %s p99 %s; upstream 429s in the first %s %d", s.Name, dur(s.P50), dur(s.P99), earlyWindow, s.Early429)
 		if len(s.PerReplica) > 0 {
 			fmt.Fprintf(w, "; answers per replica %v", s.PerReplica)
 		}
@@ -124,7 +127,7 @@ func pick(s Side, p int) Counts {
 func (r *PeakResult) Problems() []string {
 	var out []string
 	for _, run := range r.sides()[1:] {
-		c := peakCase{Straight: r.Straight.Total, One: r.Through.Total, Run: run, ClientTimeout: r.Scenario.ClientTimeout}
+		c := peakCase{Straight: r.Straight.Total, One: r.Through.Total, Run: run, ClientTimeout: r.Scenario.ClientTimeout, Redis: r.Scenario.Redis}
 		for _, ch := range c.checks(run.Name) {
 			if !ch.Pass {
 				out = append(out, fmt.Sprintf("%s: %s, want %s", ch.Row, ch.Figure, ch.Target))

@@ -295,6 +295,21 @@ func (a *aimd) refused(sent, now time.Time, inflight int, urgency float64) bool 
 	return true
 }
 
+// seed starts a lane that has neither answered nor been refused at limit,
+// past slow start, as if a refusal had taught it that level (the fleet's
+// estimate: see Set.Seed); perAnswer, when known (> 0), is the fleet's time
+// per answer, so the lane paces from its first send.
+func (a *aimd) seed(limit float64, perAnswer time.Duration) {
+	if limit <= 0 || a.cut || a.serviceE != 0 {
+		return
+	}
+	a.limit = min(max(limit, minLimit), a.ceiling)
+	a.cut, a.refusedAt = true, a.limit
+	if perAnswer > 0 {
+		a.serviceE, a.serviceHi = perAnswer.Seconds(), perAnswer.Seconds()
+	}
+}
+
 // service is the measured time per answer; 0 when nothing was answered yet.
 func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float64(time.Second)) }
 

@@ -79,6 +79,8 @@ type Lane struct {
 	// maxQueue bounds the queue.
 	maxQueue int
 	pace     pacer
+	// seed is the fleet's estimate the common lane starts from (Set.Seed).
+	seed func() (float64, time.Duration)
 
 	// tok is the lane's token budgets (tokens.go), guarded by mu.
 	tok tokens
@@ -326,6 +328,10 @@ func (l *Lane) AcquireCost(ctx context.Context, rank int, retry, mayWait bool, d
 		return &TooLarge{Target: l.t.Name(), Limit: dimNames[d], Cost: int(math.Ceil(cost[d])), PerMinute: int(l.tok.b[d].limit)}
 	}
 	if l.used.IsZero() {
+		if l.seed != nil {
+			l.lim.seed(l.seed())
+			l.tokens = float64(l.lim.slots())
+		}
 		defer l.t.LimitMoved(l.lim.limit) // counted from first use
 	}
 	l.used = now

@@ -51,6 +51,12 @@ func NewSet(t Target, ceiling, maxQueue int) *Set {
 	return &Set{t: t, ceiling: ceiling, maxQueue: maxQueue, shared: New(t, "", ceiling, maxQueue), per: make(map[string]*Lane)}
 }
 
+// Seed has the common lane, at its first use, ask f for the fleet's
+// estimate (a limit, and a time per answer or 0) and start from it instead
+// of its cold start, when the limit is above 0. Call it before the first
+// request.
+func (s *Set) Seed(f func() (float64, time.Duration)) { s.shared.seed = f }
+
 // For returns the lane of key (see Key), creating it when needed; an idle
 // lane is evicted to make room when the target has MaxLanes, its limit and
 // pace taken out of the target's sums.
