@@ -2,14 +2,12 @@ package fleet
 
 import (
 	"context"
-	"math"
 	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
-	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // One capacity estimate (issue 38): at every heartbeat a replica publishes
@@ -18,12 +16,10 @@ import (
 // from that estimate at its first request (upstream.Options.Seed): the
 // fleet's summed limit ÷ the live replicas, past slow start and paced by
 // the fleet's time per answer, instead of probing the model from one slot
-// while the others already hold it. Before anyone has learned anything
-// (a fleet that starts at once), the fleet as a whole starts as one sidecar
-// does: lane.ColdSlots between the live replicas, so twelve replicas do not
-// send twelve cold starts' worth into the model. The lane's own adaptive
-// limit corrects the estimate from its first answer, and is all there is
-// without Redis or while it is down.
+// while the others already hold it: a replica that joins or restarts takes
+// its share at once. The lane's own adaptive limit corrects the estimate
+// from its first answer, and is all there is without Redis, while it is
+// down, or before anything was learnt.
 
 // estimate is the fleet's view of one target at the last beat.
 type estimate struct {
@@ -142,17 +138,15 @@ func (f *Fleet) Seed(target string) (float64, time.Duration) {
 		f.stats.ownStarts.Add(1)
 		return 0, 0
 	}
-	live := max(st.live, 1)
-	e := st.targets[target]
-	switch {
-	case e.n > 0 && e.limit > 0:
+	if e := st.targets[target]; e.n > 0 && e.limit > 0 {
 		f.stats.seeded.Add(1)
-		return e.limit / float64(live), e.perAnswer
-	case live > 1:
-		// Nothing learned yet: the fleet starts as one sidecar would.
-		f.stats.seeded.Add(1)
-		return math.Max(float64(lane.ColdSlots)/float64(live), 1.0/16), 0
+		return e.limit / float64(max(st.live, 1)), e.perAnswer
 	}
+	// Nothing learnt yet (a lone replica, or a fleet that starts at once):
+	// the lane's own cold start. Splitting the cold start between the
+	// replicas (ColdSlots ÷ live, paced) was tried and measured no better
+	// at 3 and 12 replicas (docs/BENCHMARKS.md), and would hold a fleet in
+	// front of a large model to a small share while it probes.
 	f.stats.ownStarts.Add(1)
 	return 0, 0
 }

@@ -298,11 +298,7 @@ func (a *aimd) refused(sent, now time.Time, inflight int, urgency float64) bool 
 // seed starts a lane that has neither answered nor been refused at limit,
 // past slow start, as if a refusal had taught it that level (the fleet's
 // estimate: see Set.Seed); perAnswer, when known (> 0), is the fleet's time
-// per answer, so the lane paces from its first send. Unknown (a fleet that
-// starts at once), the lane paces at its limit per seedHold until its first
-// answer or refusal teaches it a time: twelve replicas that each sent one
-// unpaced cold request into a model that takes four were refused 25 times
-// in their first 5 s.
+// per answer, so the lane paces from its first send.
 func (a *aimd) seed(limit float64, perAnswer time.Duration) {
 	if limit <= 0 || a.cut || a.serviceE != 0 {
 		return
@@ -311,13 +307,8 @@ func (a *aimd) seed(limit float64, perAnswer time.Duration) {
 	a.cut, a.refusedAt = true, a.limit
 	if perAnswer > 0 {
 		a.serviceE, a.serviceHi = perAnswer.Seconds(), perAnswer.Seconds()
-	} else {
-		a.coldHold = seedHold.Seconds()
 	}
 }
-
-// seedHold is the time a seeded lane paces by before it knows one.
-const seedHold = time.Second
 
 // service is the measured time per answer; 0 when nothing was answered yet.
 func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float64(time.Second)) }

@@ -331,9 +331,6 @@ func (l *Lane) AcquireCost(ctx context.Context, rank int, retry, mayWait bool, d
 		if l.seed != nil {
 			l.lim.seed(l.seed())
 			l.tokens = float64(l.lim.slots())
-			if l.lim.cut && l.lim.serviceE == 0 {
-				l.tokens = 1 - l.t.Rand() // a fleet starting at once: first sends at random phases (aimd.seed)
-			}
 		}
 		defer l.t.LimitMoved(l.lim.limit) // counted from first use
 	}
