@@ -57,7 +57,7 @@ func (c *budgetCaller) Do(ctx context.Context, req *upstream.Request) (*upstream
 	case err != nil || resp.Status/100 != 2:
 		r.Settle(ctx, 0, false, true)
 	case resp.Rest == nil:
-		u := ReadUsage(resp.Body)
+		u := usageOf(req, resp.Body)
 		r.Settle(ctx, int64(u.Input+u.Output), u.Known, false)
 	}
 	return resp, err
@@ -78,12 +78,16 @@ func (c *budgetCaller) Open(ctx context.Context, req *upstream.Request) (*upstre
 	return sr, err
 }
 
-// Estimate is a request's token cost before its answer: its body's bytes
-// ÷ 4 (about four bytes a token in English text, the rule of thumb of
+// Estimate is a request's token cost before its answer: the cost its wire
+// API estimated (upstream.Request.Cost, proxy/wire/*/cost.go) when it has
+// one, else its body's bytes ÷ 4 (about four bytes a token in English text, the rule of thumb of
 // OpenAI's tokenizer guide) plus the output it allows (max_tokens,
 // max_completion_tokens, max_output_tokens, or Gemini's
 // generationConfig.maxOutputTokens). Reconciled with the answer's usage.
 func Estimate(req *upstream.Request) int64 {
+	if c := req.Cost; c.Input+c.Output > 0 {
+		return int64(c.Input + c.Output)
+	}
 	est := int64(len(req.Body)/4) + 1
 	wire.TopFields(req.Body, func(key []byte, vStart, vEnd int) bool {
 		switch string(key) {
@@ -124,6 +128,16 @@ var usageFields = [...]wire.UsageFields{
 	{Field: "usageMetadata",
 		Input:  []string{"promptTokenCount", "toolUsePromptTokenCount"},
 		Output: []string{"candidatesTokenCount", "thoughtsTokenCount"}},
+}
+
+// usageOf reads an answer's usage with the request's own wire API's reader
+// (upstream.Request.Usage) when it has one, else ReadUsage.
+func usageOf(req *upstream.Request, body []byte) wire.Usage {
+	if req.Usage != nil {
+		in, out, ok := req.Usage(body)
+		return wire.Usage{Input: uint64(max(in, 0)), Output: uint64(max(out, 0)), Known: ok}
+	}
+	return ReadUsage(body)
 }
 
 // ReadUsage reads a JSON answer's token usage, whichever API it speaks.

@@ -199,6 +199,18 @@ func TestEstimate(t *testing.T) {
 			t.Errorf("ReadUsage(%s) = %+v, want %d", body, u, want)
 		}
 	}
+	// The wire API's own estimate and usage reader win over the fallbacks.
+	req := &upstream.Request{
+		Body:  []byte(`{"model":"m","max_tokens":100}`),
+		Cost:  upstream.Cost{Input: 40, Output: 100},
+		Usage: func([]byte) (int, int, bool) { return 30, 5, true },
+	}
+	if got := Estimate(req); got != 140 {
+		t.Errorf("Estimate with the API's cost = %d, want 140", got)
+	}
+	if u := usageOf(req, []byte(`{"usage":{"prompt_tokens":3,"completion_tokens":4}}`)); !u.Known || u.Input != 30 || u.Output != 5 {
+		t.Errorf("usageOf with the API's reader = %+v, want 30 in and 5 out", u)
+	}
 }
 
 // A replica that loses Redis goes on from what it took of its share while
