@@ -291,3 +291,56 @@ func TestRefusalsByLimit(t *testing.T) {
 		t.Errorf("refusals = %v, want %v", got, want)
 	}
 }
+
+// TestTokenBudgetSharedByAFleet: three callers (a fleet's replicas) share
+// one provider's token budget, and each reads the same remaining count in
+// its headers. Each paces to its share of the budget, measured from how
+// the remaining count moved against what it sent itself, so together they
+// respect the budget: every request is answered with few refusals. A
+// replica that spent the whole remaining count, and refilled at the whole
+// rate, would spend the budget three times over.
+func TestTokenBudgetSharedByAFleet(t *testing.T) {
+	p := newTokenProvider("openai", 240_000, 3000) // 4000 tokens a second; 3000 in the bucket
+	up := startUpstream(t, p.handle)
+	p.up = up
+	const replicas, n = 3, 40
+	var wg sync.WaitGroup
+	var answered atomic.Int32
+	for range replicas {
+		opts := oneTarget(up.url())
+		opts.Retry = RetryPolicy{MaxAttempts: 6, BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second, Deadline: 60 * time.Second}
+		c := newCaller(t, opts)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				in, out := 150, 50
+				if i%5 == 4 {
+					in, out = 1500, 500
+				}
+				resp, err := c.Do(context.Background(), costly(in, out))
+				if err != nil {
+					t.Errorf("request %d: %v", i, err)
+					return
+				}
+				if resp.Status == 200 {
+					answered.Add(1)
+				}
+			}()
+		}
+	}
+	// The cold burst, before any replica read the budget, is refused as it
+	// may: count the refusals after a third of the requests were answered.
+	waitUntil(t, func() bool { return p.served.Load() >= replicas*n/3 })
+	cold := p.refused.Load()
+	wg.Wait()
+	if a := answered.Load(); a != replicas*n {
+		t.Errorf("answered %d of %d", a, replicas*n)
+	}
+	// 120 requests of 48 000 tokens against 3000 in the bucket and 4000 a
+	// second: about 12 s of budget, two thirds of it after the count starts.
+	if r := p.refused.Load() - cold; r > 3 {
+		t.Errorf("the provider refused %d attempts once the replicas read its budget, want at most 3: each replica paces to its share of the budget", r)
+	}
+	t.Logf("%d refusals in the cold burst, %d after; %d answered", cold, p.refused.Load()-cold, answered.Load())
+}

@@ -83,7 +83,34 @@ type bucket struct {
 	// tokens sent in the last minute are a rate only once it is a minute
 	// old.
 	since time.Time
+	// share is the part of the provider's budget this lane spends (an
+	// EWMA; 0: unknown, taken as all of it). The provider's budget is the
+	// fleet's: every replica reads the same remaining count, and a replica
+	// that spent all of it, and refilled at the whole rate, would spend it
+	// N times over. The lane paces to its share: it refills at share×limit
+	// a minute, up to share×limit, and takes share of a remaining count.
+	share float64
+	// readAt and readRem are the last remaining count read (readAt: when
+	// the request that carried it was sent, about when the provider
+	// counted it) that the share was measured from.
+	readAt  time.Time
+	readRem float64
 }
+
+// part is the share of the provider's budget the lane spends, 1 when it is
+// not known.
+func (b *bucket) part() float64 {
+	if b.share <= 0 {
+		return 1
+	}
+	return b.share
+}
+
+// ceil is the most the lane's bucket holds: its share of the limit.
+func (b *bucket) ceil() float64 { return b.part() * b.limit }
+
+// rate is the lane's refill in tokens a second: its share of the limit.
+func (b *bucket) rate() float64 { return b.part() * b.limit / 60 }
 
 func (b *bucket) fill(now time.Time) {
 	if b.limit <= 0 {
@@ -91,7 +118,7 @@ func (b *bucket) fill(now time.Time) {
 		return
 	}
 	if !b.at.IsZero() && now.After(b.at) {
-		b.level = min(b.limit, b.level+now.Sub(b.at).Seconds()*b.limit/60)
+		b.level = min(b.ceil(), b.level+now.Sub(b.at).Seconds()*b.rate())
 	}
 	b.at = now
 }
@@ -101,11 +128,14 @@ func (b *bucket) fill(now time.Time) {
 // fell while the request waited) never holds a request for ever, nor the
 // requests behind one reserved for next. The caller filled b.
 func (b *bucket) wait(c float64) time.Duration {
-	c = min(c, b.limit)
-	if b.limit <= 0 || b.level >= c {
+	if b.limit <= 0 {
 		return 0
 	}
-	return time.Duration((c - b.level) / (b.limit / 60) * float64(time.Second))
+	c = min(c, b.ceil())
+	if b.level >= c {
+		return 0
+	}
+	return time.Duration((c - b.level) / b.rate() * float64(time.Second))
 }
 
 func (b *bucket) take(now time.Time, c float64) {
@@ -155,6 +185,42 @@ type tokens struct {
 	// (an EWMA; 0: none yet): the estimate (characters over four) learns
 	// the provider's tokenizer from its usage.
 	inScale float64
+	// spent is the tokens the lane has sent, ever, per budget; hist its
+	// recent values by when (a ring, next its next cell): what the lane
+	// spent between two of the provider's readings, to tell its own
+	// spending from the fleet's.
+	spent perDim
+	hist  [spentHist]struct {
+		at    int64 // UnixNano
+		spent perDim
+	}
+	next int
+}
+
+// spentHist bounds the history of what a lane spent: the grants of the
+// last few seconds of a busy lane, enough to span shareWindow.
+const spentHist = 64
+
+// shareWindow is the least time between two remaining counts the share is
+// measured over: over a shorter one, the answers in flight and the
+// provider's rounding (Anthropic rounds its counts) are most of the
+// difference.
+const shareWindow = time.Second
+
+// spentAt is what the lane had spent by t, false when t is older than its
+// history.
+func (t *tokens) spentAt(at time.Time) (perDim, bool) {
+	n := at.UnixNano()
+	for k := 1; k <= spentHist; k++ {
+		h := &t.hist[(t.next-k+spentHist)%spentHist]
+		if h.at == 0 {
+			return perDim{}, k > 1 || t.spent == perDim{}
+		}
+		if h.at <= n {
+			return h.spent, true
+		}
+	}
+	return perDim{}, false
 }
 
 // costOf is c on every budget, the output defaulting to the typical.
@@ -198,8 +264,71 @@ func (t *tokens) take(now time.Time, c perDim) {
 	for i := range t.b {
 		t.b[i].fill(now)
 		t.b[i].take(now, c[i])
+		t.spent[i] += c[i]
 	}
+	t.hist[t.next].at, t.hist[t.next].spent = now.UnixNano(), t.spent
+	t.next = (t.next + 1) % spentHist
 }
+
+// measureShare learns b's share of the provider's budget from a remaining
+// count rem read at sent: between the last reading and this one, the
+// provider's budget refilled at its limit and lost what the whole fleet
+// spent; of that, mine is what this lane sent meanwhile. A reading older
+// than the last is not used (answers come back out of order). The caller
+// holds l.mu.
+func (t *tokens) measureShare(dim int, sent time.Time, rem float64) {
+	const alpha = 0.3
+	b := &t.b[dim]
+	if !b.readAt.IsZero() && !sent.After(b.readAt.Add(shareWindow)) {
+		return
+	}
+	prevAt, prevRem := b.readAt, b.readRem
+	b.readAt, b.readRem = sent, rem
+	if prevAt.IsZero() {
+		return
+	}
+	was, ok1 := t.spentAt(prevAt)
+	now, ok2 := t.spentAt(sent)
+	if !ok1 || !ok2 {
+		return
+	}
+	refill := sent.Sub(prevAt).Seconds() * b.limit / 60
+	all := min(b.limit, prevRem+refill) - rem
+	mine := now[dim] - was[dim]
+	sh := b.part()
+	switch {
+	case all < bindsAt*refill:
+		// The fleet left part of the budget unspent: take more of it.
+		sh += shareStep
+	case mine >= bindsAt*all:
+		// The budget binds, and the lane spent about all of it: it is
+		// alone on the budget (or was, this once).
+		sh += (1 - sh) / 2
+	default:
+		// The budget binds, and others spend it too: give up a part of
+		// the share, and at once down to what the lane spent of it (a
+		// fleet that begins together, each replica taking the whole
+		// budget, finds its shares in one reading). Cut by a part of each
+		// share and grown by the same step, the replicas' shares meet
+		// (additive increase, multiplicative decrease, as TCP's
+		// congestion windows share a link).
+		sh = min(sh*(1-shareCut), mine/all)
+	}
+	b.share = min(max(sh, minShare), 1)
+}
+
+// The steps of a lane's share of a budget (see measureShare): a budget
+// binds when the fleet spent bindsAt of what it refilled; while it does not,
+// the share grows by shareStep; while it does, it is cut by shareCut.
+const (
+	bindsAt   = 0.9
+	shareStep = 0.1
+	shareCut  = 0.2
+)
+
+// minShare is the least share of a budget a lane paces to: a lane the
+// fleet crowded out still sends, and so measures its share again.
+const minShare = 0.05
 
 // tooLarge returns the budget whose limit c exceeds (it can never fit), -1
 // for none.
@@ -244,7 +373,7 @@ func (l *Lane) Reconcile(c Cost, input, output int) {
 			continue
 		}
 		b.fill(now)
-		b.level = min(b.limit, b.level+charged[i]-used[i])
+		b.level = min(b.ceil(), b.level+charged[i]-used[i])
 		if !b.learnt {
 			// A limit learnt from what the provider admitted before it
 			// refused, with nothing else to go by, grows with every answer
@@ -320,8 +449,9 @@ func (t *tokens) observe(now, sent time.Time, h http.Header) {
 		}
 		b.limit, b.learnt = limit, true
 		if rem, ok := headerCount(h, th.remaining); ok {
-			since := max(now.Sub(sent), 0).Seconds() * limit / 60
-			b.level = min(b.level, rem+since)
+			t.measureShare(th.dim, sent, rem)
+			since := max(now.Sub(sent), 0).Seconds() * b.rate()
+			b.level = min(b.level, b.part()*rem+since)
 		}
 	}
 }
@@ -388,7 +518,7 @@ func (l *Lane) reserved(w *waiter, now time.Time) bool {
 	earn := time.Duration(0)
 	for i := range l.tok.b {
 		if b := &l.tok.b[i]; b.limit > 0 {
-			earn = max(earn, time.Duration(w.cost[i]/(b.limit/60)*float64(time.Second)))
+			earn = max(earn, time.Duration(min(w.cost[i], b.ceil())/b.rate()*float64(time.Second)))
 		}
 	}
 	return now.Sub(w.queued) >= max(reserveAfter, earn)
