@@ -277,7 +277,6 @@ func (t *tokens) take(now time.Time, c perDim) {
 // than the last is not used (answers come back out of order). The caller
 // holds l.mu.
 func (t *tokens) measureShare(dim int, sent time.Time, rem float64) {
-	const alpha = 0.3
 	b := &t.b[dim]
 	if !b.readAt.IsZero() && !sent.After(b.readAt.Add(shareWindow)) {
 		return
