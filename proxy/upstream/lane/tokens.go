@@ -429,12 +429,13 @@ func headerCount(h http.Header, name string) (float64, bool) {
 	return n, true
 }
 
-// observeTokens learns the budgets from an answer's rate-limit headers: the
+// observe learns the budgets from an answer's rate-limit headers: the
 // limit, and the remaining count, which every replica of a fleet sees (the
-// provider's budget is the fleet's), so the lane's level never stays above
-// it. The remaining count was the provider's when it admitted the request,
-// sent at sent: what the bucket refilled since is added. The caller holds
-// l.mu.
+// provider's budget is the fleet's), so the lane measures its share of the
+// budget from it (measureShare) and its level never stays above its share
+// of it. The remaining count was the provider's when it admitted the
+// request, sent at sent: what the lane's bucket refilled since is added.
+// The caller holds l.mu.
 func (t *tokens) observe(now, sent time.Time, h http.Header) {
 	for _, th := range tokenHeaders {
 		limit, ok := headerCount(h, th.limit)
