@@ -34,7 +34,7 @@ func TestLargePromptFillMemory(t *testing.T) {
 		t.Skip("reads /proc/<pid>/status: Linux only (GOOS)")
 	}
 	if testing.Short() {
-		t.Skip("skipped by go test -short; it builds the binary and sends 200 MiB")
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); it builds the binary and sends 200 MiB")
 	}
 	const (
 		prompts   = 200

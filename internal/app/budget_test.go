@@ -334,7 +334,7 @@ func TestBudgetRefusalInTheSDK(t *testing.T) {
 // and every replica shares again within 2 s of Redis coming back.
 func TestRedisOutageUnderLoad(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: a 10 s outage")
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); a 10 s Redis outage")
 	}
 	rs := redistest.Start(t)
 	f := startBudgetFleet(t, rs.URL(), 3)

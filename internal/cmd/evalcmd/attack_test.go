@@ -116,7 +116,7 @@ func TestBenignVariationStillHits(t *testing.T) {
 // or breakwater eval -attack) is documented in docs/PRECISION.md.
 func TestAdversarialSearch(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipped by go test -short; it loads the built-in encoder and embeds a few thousand texts")
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); it loads the built-in encoder and embeds a few thousand texts")
 	}
 	// About 5 s on two busy cores, 15 s under -race (the encoder's kernels
 	// are assembly, which the race detector does not instrument).
@@ -136,7 +136,7 @@ func TestAdversarialSearch(t *testing.T) {
 // past every remaining rule and above the threshold.
 func TestAdversarialSearchFinds(t *testing.T) {
 	if testing.Short() {
-		t.Skip("skipped by go test -short; it loads the built-in encoder")
+		t.Skip("skipped by go test -short (no variable enables it: it runs whenever -short is absent, as in CI); it loads the built-in encoder")
 	}
 	emb := realEncoder(t)
 	instruction := Payloads[3]
