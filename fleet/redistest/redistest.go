@@ -31,7 +31,7 @@ func Start(t testing.TB) *Server {
 	t.Helper()
 	s, err := Run()
 	if err != nil {
-		skip(t, "%v", err)
+		skip(t, "no redis-server could be started (%v); apt-get install -y redis-server, and set CI=1 to make its absence a failure instead of a skip", err)
 	}
 	t.Cleanup(s.Kill)
 	return s
