@@ -393,6 +393,14 @@ func (k *call) deadlineErr() *Error {
 	if k.rep.lastStatus != 0 {
 		return k.rep.exhausted()
 	}
+	if k.rep.attempts == 0 && len(k.rep.shed) > 0 {
+		// Never sent: the lane held it for want of room at the model and
+		// shed it (see lane.Shed), which is congestion, not a deadline at
+		// the model: 429 with the lane's Retry-After (issue 39). A replica
+		// that has not had an answer for a while in a fleet still has a
+		// model that answers others.
+		return k.rep.exhausted()
+	}
 	if k.cur != nil && k.cur.answeredWithin(k.c.now(), aliveWindow) {
 		k.rep.alive = true
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -572,5 +573,43 @@ func TestContextDeadlineWinsWhenEarlier(t *testing.T) {
 	}
 	if got, want := up.count(), 1; got != want {
 		t.Errorf("upstream calls = %d, want %d", got, want)
+	}
+}
+
+// Issue 39: a request the lane held for want of room at the model, and shed
+// when its deadline came, was never sent: the app gets congestion's 429 with
+// Retry-After, not a 504 deadline, even from a target that has not answered
+// lately (a fleet replica that lost its share of a model others are using).
+func TestNeverSentIsCongestionNotDeadline(t *testing.T) {
+	release := make(chan struct{})
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, _ int) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		ok(w, r, 0)
+	})
+	defer close(release)
+	o := oneTarget(up.url())
+	o.Upstreams[0].MaxConcurrency = 1
+	o.Retry = RetryPolicy{MaxAttempts: 3, BaseDelay: 5 * time.Millisecond, MaxDelay: 20 * time.Millisecond, Deadline: 5 * time.Second}
+	c := newCaller(t, o)
+	go c.Do(t.Context(), chat("gpt-4o")) //nolint:errcheck // holds the only slot
+	for up.count() == 0 {
+		runtime.Gosched()
+	}
+	req := chat("gpt-4o")
+	req.Header.Set("X-Breakwater-Timeout", "0.5")
+	_, err := c.Do(t.Context(), req)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("Do = %v, want an *Error", err)
+	}
+	if e.Status != http.StatusTooManyRequests || e.Code != CodeCapacityExceeded || e.RetryAfter < time.Second || e.Attempts != 0 {
+		t.Errorf("got status %d code %s retry-after %s attempts %d (%s), want 429 %s, ≥ 1s, 0 attempts",
+			e.Status, e.Code, e.RetryAfter, e.Attempts, e.Message, CodeCapacityExceeded)
+	}
+	if got := up.count(); got != 1 {
+		t.Errorf("upstream calls = %d, want 1 (the held request never sent)", got)
 	}
 }

@@ -40,7 +40,9 @@ const (
 //   - 503 no_healthy_target: no attempt was made because every target was open,
 //     paced out beyond the deadline or otherwise unavailable;
 //   - 504 deadline_exceeded: the deadline ran out during attempts or waits (429
-//     when a target tried answers other requests: it is congested);
+//     when a target tried answers other requests: it is congested); a
+//     request the lane held and shed before any attempt gets the shed's 429
+//     capacity_exceeded instead, whatever the deadline;
 //   - upstream_error: attempts were made and all failed, or the deadline ran
 //     out after the provider refused the last one; Status is the last
 //     upstream status when it was 429, 500, 502, 503 or 504, 503 for 529 (and
