@@ -86,9 +86,8 @@ func LoadWithProblems(path string, env func(string) string) (*Config, error) {
 // decode parses data over the defaults, strictly, and fills the defaults of
 // [[upstreams]], pools and targets for the keys each entry leaves out.
 func decode(path string, data []byte) (*Config, error) {
-	// A generic parse first: it reports syntax errors on their own, and it
-	// tells which keys each array-of-tables entry sets (a zero in the struct
-	// cannot: max_queue = 0 is a choice, an absent max_queue is 256).
+	// A generic parse first: it reports syntax errors on their own, and
+	// checkRaw and the errors' hints read the keys as written.
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, decodeError(path, err, nil)
@@ -96,13 +95,12 @@ func decode(path string, data []byte) (*Config, error) {
 	if err := checkRaw(path, reflect.TypeFor[Config](), raw, ""); err != nil {
 		return nil, err
 	}
-	c := defaults()
+	f := document{Config: defaults()}
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(c); err != nil {
+	if err := dec.Decode(&f); err != nil {
 		return nil, decodeError(path, err, raw)
 	}
-	fillElementDefaults(c, raw)
-	return c, nil
+	return f.config(), nil
 }
 
 // decodeError turns go-toml's errors into one line per problem:
@@ -323,58 +321,6 @@ func joinKey(prefix, name string) string {
 		return name
 	}
 	return prefix + "." + name
-}
-
-// fillElementDefaults sets the defaults of array-of-tables entries for the
-// keys the file leaves out (sections get theirs by decoding over defaults()).
-func fillElementDefaults(c *Config, raw map[string]any) {
-	ups, _ := raw["upstreams"].([]any)
-	for i := range c.Upstreams {
-		r := tableAt(ups, i)
-		u := &c.Upstreams[i]
-		if !has(r, "timeout") {
-			u.Timeout = defaultUpstreamTimeout
-		}
-		if !has(r, "max_concurrency") {
-			u.MaxConcurrency = defaultMaxConcurrency
-		}
-		if !has(r, "max_queue") {
-			u.MaxQueue = defaultMaxQueue
-		}
-		pools, _ := r["pools"].(map[string]any)
-		for class, p := range u.Pools {
-			pr, _ := pools[class].(map[string]any)
-			if !has(pr, "max_concurrency") {
-				p.MaxConcurrency = u.MaxConcurrency
-			}
-			if !has(pr, "max_queue") {
-				p.MaxQueue = u.MaxQueue
-			}
-			u.Pools[class] = p
-		}
-	}
-	models, _ := raw["models"].([]any)
-	for i := range c.Models {
-		targets, _ := tableAt(models, i)["targets"].([]any)
-		for j := range c.Models[i].Targets {
-			if !has(tableAt(targets, j), "weight") {
-				c.Models[i].Targets[j].Weight = defaultTargetWeight
-			}
-		}
-	}
-}
-
-func tableAt(list []any, i int) map[string]any {
-	if i >= len(list) {
-		return nil
-	}
-	m, _ := list[i].(map[string]any)
-	return m
-}
-
-func has(m map[string]any, key string) bool {
-	_, ok := m[key]
-	return ok
 }
 
 // envKey is one environment override: Name is the variable, Key the TOML
