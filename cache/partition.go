@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io/fs"
 	"net/http"
-	"net/textproto"
 	"os"
 	"path/filepath"
 	"slices"
@@ -64,47 +63,18 @@ func NewPartitioner(secret []byte, by []string) (*Partitioner, error) {
 	if len(secret) < MinSecretLen {
 		return nil, fmt.Errorf("create partitioner: secret has %d bytes, need at least %d", len(secret), MinSecretLen)
 	}
+	if err := ValidatePartitionBy(by); err != nil {
+		return nil, fmt.Errorf("create partitioner: %w", err)
+	}
 	p.secret = append([]byte(nil), secret...)
-	seen := map[string]bool{}
 	for _, sel := range by {
-		var name string
-		switch s := strings.ToLower(strings.TrimSpace(sel)); {
-		case s == ByAuthorization:
-			name = "Authorization"
-		case s == ByNamespace:
-			name = NamespaceHeader
-		case strings.HasPrefix(s, byHeaderPrefix):
-			name = strings.TrimSpace(sel[len(byHeaderPrefix):])
-			if !validHeaderName(name) {
-				return nil, fmt.Errorf("create partitioner: %q does not name a header (want header:<Name>)", sel)
-			}
-			name = textproto.CanonicalMIMEHeaderKey(name)
-		default:
-			return nil, fmt.Errorf("create partitioner: unknown partition_by value %q (want %q, %q or \"header:<Name>\")", sel, ByAuthorization, ByNamespace)
-		}
-		if seen[name] {
-			return nil, fmt.Errorf("create partitioner: %q selects %s twice", sel, name)
-		}
-		seen[name] = true
+		name, _ := partitionHeader(sel)
 		if name == "Authorization" {
 			p.authIdx = len(p.headers)
 		}
 		p.headers = append(p.headers, name)
 	}
 	return p, nil
-}
-
-func validHeaderName(name string) bool {
-	if name == "" {
-		return false
-	}
-	for _, c := range []byte(name) {
-		// RFC 9110 token characters.
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // Partition returns the partition of a request with headers h: "shared" in

@@ -1,9 +1,11 @@
 package config
 
 import (
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -115,5 +117,45 @@ func (v VectorConfig) Embedded() embedded.Options {
 		MaxEntries:    None(v.MaxEntries),
 		MaxBytes:      int64(None(v.MaxBytes)),
 		MaxEntryBytes: int64(None(v.MaxEntryBytes)),
+	}
+}
+
+// Options is [cache] as the cache's option, without what the composition
+// root builds (the tiers, the embedder and index, the guards, the
+// verifier, the end users' secret).
+func (c CacheConfig) Options() cache.Options {
+	return cache.Options{
+		Threshold:  float32(None(c.Threshold)),
+		TTL:        None(c.TTL.D()),
+		QueueSize:  None(c.WriteQueue),
+		QueueBytes: int64(None(c.WriteQueueBytes)),
+		CrossUser:  c.Semantic.CrossUser,
+	}
+}
+
+// ProxyOptions is what [server], [cache] and [stream] set of the proxy's
+// option, without what the composition root builds (the caller, the cache
+// and its partitioner, the APIs and their pass-through, the models and
+// prices, the admin token read from its variable, the observers).
+func (c *Config) ProxyOptions() proxy.Options {
+	return proxy.Options{
+		EndUserHeader:        c.Cache.EndUserHeader,
+		MaxBodyBytes:         int64(None(c.Server.MaxBodyBytes)),
+		MaxBodyBytesInFlight: int64(None(c.Server.MaxBodyBytesInFlight)),
+		ReadHeaderTimeout:    None(c.Server.ReadHeaderTimeout.D()),
+		ReadTimeout:          None(c.Server.ReadTimeout.D()),
+		WriteTimeout:         None(c.Server.WriteTimeout.D()),
+		ConnIdleTimeout:      None(c.Server.IdleTimeout.D()),
+		MaxConnections:       None(c.Server.MaxConnections),
+		MaxStreamBytes:       int64(None(c.Stream.MaxBytes)),
+		MaxEventBytes:        int(None(c.Stream.MaxEventBytes)),
+		TTL:                  None(c.Cache.TTL.D()),
+		MaxTemperature:       c.Cache.MaxTemperature,
+		StaleIfError:         c.Cache.StaleIfError,
+		StaleThreshold:       float32(None(c.Cache.StaleThreshold)),
+		StoreMaxTokens:       c.Cache.StoreMaxTokens,
+		Resume:               c.Stream.Resume,
+		IdleTimeout:          None(c.Stream.IdleTimeout.D()),
+		AdminAllowNoToken:    c.Server.AdminAllowNoToken,
 	}
 }

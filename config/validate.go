@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/lib/setting"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/wire/apis"
@@ -57,6 +58,8 @@ func (c *Config) validate(fromEnv map[string]string) error {
 	v := validator{env: fromEnv}
 	c.validateServer(&v)
 	c.validateCache(&v)
+	// The proxy's options span [server], [cache] and [stream].
+	v.lib(c, c.ProxyOptions().Validate())
 	c.validateVector(&v)
 	c.validateEmbed(&v)
 	c.validateRetry(&v)
@@ -120,7 +123,6 @@ func (c *Config) validateServer(v *validator) {
 	nonNegative(v, "server.max_body_bytes", s.MaxBodyBytes, "must be >= 0 (0: no limit)")
 	envName(v, "server.admin_token_env", s.AdminTokenEnv)
 	positive(v, "server.shutdown_timeout", s.ShutdownTimeout)
-	positive(v, "server.read_header_timeout", s.ReadHeaderTimeout)
 	nonNegative(v, "server.max_body_bytes_in_flight", s.MaxBodyBytesInFlight, "must be >= 0 (0: no limit)")
 	nonNegative(v, "server.max_answer_bytes", s.MaxAnswerBytes, "must be >= 0 (0: no limit)")
 	for _, d := range []struct {
@@ -146,48 +148,18 @@ func (c *Config) validateServer(v *validator) {
 
 func (c *Config) validateCache(v *validator) {
 	s := &c.Cache
-	positive(v, "cache.ttl", s.TTL)
-	unitInterval(v, "cache.threshold", s.Threshold)
+	v.lib(c, s.Options().Validate())
 	nonNegative(v, "cache.exact_max_bytes", s.ExactMaxBytes, "must be >= 0 (0 disables the exact tier)")
 	nonNegative(v, "cache.write_queue_bytes", s.WriteQueueBytes, "must be >= 0 (0: no limit)")
-	seen := map[string]bool{}
-	for i, item := range s.PartitionBy {
-		key := fmt.Sprintf("cache.partition_by[%d]", i)
-		switch {
-		case item == PartitionAuthorization, item == PartitionNamespace:
-		case strings.HasPrefix(item, PartitionHeaderPrefix):
-			if name := strings.TrimPrefix(item, PartitionHeaderPrefix); !isToken(name) {
-				v.add(key, item, `"header:" must be followed by a header name such as X-Tenant-ID`)
-				continue
-			}
-		default:
-			v.add(key, item, `must be "authorization", "namespace" or "header:<Name>" ([] shares one cache between all clients)`)
-			continue
-		}
-		norm := strings.ToLower(item)
-		if seen[norm] {
-			v.add(key, item, "listed twice")
-		}
-		seen[norm] = true
-	}
+	v.lib(c, cache.ValidatePartitionBy(s.PartitionBy))
 	envName(v, "cache.partition_secret_env", s.PartitionSecretEnv)
-	if s.MaxTemperature < 0 || s.MaxTemperature > 2 {
-		v.add("cache.max_temperature", s.MaxTemperature, "must be in [0, 2] (requests above it bypass the cache)")
-	}
-	switch {
-	case !(s.StaleThreshold > 0 && s.StaleThreshold <= 1):
-		unitInterval(v, "cache.stale_threshold", s.StaleThreshold)
-	case s.Threshold > 0 && s.Threshold <= 1 && s.StaleThreshold > s.Threshold:
+	// Each threshold's own range is the libraries' rule (the proxy's, the
+	// cache's); how the two compare is this file's.
+	if inUnit(s.Threshold) && inUnit(s.StaleThreshold) && s.StaleThreshold > s.Threshold {
 		v.add("cache.stale_threshold", s.StaleThreshold, "must be <= cache.threshold (%v): a stale answer is a fallback, not a stricter match", s.Threshold)
-	}
-	if s.WriteQueue < 1 {
-		v.add("cache.write_queue", s.WriteQueue, "must be >= 1")
 	}
 	if s.DataDir == "" {
 		v.add("cache.data_dir", s.DataDir, `set a writable directory for the partition secret and the vector index, e.g. "./data"`)
-	}
-	if s.EndUserHeader != "" && !isToken(s.EndUserHeader) {
-		v.add("cache.end_user_header", s.EndUserHeader, `must be a header name such as X-End-User-ID ("" reads the identity from the body only)`)
 	}
 	oneOf(v, "cache.semantic.cross_user", s.Semantic.CrossUser, CrossUserAgreed, CrossUserAny, CrossUserNever)
 	c.validateVerify(v)
@@ -338,10 +310,13 @@ func nonNegative(v *validator, key string, s Size, problem string) {
 }
 
 func unitInterval(v *validator, key string, f float64) {
-	if !(f > 0 && f <= 1) {
+	if !inUnit(f) {
 		v.add(key, f, "must be in (0, 1]")
 	}
 }
+
+// inUnit reports whether f is in (0, 1].
+func inUnit(f float64) bool { return f > 0 && f <= 1 }
 
 func oneOf(v *validator, key, value string, allowed ...string) {
 	if !slices.Contains(allowed, value) {
@@ -386,16 +361,6 @@ func isEnvName(s string) bool {
 		case r == '_', r >= 'A' && r <= 'Z', r >= 'a' && r <= 'z':
 		case r >= '0' && r <= '9' && i > 0:
 		default:
-			return false
-		}
-	}
-	return s != ""
-}
-
-// isToken reports whether s is an HTTP field name (RFC 9110 token).
-func isToken(s string) bool {
-	for _, r := range s {
-		if r >= 0x80 || !(r >= 'A' && r <= 'Z' || r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || strings.ContainsRune("!#$%&'*+-.^_`|~", r)) {
 			return false
 		}
 	}

@@ -122,8 +122,9 @@ type Options struct {
 	// DefaultMaxBodyBytesInFlight. Negative: no limit.
 	MaxBodyBytesInFlight int64
 	// ReadHeaderTimeout, ReadTimeout and ConnIdleTimeout go to the
-	// *http.Server built by HTTPServer. Zero: 10s, DefaultReadTimeout and
-	// DefaultIdleTimeout. Negative: none.
+	// *http.Server built by HTTPServer. Zero: DefaultReadHeaderTimeout,
+	// DefaultReadTimeout and DefaultIdleTimeout. Negative: none, except
+	// for ReadHeaderTimeout, which Validate refuses (slowloris).
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	ConnIdleTimeout   time.Duration
@@ -144,10 +145,10 @@ type Options struct {
 	// MaxTemperature: requests with a higher temperature bypass the cache
 	// (their answers are meant to vary); a request without one counts as
 	// 1.0, the API's default. Zero caches only temperature-0 requests.
-	// Negative: no limit.
+	// Validate refuses a value outside [0, 2], the APIs' range.
 	MaxTemperature float64
 	// StaleIfError serves the nearest cached answer down to StaleThreshold
-	// when no upstream can answer.
+	// (zero: the cache's threshold) when no upstream can answer.
 	StaleIfError   bool
 	StaleThreshold float32
 	// Resume continues a stream cut after its first byte on the next target
@@ -223,6 +224,9 @@ const DefaultTTL = 24 * time.Hour
 func New(opts Options) (*Server, error) {
 	if opts.Caller == nil {
 		return nil, errorf("new proxy: a Caller is required")
+	}
+	if err := opts.Validate(); err != nil {
+		return nil, errorf("new proxy: %w", err)
 	}
 	switch {
 	case opts.MaxBodyBytes == 0:

@@ -289,26 +289,13 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 		groups[m.Name] = m.CacheGroup
 		models = append(models, m.Name)
 	}
-	po := proxy.Options{
-		Caller:         caller,
-		Partitioner:    p,
-		EndUserHeader:  cfg.Cache.EndUserHeader,
-		Models:         models,
-		MaxBodyBytes:   int64(config.None(cfg.Server.MaxBodyBytes)),
-		TTL:            cfg.Cache.TTL.D(),
-		MaxTemperature: cfg.Cache.MaxTemperature,
-		StaleIfError:   cfg.Cache.StaleIfError,
-		StaleThreshold: float32(cfg.Cache.StaleThreshold),
-		StoreMaxTokens: cfg.Cache.StoreMaxTokens,
-		Resume:         cfg.Stream.Resume,
-		IdleTimeout:    config.None(cfg.Stream.IdleTimeout.D()),
-		Logger:         opts.Logger,
-		Group: func(model string) string {
-			if g, ok := groups[model]; ok {
-				return g
-			}
-			return model
-		},
+	po := cfg.ProxyOptions()
+	po.Caller, po.Partitioner, po.Models, po.Logger = caller, p, models, opts.Logger
+	po.Group = func(model string) string {
+		if g, ok := groups[model]; ok {
+			return g
+		}
+		return model
 	}
 	if prices := cfg.ModelPrices(); len(prices) > 0 {
 		po.Prices = make(map[string]proxy.Price, len(prices))
@@ -316,15 +303,6 @@ func proxyOptions(cfg *config.Config, opts Options, caller *upstream.Caller, p *
 			po.Prices[name] = proxy.Price{Input: p.Input, Output: p.Output}
 		}
 	}
-	po.MaxBodyBytesInFlight = int64(config.None(cfg.Server.MaxBodyBytesInFlight))
-	po.ReadHeaderTimeout = cfg.Server.ReadHeaderTimeout.D()
-	po.ReadTimeout = config.None(cfg.Server.ReadTimeout.D())
-	po.WriteTimeout = config.None(cfg.Server.WriteTimeout.D())
-	po.ConnIdleTimeout = config.None(cfg.Server.IdleTimeout.D())
-	po.MaxConnections = config.None(cfg.Server.MaxConnections)
-	po.MaxStreamBytes = int64(config.None(cfg.Stream.MaxBytes))
-	po.MaxEventBytes = int(config.None(cfg.Stream.MaxEventBytes))
-	po.AdminAllowNoToken = cfg.Server.AdminAllowNoToken
 	if cfg.Server.AdminTokenEnv != "" {
 		po.AdminToken = opts.Env(cfg.Server.AdminTokenEnv)
 	}

@@ -47,19 +47,11 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	if err != nil {
 		return nil, nil, err
 	}
-	co := cache.Options{
-		Exact:      exact,
-		Threshold:  float32(cfg.Cache.Threshold),
-		TTL:        cfg.Cache.TTL.D(),
-		QueueSize:  cfg.Cache.WriteQueue,
-		QueueBytes: int64(config.None(cfg.Cache.WriteQueueBytes)),
-		Logger:     a.log,
-		Guard:      guard.New(guard.Options{}).Check,
-		CrossUser:  cfg.Cache.Semantic.CrossUser,
-		// End users are hashed under the partition secret, so their hashes
-		// survive restarts and agree between replicas sharing an index.
-		UserSecret: secret,
-	}
+	co := cfg.Cache.Options()
+	co.Exact, co.Logger, co.Guard = exact, a.log, guard.New(guard.Options{}).Check
+	// End users are hashed under the partition secret, so their hashes
+	// survive restarts and agree between replicas sharing an index.
+	co.UserSecret = secret
 	if emb != nil && cfg.Vector.Backend == config.BackendQdrant {
 		a.owners = &sharedOwners{}
 	}
