@@ -40,6 +40,18 @@ func (s *Server) collection(name string) (*collection, error) {
 	return c, nil
 }
 
+// lockCollection locks s and returns the collection named name and the
+// unlock to defer; on an error s is unlocked already.
+func (s *Server) lockCollection(name string) (*collection, func(), error) {
+	s.mu.Lock()
+	c, err := s.collection(name)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, nil, err
+	}
+	return c, s.mu.Unlock, nil
+}
+
 func (cs *collectionsService) Create(_ context.Context, req *qdrant.CreateCollection) (*qdrant.CollectionOperationResponse, error) {
 	if req.GetCollectionName() == "" {
 		return nil, status.Error(codes.InvalidArgument, "Validation error in body: collection_name: must not be empty")
@@ -81,15 +93,14 @@ func (cs *collectionsService) Create(_ context.Context, req *qdrant.CreateCollec
 
 func (cs *collectionsService) Get(_ context.Context, req *qdrant.GetCollectionInfoRequest) (*qdrant.GetCollectionInfoResponse, error) {
 	s := cs.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(req.GetCollectionName())
+	c, unlock, err := s.lockCollection(req.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	schema := map[string]*qdrant.PayloadSchemaInfo{}
 	for field, ft := range c.indexes {
-		schema[field] = &qdrant.PayloadSchemaInfo{DataType: schemaType(ft)}
+		schema[field] = &qdrant.PayloadSchemaInfo{DataType: schemaTypes[ft]}
 	}
 	n := uint64(len(c.points))
 	return &qdrant.GetCollectionInfoResponse{Result: &qdrant.CollectionInfo{
@@ -133,12 +144,11 @@ func (cs *collectionsService) Update(_ context.Context, req *qdrant.UpdateCollec
 		return nil, status.Error(codes.Unimplemented, "qdranttest: only metadata updates are implemented")
 	}
 	s := cs.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(req.GetCollectionName())
+	c, unlock, err := s.lockCollection(req.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	if c.metadata == nil {
 		c.metadata = map[string]*qdrant.Value{}
 	}
@@ -157,26 +167,17 @@ func (cs *collectionsService) Delete(_ context.Context, req *qdrant.DeleteCollec
 	return &qdrant.CollectionOperationResponse{Result: ok}, nil
 }
 
-func schemaType(ft qdrant.FieldType) qdrant.PayloadSchemaType {
-	switch ft {
-	case qdrant.FieldType_FieldTypeKeyword:
-		return qdrant.PayloadSchemaType_Keyword
-	case qdrant.FieldType_FieldTypeInteger:
-		return qdrant.PayloadSchemaType_Integer
-	case qdrant.FieldType_FieldTypeFloat:
-		return qdrant.PayloadSchemaType_Float
-	case qdrant.FieldType_FieldTypeBool:
-		return qdrant.PayloadSchemaType_Bool
-	case qdrant.FieldType_FieldTypeDatetime:
-		return qdrant.PayloadSchemaType_Datetime
-	case qdrant.FieldType_FieldTypeUuid:
-		return qdrant.PayloadSchemaType_Uuid
-	case qdrant.FieldType_FieldTypeText:
-		return qdrant.PayloadSchemaType_Text
-	case qdrant.FieldType_FieldTypeGeo:
-		return qdrant.PayloadSchemaType_Geo
-	}
-	return qdrant.PayloadSchemaType_UnknownType
+// schemaTypes are the payload schema types of the index field types; a
+// type not listed is UnknownType, the zero value.
+var schemaTypes = map[qdrant.FieldType]qdrant.PayloadSchemaType{
+	qdrant.FieldType_FieldTypeKeyword:  qdrant.PayloadSchemaType_Keyword,
+	qdrant.FieldType_FieldTypeInteger:  qdrant.PayloadSchemaType_Integer,
+	qdrant.FieldType_FieldTypeFloat:    qdrant.PayloadSchemaType_Float,
+	qdrant.FieldType_FieldTypeBool:     qdrant.PayloadSchemaType_Bool,
+	qdrant.FieldType_FieldTypeDatetime: qdrant.PayloadSchemaType_Datetime,
+	qdrant.FieldType_FieldTypeUuid:     qdrant.PayloadSchemaType_Uuid,
+	qdrant.FieldType_FieldTypeText:     qdrant.PayloadSchemaType_Text,
+	qdrant.FieldType_FieldTypeGeo:      qdrant.PayloadSchemaType_Geo,
 }
 
 func cloneMap(m map[string]*qdrant.Value) map[string]*qdrant.Value {

@@ -27,12 +27,11 @@ func (ps *pointsService) CreateFieldIndex(_ context.Context, req *qdrant.CreateF
 		return nil, status.Error(codes.InvalidArgument, "Wrong input: field_name must not be empty")
 	}
 	s := ps.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(req.GetCollectionName())
+	c, unlock, err := s.lockCollection(req.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	c.indexes[req.GetFieldName()] = req.GetFieldType()
 	return s.completed(), nil
 }
@@ -45,12 +44,11 @@ func (ps *pointsService) Upsert(_ context.Context, req *qdrant.UpsertPoints) (*q
 		return nil, unimplemented("update_mode %v", req.GetUpdateMode())
 	}
 	s := ps.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(req.GetCollectionName())
+	c, unlock, err := s.lockCollection(req.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	// Validate the whole batch first: Qdrant applies a batch or rejects it.
 	staged := make(map[string]*point, len(req.GetPoints()))
 	for _, p := range req.GetPoints() {
@@ -132,12 +130,11 @@ func (ps *pointsService) Get(_ context.Context, req *qdrant.GetPoints) (*qdrant.
 		return nil, unimplemented("get with shard_key_selector")
 	}
 	s := ps.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(req.GetCollectionName())
+	c, unlock, err := s.lockCollection(req.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	resp := &qdrant.GetResponse{}
 	seen := map[string]bool{}
 	for _, id := range req.GetIds() {
@@ -168,12 +165,11 @@ func (ps *pointsService) Delete(_ context.Context, req *qdrant.DeletePoints) (*q
 		return nil, unimplemented("delete with shard_key_selector")
 	}
 	s := ps.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(req.GetCollectionName())
+	c, unlock, err := s.lockCollection(req.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	switch sel := req.GetPoints().GetPointsSelectorOneOf().(type) {
 	case *qdrant.PointsSelector_Points:
 		for _, id := range sel.Points.GetIds() {
@@ -208,12 +204,11 @@ func (ps *pointsService) Count(_ context.Context, req *qdrant.CountPoints) (*qdr
 		return nil, err
 	}
 	s := ps.s
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(req.GetCollectionName())
+	c, unlock, err := s.lockCollection(req.GetCollectionName())
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	var n uint64
 	for _, p := range c.points {
 		if match(p) {
@@ -281,12 +276,11 @@ func (s *Server) search(name string, vector []float32, f *qdrant.Filter, thresho
 	if err != nil {
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	c, err := s.collection(name)
+	c, unlock, err := s.lockCollection(name)
 	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	q, err := c.prepare(vector)
 	if err != nil {
 		return nil, err
