@@ -75,20 +75,10 @@ func Key(label string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// RandomUnit returns a random L2-normalised vector of dim dimensions.
+// RandomUnit returns a random L2-normalised vector of dim dimensions: the
+// zero vector perturbed by unit Gaussian noise.
 func RandomUnit(rng *rand.Rand, dim int) []float32 {
-	v := make([]float32, dim)
-	var n float64
-	for i := range v {
-		x := rng.NormFloat64()
-		v[i] = float32(x)
-		n += x * x
-	}
-	n = math.Sqrt(n)
-	for i := range v {
-		v[i] = float32(float64(v[i]) / n)
-	}
-	return v
+	return Perturb(rng, make([]float32, dim), 1)
 }
 
 // Perturb returns a unit vector near v: v plus Gaussian noise of scale eps, normalised.
