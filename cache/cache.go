@@ -221,6 +221,12 @@ type Stats struct {
 	// QueueDrops counts index writes dropped because the queue was full or
 	// the cache was closing.
 	QueueDrops uint64 `json:"queue_drops"`
+	Counters
+}
+
+// Counters are the cache's event counters and the index's state, the part
+// of Stats the proxy's /stats shows as they are.
+type Counters struct {
 	// WriteFailures counts index writes lost to embedder or index errors.
 	WriteFailures uint64 `json:"write_failures"`
 	EmbedErrors   uint64 `json:"embed_errors"`
@@ -762,10 +768,12 @@ func (c *Cache) stale(partition string, gen uint64) bool {
 // by ctx.
 func (c *Cache) Stats(ctx context.Context) Stats {
 	s := Stats{
-		ExactEntries:       c.exact.Len(),
-		IndexEntries:       -1,
-		QueueDepth:         c.q.depth(),
-		QueueDrops:         c.q.drops.Load(),
+		ExactEntries: c.exact.Len(),
+		IndexEntries: -1,
+		QueueDepth:   c.q.depth(),
+		QueueDrops:   c.q.drops.Load(),
+	}
+	s.Counters = Counters{
 		WriteFailures:      c.writeFailures.Load(),
 		EmbedErrors:        c.embedErrors.Load(),
 		IndexErrors:        c.indexErrors.Load(),

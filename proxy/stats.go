@@ -8,6 +8,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy/observe"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -96,29 +97,12 @@ type ResponsesStats struct {
 	KnownIDs int `json:"known_ids"`
 }
 
-// CacheStats are the cache tiers' internal counters.
-type CacheStats struct {
-	GuardRejections    map[string]uint64 `json:"guard_rejections"`
-	LongTextRejections uint64            `json:"long_text_rejections"`
-	// ExactOnly counts lookups whose query the encoder cannot see in full
-	// (cache.Stats.ExactOnly): answered from the exact tier only.
-	ExactOnly  uint64 `json:"exact_only"`
-	Promotions uint64 `json:"promotions"`
-	// CrossUserRefusals are semantic candidates another end user created
-	// that the scope refused; Agreements answers stored as agreed
-	// (cache.semantic.cross_user).
-	CrossUserRefusals uint64 `json:"cross_user_refusals"`
-	Agreements        uint64 `json:"agreements"`
-	EmbedErrors       uint64 `json:"embed_errors"`
-	IndexErrors       uint64 `json:"index_errors"`
-	WriteFailures     uint64 `json:"write_failures"`
-	// IndexState is the semantic tier's index: off, opening, ready or failed
-	// (cache.Index*); IndexOpenSeconds how long its open took (so far).
-	IndexState       string  `json:"index_state"`
-	IndexOpenSeconds float64 `json:"index_open_seconds,omitempty"`
-	// OpeningSkips counts answers kept out of the index while it opened.
-	OpeningSkips uint64 `json:"opening_skips,omitempty"`
-}
+// CacheStats are the cache tiers' internal counters and the index's state
+// (cache.Counters): guard and long-text rejections, exact-only lookups,
+// promotions, cross-user refusals and agreements (cache.semantic.cross_user),
+// embedder, index and write failures, and the index's state (off, opening,
+// ready or failed) with how long its open took (so far).
+type CacheStats = cache.Counters
 
 // UpstreamStats counts what reached, or was kept from, the model endpoints.
 type UpstreamStats struct {
@@ -271,12 +255,7 @@ func (s *Server) Snapshot() Stats {
 		cs := s.opts.Cache.Stats(context.Background())
 		st.Entries = EntryStats{Exact: cs.ExactEntries, Semantic: cs.IndexEntries}
 		st.WriteBack = WriteBackStats{Queued: cs.QueueDepth, Dropped: cs.QueueDrops}
-		st.Cache = &CacheStats{
-			GuardRejections: cs.GuardRejections, LongTextRejections: cs.LongTextRejections, ExactOnly: cs.ExactOnly,
-			Promotions: cs.Promotions, CrossUserRefusals: cs.CrossUserRefusals, Agreements: cs.Agreements, EmbedErrors: cs.EmbedErrors, IndexErrors: cs.IndexErrors,
-			WriteFailures: cs.WriteFailures, IndexState: cs.IndexState,
-			IndexOpenSeconds: cs.IndexOpenSeconds, OpeningSkips: cs.OpeningSkips,
-		}
+		st.Cache = &cs.Counters
 		for tier, err := range s.opts.Cache.Health() {
 			if err != nil {
 				if st.Degraded == nil {
