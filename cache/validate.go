@@ -16,15 +16,9 @@ import (
 // limit).
 func (o Options) Validate() error {
 	var es setting.Errors
-	if !(o.Threshold >= 0 && o.Threshold <= 1) {
-		es.Add("cache.threshold", o.Threshold, "must be in (0, 1]")
-	}
-	if o.TTL < 0 {
-		es.Add("cache.ttl", o.TTL, "must be > 0")
-	}
-	if o.QueueSize < 0 {
-		es.Add("cache.write_queue", o.QueueSize, "must be >= 1")
-	}
+	setting.Outside(&es, "cache.threshold", o.Threshold, 0, 1, "must be in (0, 1]")
+	setting.Negative(&es, "cache.ttl", o.TTL, "must be > 0")
+	setting.Negative(&es, "cache.write_queue", o.QueueSize, "must be >= 1")
 	return es.Err()
 }
 

@@ -40,12 +40,8 @@ const openAIProbeText = "breakwater dimension probe"
 // sets, each naming its key (lib/setting); zero is the default.
 func (o OpenAIOptions) Validate() error {
 	var es setting.Errors
-	if o.Dimensions < 0 {
-		es.Add("embed.openai.dimensions", o.Dimensions, "must be >= 0 (0: the model's native size)")
-	}
-	if o.Timeout < 0 {
-		es.Add("embed.openai.timeout", o.Timeout, "must be > 0")
-	}
+	setting.Negative(&es, "embed.openai.dimensions", o.Dimensions, "must be >= 0 (0: the model's native size)")
+	setting.Negative(&es, "embed.openai.timeout", o.Timeout, "must be > 0")
 	return es.Err()
 }
 

@@ -13,17 +13,11 @@ import (
 // (the APIs' range) or a StaleThreshold outside [0, 1]. New calls it.
 func (o Options) Validate() error {
 	var es setting.Errors
-	if o.ReadHeaderTimeout < 0 {
-		es.Add("server.read_header_timeout", o.ReadHeaderTimeout, "must be > 0")
-	}
+	setting.Negative(&es, "server.read_header_timeout", o.ReadHeaderTimeout, "must be > 0")
 	if o.EndUserHeader != "" && !httpguts.ValidHeaderFieldName(o.EndUserHeader) {
 		es.Add("cache.end_user_header", o.EndUserHeader, `must be a header name such as X-End-User-ID ("" reads the identity from the body only)`)
 	}
-	if !(o.MaxTemperature >= 0 && o.MaxTemperature <= 2) {
-		es.Add("cache.max_temperature", o.MaxTemperature, "must be in [0, 2] (requests above it bypass the cache)")
-	}
-	if !(o.StaleThreshold >= 0 && o.StaleThreshold <= 1) {
-		es.Add("cache.stale_threshold", o.StaleThreshold, "must be in (0, 1]")
-	}
+	setting.Outside(&es, "cache.max_temperature", o.MaxTemperature, 0, 2, "must be in [0, 2] (requests above it bypass the cache)")
+	setting.Outside(&es, "cache.stale_threshold", o.StaleThreshold, 0, 1, "must be in (0, 1]")
 	return es.Err()
 }

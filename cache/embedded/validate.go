@@ -7,14 +7,8 @@ import "github.com/breakwater-dev/breakwater/lib/setting"
 // refused: the index is always bounded.
 func (o Options) Validate() error {
 	var es setting.Errors
-	if o.MaxEntries < 0 {
-		es.Add("vector.max_entries", o.MaxEntries, "must be > 0")
-	}
-	if o.MaxBytes < 0 {
-		es.Add("vector.max_bytes", o.MaxBytes, "must be > 0")
-	}
-	if o.MaxEntryBytes < 0 {
-		es.Add("vector.max_entry_bytes", o.MaxEntryBytes, "must be > 0")
-	}
+	setting.Negative(&es, "vector.max_entries", o.MaxEntries, "must be > 0")
+	setting.Negative(&es, "vector.max_bytes", o.MaxBytes, "must be > 0")
+	setting.Negative(&es, "vector.max_entry_bytes", o.MaxEntryBytes, "must be > 0")
 	return es.Err()
 }

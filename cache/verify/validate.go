@@ -7,17 +7,9 @@ import "github.com/breakwater-dev/breakwater/lib/setting"
 // SlotWait's (no wait).
 func (o Options) Validate() error {
 	var es setting.Errors
-	if !(o.MinSimilarity >= 0 && o.MinSimilarity <= 1) {
-		es.Add("cache.verify.min_similarity", o.MinSimilarity, "must be in (0, 1]")
-	}
-	if o.Candidates < 0 {
-		es.Add("cache.verify.candidates", o.Candidates, "must be >= 1")
-	}
-	if o.Timeout < 0 {
-		es.Add("cache.verify.timeout", o.Timeout, "must be > 0")
-	}
-	if o.Concurrency < 0 {
-		es.Add("cache.verify.concurrency", o.Concurrency, "must be >= 1")
-	}
+	setting.Outside(&es, "cache.verify.min_similarity", o.MinSimilarity, 0, 1, "must be in (0, 1]")
+	setting.Negative(&es, "cache.verify.candidates", o.Candidates, "must be >= 1")
+	setting.Negative(&es, "cache.verify.timeout", o.Timeout, "must be > 0")
+	setting.Negative(&es, "cache.verify.concurrency", o.Concurrency, "must be >= 1")
 	return es.Err()
 }

@@ -54,6 +54,28 @@ func (es *Errors) Add(key string, value any, problem string, args ...any) {
 	*es = append(*es, &Error{Key: key, Value: value, Problem: fmt.Sprintf(problem, args...)})
 }
 
+// number is what the range helpers judge.
+type number interface {
+	~int | ~int64 | ~float32 | ~float64
+}
+
+// Negative records that key may not hold v when v is negative (an
+// option's zero being its default, a negative value is the one to
+// refuse); problem says what is allowed.
+func Negative[T number](es *Errors, key string, v T, problem string) {
+	if v < 0 {
+		es.Add(key, v, "%s", problem)
+	}
+}
+
+// Outside records that key may not hold v when v is not in [lo, hi] (NaN
+// included); problem says what is allowed.
+func Outside[T number](es *Errors, key string, v, lo, hi T, problem string) {
+	if !(v >= lo && v <= hi) {
+		es.Add(key, v, "%s", problem)
+	}
+}
+
 // Err returns every problem joined (errors.Join), nil when there is none.
 func (es Errors) Err() error { return errors.Join(es...) }
 

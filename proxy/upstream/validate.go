@@ -28,16 +28,12 @@ var NeverRetry = []int{400, 401, 403, 404, 409, 413, 422}
 // Validate reports every problem of p ([retry]).
 func (p RetryPolicy) Validate() error {
 	var es setting.Errors
-	if p.MaxAttempts < 0 {
-		es.Add("retry.max_attempts", p.MaxAttempts, "must be >= 1 (1: no retry)")
-	}
+	setting.Negative(&es, "retry.max_attempts", p.MaxAttempts, "must be >= 1 (1: no retry)")
 	base := p.withDefaults().BaseDelay
 	if p.MaxDelay != 0 && max(p.MaxDelay, 0) < base {
 		es.Add("retry.max_delay", p.MaxDelay, "must be >= retry.base_delay (%v)", base)
 	}
-	if p.Deadline < 0 {
-		es.Add("retry.deadline", p.Deadline, "must be > 0")
-	}
+	setting.Negative(&es, "retry.deadline", p.Deadline, "must be > 0")
 	for i, code := range p.RetryOn {
 		key := fmt.Sprintf("retry.retry_on[%d]", i)
 		switch {
@@ -93,12 +89,8 @@ func ValidateUpstreams(ups []Upstream) (names []string, err error) {
 		if !slices.Contains([]string{"", AuthBearer, AuthXAPIKey, AuthXGoogAPIKey}, u.Auth) {
 			es.Add(key+".auth", u.Auth, `must be "bearer", "x-api-key" or "x-goog-api-key"`)
 		}
-		if u.Timeout < 0 {
-			es.Add(key+".timeout", u.Timeout, "must be > 0")
-		}
-		if u.MaxConcurrency < 0 {
-			es.Add(key+".max_concurrency", u.MaxConcurrency, "must be >= 1")
-		}
+		setting.Negative(&es, key+".timeout", u.Timeout, "must be > 0")
+		setting.Negative(&es, key+".max_concurrency", u.MaxConcurrency, "must be >= 1")
 		for _, class := range slices.Sorted(maps.Keys(u.Pools)) {
 			if !IsName(class) {
 				es.Add(key+".pools", class, "a class must be letters, digits, '.', '_' or '-' (it is matched against X-Breakwater-Class)")
@@ -141,9 +133,7 @@ func ValidateRoutes(routes []Route, upstreams []string) error {
 			case !slices.Contains(upstreams, t.Upstream):
 				es.Add(tkey+".upstream", t.Upstream, "no [[upstreams]] named %q (have: %s)", t.Upstream, have)
 			}
-			if t.Priority < 0 {
-				es.Add(tkey+".priority", t.Priority, "must be >= 0 (lower is tried first)")
-			}
+			setting.Negative(&es, tkey+".priority", t.Priority, "must be >= 0 (lower is tried first)")
 			if !(t.Weight >= 0) {
 				es.Add(tkey+".weight", t.Weight, "must be > 0")
 			}
