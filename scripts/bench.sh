@@ -37,35 +37,10 @@ while [ $# -gt 0 ]; do
 done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d /tmp/breakwater-bench.XXXXXX)
-chmod 755 "$TMP"
+NAME=bench
+. "$ROOT/scripts/common.sh"
 PORT=${BENCH_PORT:-19000}
 SIM=$PORT BW=$((PORT + 80)) NGINX=$((PORT + 81)) PORTKEY=$((PORT + 82)) BWNC=$((PORT + 83))
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	[ -f "$TMP/nginx/nginx.pid" ] && kill "$(cat "$TMP/nginx/nginx.pid")" 2>/dev/null || true
-	wait 2>/dev/null || true
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-log() { echo "bench: $*" >&2; }
-
-exec 3>&1
-[ -n "$OUT" ] && exec 3>"$OUT"
-say() { echo "$*" >&3; }
-
-wait_http() { # url
-	for _ in $(seq 100); do
-		curl -s -o /dev/null "$1" && return 0
-		sleep 0.1
-	done
-	return 1
-}
-
-as_root() {
-	if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi
-}
 
 log "building breakwater"
 (cd "$ROOT" && go build -o "$TMP/breakwater" .)

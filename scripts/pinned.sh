@@ -45,33 +45,11 @@ while [ $# -gt 0 ]; do
 done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d /tmp/breakwater-pinned.XXXXXX)
-chmod 755 "$TMP"
+NAME=pinned
+. "$ROOT/scripts/common.sh"
 PORT=${BENCH_PORT:-19200}
 MOCK=$PORT NGX=$((PORT + 1)) NGXC=$((PORT + 2)) BWOFF=$((PORT + 3)) BWON=$((PORT + 4)) OLDOFF=$((PORT + 5)) OLDON=$((PORT + 6))
 GONET=$((PORT + 7)) GOFAST=$((PORT + 8)) GOFC=$((PORT + 9)) GOSTORED=$((PORT + 10)) GOPOOL=$((PORT + 11))
-PIDS=()
-cleanup() {
-	for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
-	for f in "$TMP"/mock/nginx.pid "$TMP"/ngx/nginx.pid; do [ -f "$f" ] && kill "$(cat "$f")" 2>/dev/null || true; done
-	wait 2>/dev/null || true
-	rm -rf "$TMP"
-}
-trap cleanup EXIT
-log() { echo "pinned: $*" >&2; }
-exec 3>&1
-[ -n "$OUT" ] && exec 3>"$OUT"
-say() { echo "$*" >&3; }
-as_root() {
-	if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo -n "$@"; else return 1; fi
-}
-wait_http() {
-	for _ in $(seq 100); do
-		curl -s -o /dev/null "$1" && return 0
-		sleep 0.1
-	done
-	return 1
-}
 
 if ! command -v nginx >/dev/null || ! command -v wrk >/dev/null || { [ -n "$SYSCALLS" ] && ! command -v strace >/dev/null; }; then
 	log "installing nginx-light, wrk and strace (apt-get)"
@@ -97,18 +75,22 @@ CONTENT=$(printf 'The answer, in some detail. %.0s' $(seq 44))
 ANSWER="{\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion\",\"created\":1700000000,\"model\":\"gpt-test\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"$CONTENT\"},\"finish_reason\":\"stop\"}],\"usage\":{\"prompt_tokens\":16,\"completion_tokens\":300,\"total_tokens\":316}}"
 mkdir -p "$TMP/mock/tmp" "$TMP/ngx/cache" "$TMP/ngx/tmp"
 chmod -R 777 "$TMP/mock" "$TMP/ngx"
-temps() { # dir
-	echo "client_body_temp_path $1/tmp/body; proxy_temp_path $1/tmp/proxy; fastcgi_temp_path $1/tmp/fcgi; uwsgi_temp_path $1/tmp/uwsgi; scgi_temp_path $1/tmp/scgi;"
-}
-cat >"$TMP/mock/nginx.conf" <<EOF
+# nginx_head DIR: how every nginx.conf here starts, up to inside http {}:
+# one worker, its pid, log and temporary files under DIR.
+nginx_head() {
+	cat <<EOF
 worker_processes 1;
-pid $TMP/mock/nginx.pid;
-error_log $TMP/mock/error.log warn;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
 events { worker_connections 4096; }
 http {
 	access_log off;
-	$(temps "$TMP/mock")
+	client_body_temp_path $1/tmp/body; proxy_temp_path $1/tmp/proxy; fastcgi_temp_path $1/tmp/fcgi; uwsgi_temp_path $1/tmp/uwsgi; scgi_temp_path $1/tmp/scgi;
 	keepalive_requests 1000000;
+EOF
+}
+cat >"$TMP/mock/nginx.conf" <<EOF
+$(nginx_head "$TMP/mock")
 	server {
 		listen 127.0.0.1:$MOCK;
 		client_body_buffer_size 64k;
@@ -125,14 +107,7 @@ wait_http "http://127.0.0.1:$MOCK/v1/chat/completions" || { log "mock not answer
 
 # --- nginx under test: plain proxy and proxy_cache, CPU 1 -----------------
 cat >"$TMP/ngx/nginx.conf" <<EOF
-worker_processes 1;
-pid $TMP/ngx/nginx.pid;
-error_log $TMP/ngx/error.log warn;
-events { worker_connections 4096; }
-http {
-	access_log off;
-	$(temps "$TMP/ngx")
-	keepalive_requests 1000000;
+$(nginx_head "$TMP/ngx")
 	proxy_cache_path $TMP/ngx/cache levels=1:2 keys_zone=llm:16m max_size=1g inactive=1h use_temp_path=off;
 	upstream mock { server 127.0.0.1:$MOCK; keepalive 256; keepalive_requests 1000000; }
 	server {
