@@ -25,6 +25,7 @@ DUR=5s
 CONC=1,16,64
 OUT=
 SMOKE=0
+NAME=bench
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-d) DUR=$2; shift 2 ;;
@@ -36,9 +37,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-NAME=bench
-. "$ROOT/scripts/common.sh"
+. "$(dirname "$0")/common.sh"
 PORT=${BENCH_PORT:-19000}
 SIM=$PORT BW=$((PORT + 80)) NGINX=$((PORT + 81)) PORTKEY=$((PORT + 82)) BWNC=$((PORT + 83))
 

@@ -3,7 +3,8 @@
 # options are read (NAME, the log prefix, and OUT set): a temporary folder
 # TMP; the background processes PIDS, stopped on exit with every nginx
 # started under TMP; log (stderr) and say (the report: stdout, or OUT);
-# wait_http and as_root.
+# wait_http and as_root; ROOT, the repository.
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 TMP=$(mktemp -d "/tmp/breakwater-$NAME.XXXXXX")
 chmod 755 "$TMP"
 PIDS=()

@@ -32,6 +32,7 @@ BEFORE=
 FLOOR=
 SYSCALLS=
 OUT=
+NAME=pinned
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-d) DUR=$2; shift 2 ;;
@@ -44,9 +45,7 @@ while [ $# -gt 0 ]; do
 	esac
 done
 
-ROOT=$(cd "$(dirname "$0")/.." && pwd)
-NAME=pinned
-. "$ROOT/scripts/common.sh"
+. "$(dirname "$0")/common.sh"
 PORT=${BENCH_PORT:-19200}
 MOCK=$PORT NGX=$((PORT + 1)) NGXC=$((PORT + 2)) BWOFF=$((PORT + 3)) BWON=$((PORT + 4)) OLDOFF=$((PORT + 5)) OLDON=$((PORT + 6))
 GONET=$((PORT + 7)) GOFAST=$((PORT + 8)) GOFC=$((PORT + 9)) GOSTORED=$((PORT + 10)) GOPOOL=$((PORT + 11))
@@ -106,29 +105,31 @@ wait_http "http://127.0.0.1:$MOCK/v1/chat/completions" || { log "mock not answer
 [ "$(curl -s -X POST -d '{}' "http://127.0.0.1:$MOCK/v1/chat/completions" | wc -c)" -gt 1000 ] || { log "mock does not answer POST"; exit 1; }
 
 # --- nginx under test: plain proxy and proxy_cache, CPU 1 -----------------
+# to_mock: a server's body limits and the start of its location /, passed
+# to the mock over kept-alive connections.
+to_mock() {
+	cat <<EOF
+		client_body_buffer_size 1m;
+		client_max_body_size 1m;
+		location / {
+			proxy_pass http://mock;
+			proxy_http_version 1.1;
+			proxy_set_header Connection "";
+EOF
+}
 cat >"$TMP/ngx/nginx.conf" <<EOF
 $(nginx_head "$TMP/ngx")
 	proxy_cache_path $TMP/ngx/cache levels=1:2 keys_zone=llm:16m max_size=1g inactive=1h use_temp_path=off;
 	upstream mock { server 127.0.0.1:$MOCK; keepalive 256; keepalive_requests 1000000; }
 	server {
 		listen 127.0.0.1:$NGX;
-		client_body_buffer_size 1m;
-		client_max_body_size 1m;
-		location / {
-			proxy_pass http://mock;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
+$(to_mock)
 		}
 	}
 	server {
 		listen 127.0.0.1:$NGXC;
 		# \$request_body is only set when the whole body fits this buffer.
-		client_body_buffer_size 1m;
-		client_max_body_size 1m;
-		location / {
-			proxy_pass http://mock;
-			proxy_http_version 1.1;
-			proxy_set_header Connection "";
+$(to_mock)
 			proxy_cache llm;
 			proxy_cache_methods POST;
 			proxy_cache_key "\$request_uri|\$request_body";
