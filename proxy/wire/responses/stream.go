@@ -200,9 +200,7 @@ func replayResponse(w io.Writer, flush func(), stored []byte) error {
 
 // replayItem sends the events of one output item.
 func replayItem(r *eventWriter, index int64, item map[string]json.RawMessage) {
-	var typ, id string
-	_ = json.Unmarshal(item["type"], &typ)
-	_ = json.Unmarshal(item["id"], &id)
+	typ, id := str(item, "type"), str(item, "id")
 	added := make(map[string]json.RawMessage, len(item))
 	for k, v := range item {
 		added[k] = v
@@ -213,26 +211,21 @@ func replayItem(r *eventWriter, index int64, item map[string]json.RawMessage) {
 	at := func(fields ...any) []any { return append([]any{"item_id", id, "output_index", index}, fields...) }
 	switch typ {
 	case "message":
-		var content []map[string]json.RawMessage
-		_ = json.Unmarshal(item["content"], &content)
+		content := objects(item, "content")
 		added["content"] = json.RawMessage(`[]`)
 		r.send("response.output_item.added", "output_index", index, "item", added)
 		for j, part := range content {
 			ci := int64(j)
-			var ptype string
-			_ = json.Unmarshal(part["type"], &ptype)
-			switch ptype {
+			switch str(part, "type") {
 			case "output_text":
-				var text string
-				_ = json.Unmarshal(part["text"], &text)
+				text := str(part, "text")
 				logprobs := orEmpty(part["logprobs"])
 				r.send("response.content_part.added", at("content_index", ci,
 					"part", map[string]any{"type": "output_text", "text": "", "annotations": json.RawMessage(`[]`), "logprobs": json.RawMessage(`[]`)})...)
 				r.deltas("response.output_text.delta", wire.Words(text), at("content_index", ci)...)
 				r.send("response.output_text.done", at("content_index", ci, "text", text, "logprobs", logprobs)...)
 			case "refusal":
-				var refusal string
-				_ = json.Unmarshal(part["refusal"], &refusal)
+				refusal := str(part, "refusal")
 				r.send("response.content_part.added", at("content_index", ci, "part", map[string]any{"type": "refusal", "refusal": ""})...)
 				r.send("response.refusal.delta", at("content_index", ci, "delta", refusal)...)
 				r.send("response.refusal.done", at("content_index", ci, "refusal", refusal)...)
@@ -242,21 +235,17 @@ func replayItem(r *eventWriter, index int64, item map[string]json.RawMessage) {
 			r.send("response.content_part.done", at("content_index", ci, "part", part)...)
 		}
 	case "function_call":
-		var args string
-		_ = json.Unmarshal(item["arguments"], &args)
+		args := str(item, "arguments")
 		added["arguments"] = json.RawMessage(`""`)
 		r.send("response.output_item.added", "output_index", index, "item", added)
 		r.send("response.function_call_arguments.delta", at("delta", args)...)
 		r.send("response.function_call_arguments.done", at("arguments", args, "name", item["name"])...)
 	case "reasoning":
-		var summary []map[string]json.RawMessage
-		_ = json.Unmarshal(item["summary"], &summary)
 		added["summary"] = json.RawMessage(`[]`)
 		r.send("response.output_item.added", "output_index", index, "item", added)
-		for k, part := range summary {
+		for k, part := range objects(item, "summary") {
 			si := int64(k)
-			var text string
-			_ = json.Unmarshal(part["text"], &text)
+			text := str(part, "text")
 			r.send("response.reasoning_summary_part.added", at("summary_index", si, "part", map[string]any{"type": "summary_text", "text": ""})...)
 			r.send("response.reasoning_summary_text.delta", at("summary_index", si, "delta", text)...)
 			r.send("response.reasoning_summary_text.done", at("summary_index", si, "text", text)...)
@@ -267,6 +256,20 @@ func replayItem(r *eventWriter, index int64, item map[string]json.RawMessage) {
 		r.send("response.output_item.added", "output_index", index, "item", added)
 	}
 	r.send("response.output_item.done", "output_index", index, "item", item)
+}
+
+// str is m[key] as a JSON string: "" when absent or not a string.
+func str(m map[string]json.RawMessage, key string) string {
+	var s string
+	_ = json.Unmarshal(m[key], &s)
+	return s
+}
+
+// objects is m[key] as a JSON array of objects: nil when absent or not one.
+func objects(m map[string]json.RawMessage, key string) []map[string]json.RawMessage {
+	var list []map[string]json.RawMessage
+	_ = json.Unmarshal(m[key], &list)
+	return list
 }
 
 func orEmpty(v json.RawMessage) json.RawMessage {
