@@ -4,7 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -42,14 +43,20 @@ func NewAssembler(chat bool) *Assembler {
 	return &Assembler{chat: chat, choices: map[int]*choiceAcc{}}
 }
 
-type streamChunk struct {
+// completionHead is what a completion and each chunk of its stream start
+// with (Chat Completions and legacy Completions).
+type completionHead struct {
 	ID                string          `json:"id"`
 	Object            string          `json:"object"`
 	Created           int64           `json:"created"`
 	Model             string          `json:"model"`
 	SystemFingerprint string          `json:"system_fingerprint"`
 	Usage             json.RawMessage `json:"usage"`
-	Choices           []struct {
+}
+
+type streamChunk struct {
+	completionHead
+	Choices []struct {
 		Index int `json:"index"`
 		Delta struct {
 			Role             string  `json:"role"`
@@ -170,13 +177,8 @@ func (a *Assembler) Complete() bool {
 
 // Completion renders the assembled non-stream body.
 func (a *Assembler) Completion() ([]byte, error) {
-	idx := make([]int, 0, len(a.choices))
-	for i := range a.choices {
-		idx = append(idx, i)
-	}
-	sort.Ints(idx)
-	choices := make([]map[string]any, 0, len(idx))
-	for _, i := range idx {
+	choices := make([]map[string]any, 0, len(a.choices))
+	for _, i := range slices.Sorted(maps.Keys(a.choices)) {
 		c := a.choices[i]
 		out := map[string]any{"index": i, "finish_reason": c.finish, "logprobs": nil}
 		if a.chat {
@@ -195,13 +197,8 @@ func (a *Assembler) Completion() ([]byte, error) {
 				msg["refusal"] = c.refusal.String()
 			}
 			if len(c.tools) > 0 {
-				ti := make([]int, 0, len(c.tools))
-				for k := range c.tools {
-					ti = append(ti, k)
-				}
-				sort.Ints(ti)
-				calls := make([]map[string]any, 0, len(ti))
-				for _, k := range ti {
+				calls := make([]map[string]any, 0, len(c.tools))
+				for _, k := range slices.Sorted(maps.Keys(c.tools)) {
 					t := c.tools[k]
 					typ := t.typ
 					if typ == "" {

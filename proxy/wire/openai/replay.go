@@ -12,13 +12,8 @@ import (
 
 // cachedCompletion is the part of a stored completion that a replay needs.
 type cachedCompletion struct {
-	ID                string          `json:"id"`
-	Object            string          `json:"object"`
-	Created           int64           `json:"created"`
-	Model             string          `json:"model"`
-	SystemFingerprint string          `json:"system_fingerprint,omitempty"`
-	Usage             json.RawMessage `json:"usage,omitempty"`
-	Choices           []struct {
+	completionHead
+	Choices []struct {
 		Index   int `json:"index"`
 		Message struct {
 			Role             string          `json:"role"`
