@@ -39,33 +39,41 @@ type documentTarget struct {
 // at its default (a pool's at its upstream's).
 func (d *document) config() *Config {
 	c := d.Config
-	c.Upstreams = nil
-	for _, f := range d.Upstreams {
-		u := f.Upstream
-		u.Timeout = or(f.Timeout, defaultUpstreamTimeout)
-		u.MaxConcurrency = or(f.MaxConcurrency, defaultMaxConcurrency)
-		u.MaxQueue = or(f.MaxQueue, defaultMaxQueue)
-		u.Pools = nil
-		if f.Pools != nil {
-			u.Pools = make(map[string]Pool, len(f.Pools))
-			for class, p := range f.Pools {
-				u.Pools[class] = Pool{MaxConcurrency: or(p.MaxConcurrency, u.MaxConcurrency), MaxQueue: or(p.MaxQueue, u.MaxQueue)}
-			}
-		}
-		c.Upstreams = append(c.Upstreams, u)
-	}
-	c.Models = nil
-	for _, f := range d.Models {
-		m := f.Model
-		m.Targets = nil
-		for _, t := range f.Targets {
-			target := t.Target
-			target.Weight = or(t.Weight, defaultTargetWeight)
-			m.Targets = append(m.Targets, target)
-		}
-		c.Models = append(c.Models, m)
-	}
+	c.Upstreams = each(d.Upstreams, documentUpstream.upstream)
+	c.Models = each(d.Models, documentModel.model)
 	return c
+}
+
+func (f documentUpstream) upstream() Upstream {
+	u := f.Upstream
+	u.Timeout = or(f.Timeout, defaultUpstreamTimeout)
+	u.MaxConcurrency = or(f.MaxConcurrency, defaultMaxConcurrency)
+	u.MaxQueue = or(f.MaxQueue, defaultMaxQueue)
+	if f.Pools != nil {
+		u.Pools = make(map[string]Pool, len(f.Pools))
+		for class, p := range f.Pools {
+			u.Pools[class] = Pool{MaxConcurrency: or(p.MaxConcurrency, u.MaxConcurrency), MaxQueue: or(p.MaxQueue, u.MaxQueue)}
+		}
+	}
+	return u
+}
+
+func (f documentModel) model() Model {
+	m := f.Model
+	m.Targets = each(f.Targets, func(t documentTarget) Target {
+		t.Target.Weight = or(t.Weight, defaultTargetWeight)
+		return t.Target
+	})
+	return m
+}
+
+// each is f of every element of in (nil for none).
+func each[S, T any](in []S, f func(S) T) []T {
+	var out []T
+	for _, e := range in {
+		out = append(out, f(e))
+	}
+	return out
 }
 
 // or is *p, or def when the key was absent.

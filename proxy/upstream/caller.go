@@ -422,6 +422,15 @@ func (k *call) stopped() error {
 	return nil
 }
 
+// waitEnded is why a wait for admission ended without a shed: the client
+// gone or the deadline (stopped), else the deadline all the same.
+func (k *call) waitEnded() error {
+	if err := k.stopped(); err != nil {
+		return err
+	}
+	return k.deadlineErr()
+}
+
 func (k *call) skipOpen(t *target) {
 	t.shed(ShedBreakerOpen)
 	state, wait := t.breaker.Snapshot(k.c.now())
@@ -564,10 +573,7 @@ func (k *call) tryTarget(m *member) tried {
 			t.breaker.Report(c.now(), probe, neutral)
 			var shed *lane.Shed
 			if !errors.As(err, &shed) {
-				if err := k.stopped(); err != nil {
-					return stop(err)
-				}
-				return stop(k.deadlineErr())
+				return stop(k.waitEnded())
 			}
 			k.shed(t, shed.Reason, shed.RetryAfter, shed.Error())
 			x.log().Info("upstream shed", "reason", shed.Reason, "waiting", shed.Waiting, "slots", shed.Slots, "retry_after", shed.RetryAfter)
@@ -580,10 +586,7 @@ func (k *call) tryTarget(m *member) tried {
 			t.breaker.Report(c.now(), probe, neutral)
 			var shed *lane.PoolShed
 			if !errors.As(err, &shed) {
-				if err := k.stopped(); err != nil {
-					return stop(err)
-				}
-				return stop(k.deadlineErr())
+				return stop(k.waitEnded())
 			}
 			k.shed(t, ShedQueueFull, lane.ShedRetryAfter, shed.Error())
 			x.log().Info("upstream shed", "pool", shed.Pool, "waiting", shed.Waiting, "inflight", shed.Inflight)
