@@ -10,6 +10,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/lib/metric"
 )
 
 // cacheMetrics are the cache tiers' Prometheus metrics: latency histograms
@@ -22,16 +23,12 @@ type cacheMetrics struct {
 
 func newCacheMetrics(reg prometheus.Registerer) *cacheMetrics {
 	m := &cacheMetrics{
-		embedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "breakwater_embed_duration_seconds",
-			Help:    "Time to embed a batch of texts, by result (ok, error).",
-			Buckets: []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5},
-		}, []string{"result"}),
-		indexSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "breakwater_index_duration_seconds",
-			Help:    "Time of vector index calls, by operation (search, upsert, get) and result (ok, error).",
-			Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5},
-		}, []string{"op", "result"}),
+		embedSeconds: metric.HistogramVec("breakwater_embed_duration_seconds",
+			"Time to embed a batch of texts, by result (ok, error).",
+			[]float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5}, "result"),
+		indexSeconds: metric.HistogramVec("breakwater_index_duration_seconds",
+			"Time of vector index calls, by operation (search, upsert, get) and result (ok, error).",
+			[]float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .5}, "op", "result"),
 	}
 	reg.MustRegister(m.embedSeconds, m.indexSeconds)
 	return m

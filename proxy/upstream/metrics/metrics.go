@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/breakwater-dev/breakwater/lib/metric"
 )
 
 // Metrics are the caller's Prometheus collectors. Label values are configuration
@@ -47,64 +49,36 @@ type Metrics struct {
 //	breakwater_upstream_abandoned_total{target}            attempts whose client had gone before the answer (made for nobody)
 func New(reg prometheus.Registerer) *Metrics {
 	m := &Metrics{
-		Attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breakwater_upstream_attempts_total",
-			Help: "Upstream attempts by target and outcome (shed: refused by a full queue, never sent).",
-		}, []string{"target", "outcome"}),
-		Duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "breakwater_upstream_attempt_duration_seconds",
-			Help:    "Duration of answered upstream attempts (full body for non-streaming, headers for streaming).",
-			Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
-		}, []string{"target"}),
-		Inflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "breakwater_upstream_inflight",
-			Help: "Upstream attempts in flight.",
-		}, []string{"upstream"}),
-		Queued: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "breakwater_upstream_queued",
-			Help: "Requests waiting for an upstream slot, by pool.",
-		}, []string{"upstream", "pool"}),
-		Breaker: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "breakwater_upstream_breaker_state",
-			Help: "Circuit breaker state per target: 0 closed, 1 half-open, 2 open.",
-		}, []string{"target"}),
-		Weight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "breakwater_upstream_weight",
-			Help: "Current dynamic weight per target (configured weight times health factor).",
-		}, []string{"target"}),
-		Retries: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breakwater_upstream_retries_total",
-			Help: "Retries of the same target by reason.",
-		}, []string{"target", "reason"}),
-		Limits: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "breakwater_upstream_limit",
-			Help: "Adaptive concurrency limit per target, summed over its lanes (one per forwarded key).",
-		}, []string{"target"}),
-		Sheds: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breakwater_upstream_shed_total",
-			Help: "Requests refused before reaching the upstream, by reason (queue_full, wait_beyond_deadline, queue_timeout, rate_limited, breaker_open).",
-		}, []string{"target", "reason"}),
-		Waits: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Name:    "breakwater_upstream_queue_wait_seconds",
-			Help:    "Time requests waited in a target's queue before their attempt was sent.",
-			Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
-		}, []string{"target"}),
-		Budget: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breakwater_upstream_retry_budget_total",
-			Help: "Retries of congestion refusals by target: sent within the retry budget, or waited (the budget was spent).",
-		}, []string{"target", "result"}),
-		Pace: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "breakwater_upstream_pace_rate",
-			Help: "Sends per second of a target's lanes whose adaptive limit is below one slot (0 when none is).",
-		}, []string{"target"}),
-		Nobody: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breakwater_upstream_abandoned_total",
-			Help: "Upstream attempts whose client had gone before the answer: answers the provider made (and bills) for nobody.",
-		}, []string{"target"}),
-		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "breakwater_upstream_refusals_total",
-			Help: "Upstream congestion refusals by target and the limit they hit (requests, tokens, input_tokens, output_tokens, concurrency).",
-		}, []string{"target", "limit"}),
+		Attempts: metric.CounterVec("breakwater_upstream_attempts_total",
+			"Upstream attempts by target and outcome (shed: refused by a full queue, never sent).", "target", "outcome"),
+		Duration: metric.HistogramVec("breakwater_upstream_attempt_duration_seconds",
+			"Duration of answered upstream attempts (full body for non-streaming, headers for streaming).",
+			[]float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120}, "target"),
+		Inflight: metric.GaugeVec("breakwater_upstream_inflight",
+			"Upstream attempts in flight.", "upstream"),
+		Queued: metric.GaugeVec("breakwater_upstream_queued",
+			"Requests waiting for an upstream slot, by pool.", "upstream", "pool"),
+		Breaker: metric.GaugeVec("breakwater_upstream_breaker_state",
+			"Circuit breaker state per target: 0 closed, 1 half-open, 2 open.", "target"),
+		Weight: metric.GaugeVec("breakwater_upstream_weight",
+			"Current dynamic weight per target (configured weight times health factor).", "target"),
+		Retries: metric.CounterVec("breakwater_upstream_retries_total",
+			"Retries of the same target by reason.", "target", "reason"),
+		Limits: metric.GaugeVec("breakwater_upstream_limit",
+			"Adaptive concurrency limit per target, summed over its lanes (one per forwarded key).", "target"),
+		Sheds: metric.CounterVec("breakwater_upstream_shed_total",
+			"Requests refused before reaching the upstream, by reason (queue_full, wait_beyond_deadline, queue_timeout, rate_limited, breaker_open).", "target", "reason"),
+		Waits: metric.HistogramVec("breakwater_upstream_queue_wait_seconds",
+			"Time requests waited in a target's queue before their attempt was sent.",
+			[]float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60}, "target"),
+		Budget: metric.CounterVec("breakwater_upstream_retry_budget_total",
+			"Retries of congestion refusals by target: sent within the retry budget, or waited (the budget was spent).", "target", "result"),
+		Pace: metric.GaugeVec("breakwater_upstream_pace_rate",
+			"Sends per second of a target's lanes whose adaptive limit is below one slot (0 when none is).", "target"),
+		Nobody: metric.CounterVec("breakwater_upstream_abandoned_total",
+			"Upstream attempts whose client had gone before the answer: answers the provider made (and bills) for nobody.", "target"),
+		Refusals: metric.CounterVec("breakwater_upstream_refusals_total",
+			"Upstream congestion refusals by target and the limit they hit (requests, tokens, input_tokens, output_tokens, concurrency).", "target", "limit"),
 	}
 	if reg != nil {
 		reg.MustRegister(m.Attempts, m.Duration, m.Inflight, m.Queued, m.Breaker, m.Weight, m.Retries, m.Limits, m.Sheds, m.Waits,
