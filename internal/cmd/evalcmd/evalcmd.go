@@ -245,40 +245,27 @@ func measure(ctx context.Context, c common, d deps, stderr io.Writer) (Report, [
 // guardOptions turns "-disable-rules content,name" into guard options.
 func guardOptions(list string) (guard.Options, []string, error) {
 	var o guard.Options
+	// The switch of each rule by its reason (number and year are one rule).
+	off := map[string]*bool{
+		guard.ReasonQuoted: &o.NoQuoted, guard.ReasonIdentifier: &o.NoIdentifiers,
+		guard.ReasonNumber: &o.NoNumbers, guard.ReasonYear: &o.NoNumbers,
+		guard.ReasonComparison: &o.NoComparisons, guard.ReasonDate: &o.NoDates,
+		guard.ReasonNegation: &o.NoNegation, guard.ReasonOpposite: &o.NoOpposites,
+		guard.ReasonName: &o.NoNames, guard.ReasonQuestion: &o.NoQuestion,
+		guard.ReasonOrder: &o.NoOrder, guard.ReasonDirective: &o.NoDirectives,
+		guard.ReasonContent: &o.NoContent,
+	}
 	disabled := []string{}
 	for _, r := range strings.Split(list, ",") {
 		r = strings.TrimSpace(r)
 		if r == "" {
 			continue
 		}
-		switch r {
-		case guard.ReasonQuoted:
-			o.NoQuoted = true
-		case guard.ReasonIdentifier:
-			o.NoIdentifiers = true
-		case guard.ReasonNumber, guard.ReasonYear:
-			o.NoNumbers = true
-		case guard.ReasonComparison:
-			o.NoComparisons = true
-		case guard.ReasonDate:
-			o.NoDates = true
-		case guard.ReasonNegation:
-			o.NoNegation = true
-		case guard.ReasonOpposite:
-			o.NoOpposites = true
-		case guard.ReasonName:
-			o.NoNames = true
-		case guard.ReasonQuestion:
-			o.NoQuestion = true
-		case guard.ReasonOrder:
-			o.NoOrder = true
-		case guard.ReasonDirective:
-			o.NoDirectives = true
-		case guard.ReasonContent:
-			o.NoContent = true
-		default:
+		flag, ok := off[r]
+		if !ok {
 			return o, nil, fmt.Errorf("check -disable-rules: unknown rule %q (want one of %s)", r, strings.Join(guard.Reasons, ","))
 		}
+		*flag = true
 		if !slices.Contains(disabled, r) {
 			disabled = append(disabled, r)
 		}
