@@ -130,15 +130,28 @@ func (d *decoder) raw() []byte {
 func (d *decoder) str() string   { return string(d.raw()) }
 func (d *decoder) bytes() []byte { return append([]byte{}, d.raw()...) }
 
-func (d *decoder) time() time.Time {
-	switch d.byte() {
+func (d *decoder) time() time.Time { return readTime(d) }
+
+// timeReader is what readTime reads with: the decoder of one entry, and
+// the snapshot's reader (snapload.go).
+type timeReader interface {
+	byte() byte
+	varint() int64
+	uvarint() uint64
+	fail(error)
+}
+
+// readTime reads a time as encoder.time wrote it: a tag byte, 0 for the
+// zero time, 1 followed by its Unix seconds and nanoseconds.
+func readTime(r timeReader) time.Time {
+	switch r.byte() {
 	case 0:
 		return time.Time{}
 	case 1:
-		sec := d.varint()
-		return time.Unix(sec, int64(d.uvarint()))
+		sec := r.varint()
+		return time.Unix(sec, int64(r.uvarint()))
 	default:
-		d.fail(errors.New("bad time tag"))
+		r.fail(errors.New("bad time tag"))
 		return time.Time{}
 	}
 }

@@ -156,18 +156,7 @@ func (r *snapReader) model() string {
 	return m
 }
 
-func (r *snapReader) time() time.Time {
-	switch r.byte() {
-	case 0:
-		return time.Time{}
-	case 1:
-		sec := r.varint()
-		return time.Unix(sec, int64(r.uvarint()))
-	default:
-		r.fail(errors.New("bad time tag"))
-		return time.Time{}
-	}
-}
+func (r *snapReader) time() time.Time { return readTime(r) }
 
 // entry reads a live slot's entry (codec.go's layout) of bucket k.
 func (r *snapReader) entry(k bucketKey) cache.Entry {
