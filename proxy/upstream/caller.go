@@ -334,21 +334,11 @@ func parseTimeout(v string) (time.Duration, bool) {
 // the route's first target by priority, then config order), noting the
 // others as skipped in the report.
 func (k *call) sameUpstream(groups [][]*member, up *upstream) [][]*member {
-	out := make([][]*member, 0, len(groups))
-	for _, g := range groups {
-		keep := make([]*member, 0, len(g))
-		for _, m := range g {
-			if m.t.up == up {
-				keep = append(keep, m)
-				continue
-			}
-			k.rep.note(m.t.name, "not tried (the request is bound to upstream "+up.cfg.Name+")")
-		}
-		if len(keep) > 0 {
-			out = append(out, keep)
-		}
+	kept, others := split(groups, func(m *member) bool { return m.t.up == up })
+	for _, m := range others {
+		k.rep.note(m.t.name, "not tried (the request is bound to upstream "+up.cfg.Name+")")
 	}
-	return out
+	return kept
 }
 
 // avoidLast moves the target named avoid behind every other target, so a
@@ -358,25 +348,31 @@ func avoidLast(groups [][]*member, avoid string) [][]*member {
 	if avoid == "" {
 		return groups
 	}
-	out := make([][]*member, 0, len(groups)+1)
-	var last []*member
-	for _, g := range groups {
-		keep := make([]*member, 0, len(g))
-		for _, m := range g {
-			if m.t.name == avoid {
-				last = append(last, m)
-				continue
-			}
-			keep = append(keep, m)
-		}
-		if len(keep) > 0 {
-			out = append(out, keep)
-		}
-	}
+	kept, last := split(groups, func(m *member) bool { return m.t.name != avoid })
 	if len(last) > 0 {
-		out = append(out, last)
+		kept = append(kept, last)
 	}
-	return out
+	return kept
+}
+
+// split keeps in each group, in order, the members keep is true of (a group
+// left empty is dropped) and returns the others, in order.
+func split(groups [][]*member, keep func(*member) bool) (kept [][]*member, others []*member) {
+	kept = make([][]*member, 0, len(groups)+1)
+	for _, g := range groups {
+		in := make([]*member, 0, len(g))
+		for _, m := range g {
+			if keep(m) {
+				in = append(in, m)
+			} else {
+				others = append(others, m)
+			}
+		}
+		if len(in) > 0 {
+			kept = append(kept, in)
+		}
+	}
+	return kept, others
 }
 
 func (k *call) remaining() time.Duration { return time.Until(k.deadline) }
