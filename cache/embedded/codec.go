@@ -96,18 +96,13 @@ func (d *decoder) byte() byte {
 	return c
 }
 
-func (d *decoder) uvarint() uint64 {
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.fail(errShort)
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return decodeVarint(d, binary.Uvarint) }
+func (d *decoder) varint() int64   { return decodeVarint(d, binary.Varint) }
 
-func (d *decoder) varint() int64 {
-	v, n := binary.Varint(d.b)
+// decodeVarint reads one varint of d with read (binary.Uvarint or
+// binary.Varint).
+func decodeVarint[T int64 | uint64](d *decoder, read func([]byte) (T, int)) T {
+	v, n := read(d.b)
 	if n <= 0 {
 		d.fail(errShort)
 		return 0
