@@ -3,6 +3,7 @@ package config
 import (
 	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/cache/embedded"
+	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
 	"github.com/breakwater-dev/breakwater/proxy"
@@ -157,5 +158,18 @@ func (c *Config) ProxyOptions() proxy.Options {
 		Resume:               c.Stream.Resume,
 		IdleTimeout:          None(c.Stream.IdleTimeout.D()),
 		AdminAllowNoToken:    c.Server.AdminAllowNoToken,
+	}
+}
+
+// Options is [vector.qdrant] as the Qdrant index's option, without the
+// key, which the composition root reads from the variable api_key_env
+// names, and what the embedder and the cache decide (the dimension and its
+// name, the partition secret's fingerprint, portable vectors).
+func (q QdrantConfig) Options() qdrant.Options {
+	return qdrant.Options{
+		Addr:       q.URL,
+		Collection: q.Collection,
+		TLS:        q.TLS,
+		Timeout:    None(q.Timeout.D()),
 	}
 }

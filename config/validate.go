@@ -208,7 +208,7 @@ func (c *Config) validateVector(v *validator) {
 	}
 	v.lib(c, s.Embedded().Validate())
 	envName(v, "vector.qdrant.api_key_env", s.Qdrant.APIKeyEnv)
-	positive(v, "vector.qdrant.timeout", s.Qdrant.Timeout)
+	v.lib(c, s.Qdrant.Options().Validate())
 }
 
 func (c *Config) validateEmbed(v *validator) {

@@ -222,6 +222,9 @@ func Open(ctx context.Context, opts Options) (*Index, error) {
 }
 
 func normalize(o Options) (Options, string, int, error) {
+	if err := o.Validate(); err != nil {
+		return o, "", 0, fmt.Errorf("open qdrant index: %w", err)
+	}
 	if o.Dimension <= 0 {
 		return o, "", 0, fmt.Errorf("open qdrant index: dimension must be positive, got %d", o.Dimension)
 	}

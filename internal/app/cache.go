@@ -169,21 +169,15 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 		return ix, nil
 	case config.BackendQdrant:
 		q := cfg.Vector.Qdrant
-		ix, err := qdrant.Open(ctx, qdrant.Options{
-			Addr:              q.URL,
-			Collection:        q.Collection,
-			APIKey:            envOr(opts.Env, q.APIKeyEnv),
-			TLS:               q.TLS,
-			Dimension:         emb.Dimension(),
-			EmbedderName:      emb.Name(),
-			SecretFingerprint: a.secretFP,
-			PortableVectors:   cfg.Embed.PortableVectors,
-			OnRefused: func(err error) {
-				a.refuse(fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err))
-			},
-			Timeout: q.Timeout.D(),
-			Logger:  a.log,
-		})
+		qo := q.Options()
+		qo.APIKey = envOr(opts.Env, q.APIKeyEnv)
+		qo.Dimension, qo.EmbedderName = emb.Dimension(), emb.Name()
+		qo.SecretFingerprint, qo.PortableVectors = a.secretFP, cfg.Embed.PortableVectors
+		qo.OnRefused = func(err error) {
+			a.refuse(fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err))
+		}
+		qo.Logger = a.log
+		ix, err := qdrant.Open(ctx, qo)
 		if err != nil {
 			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err)
 		}
