@@ -41,26 +41,37 @@ type GuardFunc func(query, candidate string) (ok bool, reason string)
 // ReadPairs reads JSON lines of {"a","b","duplicate"}. Blank lines are
 // skipped; a line that does not parse is an error naming its number.
 func ReadPairs(r io.Reader) ([]Pair, error) {
-	var pairs []Pair
+	return readLines(r, "read pairs", func(Pair) error { return nil })
+}
+
+// readLines reads JSON lines of T, skipping blank lines: a line that does
+// not parse, or that check refuses, is an error naming its number after
+// what (the reading's name, which starts every error).
+func readLines[T any](r io.Reader, what string, check func(T) error) ([]T, error) {
+	var out []T
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	line := 0
+	n := 0
 	for sc.Scan() {
-		line++
+		n++
 		b := sc.Bytes()
-		if len(strings.TrimSpace(string(b))) == 0 {
+		if strings.TrimSpace(string(b)) == "" {
 			continue
 		}
-		var p Pair
-		if err := json.Unmarshal(b, &p); err != nil {
-			return nil, fmt.Errorf("parse pairs line %d: %w", line, err)
+		var v T
+		err := json.Unmarshal(b, &v)
+		if err == nil {
+			err = check(v)
 		}
-		pairs = append(pairs, p)
+		if err != nil {
+			return nil, fmt.Errorf("%s: line %d: %w", what, n, err)
+		}
+		out = append(out, v)
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read pairs: %w", err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	return pairs, nil
+	return out, nil
 }
 
 // Sample returns n pairs drawn without replacement by a generator seeded

@@ -3,12 +3,12 @@ package evalcmd
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // TraceLine is one request of a replay trace: a question and the id of its
@@ -22,29 +22,12 @@ type TraceLine struct {
 // skipped; a line that does not parse or lacks a field is an error naming
 // its number.
 func ReadTrace(r io.Reader) ([]TraceLine, error) {
-	var out []TraceLine
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		b := sc.Bytes()
-		if strings.TrimSpace(string(b)) == "" {
-			continue
-		}
-		var l TraceLine
-		if err := json.Unmarshal(b, &l); err != nil {
-			return nil, fmt.Errorf("read trace: line %d: %w", n, err)
-		}
+	return readLines(r, "read trace", func(l TraceLine) error {
 		if l.Question == "" || l.Answer == "" {
-			return nil, fmt.Errorf("read trace: line %d: both \"question\" and \"answer\" are required", n)
+			return errors.New(`both "question" and "answer" are required`)
 		}
-		out = append(out, l)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read trace: %w", err)
-	}
-	return out, nil
+		return nil
+	})
 }
 
 // WriteTrace writes the trace as JSON lines.
