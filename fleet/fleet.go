@@ -78,6 +78,9 @@ type Fleet struct {
 
 	snapshot atomic.Pointer[func() []upstream.ModelStats] // Attach
 	capacity atomic.Pointer[capacityState]                // the fleet's estimate at the last beat
+	gates    gates                                        // the capacity gate's targets (gate.go)
+	subc     *redis.Client                                // the gate's wakes (subscribe); nil without Redis
+	sub      *redis.PubSub
 
 	stats counters
 
@@ -135,6 +138,7 @@ func New(opts Options) (*Fleet, error) {
 	quietRedis.Do(func() { redis.SetLogger(discardLogger{}) })
 	f.ro = ro
 	f.rdb.Store(redis.NewClient(ro))
+	f.subscribe(ro)
 	// The first beat before New returns (bounded by the timeout): a replica
 	// counts the fleet, and knows its capacity estimate, before its first
 	// request.
@@ -153,6 +157,10 @@ func (f *Fleet) Close() error {
 	f.once.Do(func() {
 		close(f.stop)
 		<-f.done
+		if f.sub != nil {
+			_ = f.sub.Close()
+			_ = f.subc.Close()
+		}
 		if rdb := f.rdb.Load(); rdb != nil {
 			ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 			rdb.ZRem(ctx, f.key("replicas"), f.id)
@@ -213,7 +221,10 @@ func (f *Fleet) beatOnce(ttl int64) {
 			// and a second round trip.
 			ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 			rdb := f.rdb.Load()
-			f.loaded = reserveScript.Load(ctx, rdb).Err() == nil && adjustScript.Load(ctx, rdb).Err() == nil
+			f.loaded = true
+			for _, s := range []*redis.Script{reserveScript, adjustScript, acquireScript, releaseScript} {
+				f.loaded = f.loaded && s.Load(ctx, rdb).Err() == nil
+			}
 			cancel()
 		}
 		f.shareCapacity(n)

@@ -14,6 +14,8 @@ type counters struct {
 	refunds           atomic.Uint64
 	lostAdjustments   atomic.Uint64
 	seeded, ownStarts atomic.Uint64
+	// the capacity gate (gate.go)
+	gateGrants, gateDenials, gateBypassed, gateTimeouts, gateLost atomic.Uint64
 }
 
 func (c *counters) init(bs []Budget) {
@@ -46,8 +48,25 @@ type Stats struct {
 	// configured (down, or nothing to share: a lone replica).
 	Seeded    uint64 `json:"lanes_seeded"`
 	OwnStarts uint64 `json:"lanes_own_start"`
+	// Gate is the capacity gate's counts (see Acquire).
+	Gate GateStats `json:"gate"`
 	// Budgets counts, per budget, the requests it admitted and refused.
 	Budgets []BudgetStats `json:"budgets"`
+}
+
+// GateStats counts the capacity gate's work on this replica: the leases
+// Redis granted, the calls it denied (the fleet's limit full, or another
+// replica's turn: the attempt waits and asks again), the attempts that went
+// without the gate (Redis down, or a call that failed or ran past the
+// timeout: the lane alone decided), the waits that ran out before the
+// deadline (shed with 429), and the releases that could not reach Redis
+// (their lease expires there on its own).
+type GateStats struct {
+	Grants   uint64 `json:"grants"`
+	Denials  uint64 `json:"denials"`
+	Bypassed uint64 `json:"bypassed"`
+	Timeouts uint64 `json:"timeouts"`
+	Lost     uint64 `json:"lost_releases"`
 }
 
 // BudgetStats is one budget's counts.
@@ -62,7 +81,9 @@ func (f *Fleet) Stats() Stats {
 	s := Stats{Store: "local", Replicas: f.live.Load(), RedisUp: f.up.Load(),
 		Faults: f.stats.faults.Load(), Fallbacks: f.stats.fallbacks.Load(),
 		Refunds: f.stats.refunds.Load(), LostAdjustments: f.stats.lostAdjustments.Load(),
-		Seeded: f.stats.seeded.Load(), OwnStarts: f.stats.ownStarts.Load()}
+		Seeded: f.stats.seeded.Load(), OwnStarts: f.stats.ownStarts.Load(),
+		Gate: GateStats{Grants: f.stats.gateGrants.Load(), Denials: f.stats.gateDenials.Load(), Bypassed: f.stats.gateBypassed.Load(),
+			Timeouts: f.stats.gateTimeouts.Load(), Lost: f.stats.gateLost.Load()}}
 	if f.ro != nil {
 		s.Store = "redis"
 	}
@@ -81,12 +102,13 @@ var (
 	descUp        = prometheus.NewDesc("breakwater_fleet_redis_up", "1 when Redis answered the last call (budgets shared), else 0.", nil, nil)
 	descSeeded    = prometheus.NewDesc("breakwater_fleet_lanes_seeded_total", "Lanes that started from the fleet's capacity estimate.", nil, nil)
 	descOwnStarts = prometheus.NewDesc("breakwater_fleet_lanes_own_start_total", "Lanes that started cold on their own with Redis configured (down, or nothing shared).", nil, nil)
+	descGate      = prometheus.NewDesc("breakwater_fleet_gate_total", "The capacity gate's work: leases granted, calls denied (the fleet's limit full), attempts bypassed (Redis down or slow: the lane alone), waits timed out, releases lost.", []string{"result"}, nil)
 	descReplicas  = prometheus.NewDesc("breakwater_fleet_replicas", "Live replicas at the last heartbeat.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
 func (f *Fleet) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descAdmitted, descRefused, descFaults, descFallbacks, descLost, descUp, descReplicas, descSeeded, descOwnStarts} {
+	for _, d := range []*prometheus.Desc{descAdmitted, descRefused, descFaults, descFallbacks, descLost, descUp, descReplicas, descSeeded, descOwnStarts, descGate} {
 		ch <- d
 	}
 }
@@ -109,4 +131,10 @@ func (f *Fleet) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descReplicas, prometheus.GaugeValue, float64(s.Replicas))
 	ch <- prometheus.MustNewConstMetric(descSeeded, prometheus.CounterValue, float64(s.Seeded))
 	ch <- prometheus.MustNewConstMetric(descOwnStarts, prometheus.CounterValue, float64(s.OwnStarts))
+	for _, g := range []struct {
+		result string
+		n      uint64
+	}{{"granted", s.Gate.Grants}, {"denied", s.Gate.Denials}, {"bypassed", s.Gate.Bypassed}, {"timed_out", s.Gate.Timeouts}, {"lost_release", s.Gate.Lost}} {
+		ch <- prometheus.MustNewConstMetric(descGate, prometheus.CounterValue, float64(g.n), g.result)
+	}
 }

@@ -109,7 +109,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (*App, error) {
 			return a.tracer.Shutdown(ctx)
 		})
 	}
-	caller, err := newCaller(cfg, opts, a.registry, tp, a.seed())
+	caller, err := newCaller(cfg, opts, a.registry, tp, a.seed(), a.gate())
 	if err != nil {
 		a.closeAll()
 		return nil, err
@@ -252,7 +252,7 @@ func (a *App) closeAll() {
 	a.closers = nil
 }
 
-func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp trace.TracerProvider, seed func(string) (float64, time.Duration)) (*upstream.Caller, error) {
+func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp trace.TracerProvider, seed func(string) (float64, time.Duration), gate upstream.Gate) (*upstream.Caller, error) {
 	uo := upstream.Options{
 		TracerProvider:    tp,
 		DefaultUpstream:   cfg.DefaultUpstream,
@@ -266,6 +266,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 		Metrics:           upstream.NewMetrics(reg),
 		Logger:            opts.Logger,
 		Seed:              seed,
+		Gate:              gate,
 	}
 	for i, u := range cfg.Upstreams {
 		if u.APIKeyEnv != "" {

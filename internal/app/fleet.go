@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	bwfleet "github.com/breakwater-dev/breakwater/fleet"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // seed is the upstream caller's Options.Seed when Redis is configured: the
@@ -24,6 +26,26 @@ func (a *App) seed() func(string) (float64, time.Duration) {
 		}
 		return a.fleet.Seed(target)
 	}
+}
+
+// gate is the upstream caller's Options.Gate when Redis is configured: the
+// fleet's capacity gate (fleet/gate.go), on the fleet made after the
+// caller (addFleet). nil without Redis: the lanes alone, as without a
+// fleet.
+func (a *App) gate() upstream.Gate {
+	if a.cfg.Fleet.RedisURL == "" {
+		return nil
+	}
+	return appGate{a}
+}
+
+type appGate struct{ a *App }
+
+func (g appGate) Acquire(ctx context.Context, target string, rank int, sendBy time.Time) (func(lane.Outcome, bool), error) {
+	if g.a.fleet == nil {
+		return nil, nil
+	}
+	return g.a.fleet.Acquire(ctx, target, rank, sendBy)
 }
 
 // addFleet puts the [[budgets]] in front of the proxy's caller, shared in

@@ -39,6 +39,7 @@ type Caller struct {
 	bopts  BreakerOptions
 	raCap  time.Duration
 	seed   func(string) (float64, time.Duration) // Options.Seed
+	gate   Gate                                  // Options.Gate
 	routes map[string]*route
 	order  []*route // config order, for Snapshot
 	def    *route   // the default upstream as a one-target route; nil when none
@@ -72,7 +73,7 @@ func New(opts Options) (*Caller, error) {
 	c := &Caller{
 		retry: opts.Retry.withDefaults(), check: opts.CheckRetry, backoff: opts.Backoff,
 		transport: opts.Transport, metrics: opts.Metrics, log: opts.Logger, now: opts.Now, rand: opts.Rand,
-		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.RetryAfterCap, seed: opts.Seed,
+		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.RetryAfterCap, seed: opts.Seed, gate: opts.Gate,
 		tracer: tracerOf(opts.TracerProvider),
 	}
 	if c.raCap <= 0 {
@@ -492,7 +493,8 @@ func (k *call) tryTarget(m *member) tried {
 		}
 	}
 	k.cur = t
-	l := t.laneFor(laneKey(k.req.Header, t.up.cfg))
+	key := laneKey(k.req.Header, t.up.cfg)
+	l := t.laneFor(key)
 	// The request is on the lane until it leaves the target, a live answer
 	// until its body ends (see lane.present).
 	l.Enter()
@@ -588,6 +590,19 @@ func (k *call) tryTarget(m *member) tried {
 			x.log().Info("upstream shed", "pool", shed.Pool, "waiting", shed.Waiting, "inflight", shed.Inflight)
 			return fallBack(fallPoolShed)
 		}
+		if x.gate, err = k.gate(t, l, key, rank, deadline); err != nil {
+			x.pool.Release()
+			l.Release()
+			t.breaker.Report(c.now(), probe, neutral)
+			if err := k.stopped(); err != nil {
+				return stop(err)
+			}
+			wait := max(l.ServiceTime(), lane.ShedRetryAfter)
+			k.shed(t, ShedQueueTimeout, wait, fmt.Sprintf(
+				"breakwater: %s is at capacity across the fleet: the request waited for the fleet's capacity gate until no answer could arrive within the deadline; retry after %s",
+				t.name, atLeastSecond(wait)))
+			return fallBack(fallShed)
+		}
 		x.probe = probe
 		r := k.send(x)
 		switch {
@@ -642,6 +657,24 @@ func (k *call) tryTarget(m *member) tried {
 		retried, budgeted = true, r.congestion
 	}
 	return fallBack(fallAttempts)
+}
+
+// gate waits for the fleet's capacity gate (Options.Gate) to admit an
+// attempt that l, t's lane of the forwarded key (its hash; "" for the
+// sidecar's own key), admitted: until an answer could no longer arrive
+// before deadline. Each lane has its own gate, as the upstream limits each
+// key on its own. It returns the lease's release (nil without a gate, or
+// when the gate let the attempt go without a lease), or an error when the
+// wait ran out.
+func (k *call) gate(t *target, l *lane.Lane, key string, rank int, deadline time.Time) (func(lane.Outcome, bool), error) {
+	if k.c.gate == nil {
+		return nil, nil
+	}
+	name := t.name
+	if key != "" {
+		name += "#" + key
+	}
+	return k.c.gate.Acquire(k.dctx, name, rank, deadline.Add(-l.ServiceTime()))
 }
 
 // aliveWindow is how recent a target's last answer must be for its refusals

@@ -25,6 +25,9 @@ type exchange struct {
 	header http.Header
 	body   []byte
 	probe  probeKind
+	// gate is the attempt's lease from the fleet's capacity gate
+	// (Options.Gate), released with the lane's slot; nil: none.
+	gate func(lane.Outcome, bool)
 	// The attempt's logger is built on its first line: most attempts write
 	// none (slog's With copies its attributes, 1.3 % of a miss's CPU).
 	base     *slog.Logger
@@ -108,13 +111,26 @@ func (k *call) send(x *exchange) result {
 		cancel(nil)
 		t.stats.inflight.Add(-1)
 		x.pool.Release()
+		lo := laneOutcome(v)
 		switch {
 		case o == outCanceled:
 			x.lane.Abandon(start)
 		case k.req.Short && v != congested:
 			x.lane.Release() // a few tokens say nothing of a full answer's time
+			lo = lane.Other
+		case lo == lane.Congested && x.gate != nil:
+			// The fleet's gate admitted it and learns the refusal: the
+			// lane returns the slot without a cut (its Retry-After hold
+			// stands). Cut as well, the refused replica's lane held back
+			// what the gate would grant it for the rest of a peak (3
+			// replicas: 53 answers against 90 and 75).
+			x.lane.Done(start, time.Since(start), lane.Other)
 		default:
-			x.lane.Done(start, time.Since(start), laneOutcome(v))
+			x.lane.Done(start, time.Since(start), lo)
+		}
+		if x.gate != nil {
+			x.gate(lo, o == outCanceled)
+			x.gate = nil
 		}
 	}
 

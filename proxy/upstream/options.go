@@ -2,6 +2,7 @@
 package upstream
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"time"
@@ -161,6 +162,11 @@ type Options struct {
 	// it from the first answer on. nil: every lane starts cold. It must not
 	// block (package fleet answers from its last heartbeat).
 	Seed func(target string) (limit float64, perAnswer time.Duration)
+	// Gate, when set, admits every attempt across a fleet of sidecars,
+	// after its lane admitted it and before it is sent (package fleet: one
+	// concurrency limit per lane, a target and forwarded key, learnt in
+	// Redis). nil: the lanes alone.
+	Gate Gate
 	// Rand returns a number in [0, 1) for the weighted choice of targets and the
 	// phase of a lane's sends after a Retry-After hold; it must be safe for
 	// concurrent use. nil means math/rand/v2.Float64.
@@ -209,4 +215,19 @@ func targetName(t Target) string {
 		return t.Upstream + "/*"
 	}
 	return t.Upstream + "/" + t.Model
+}
+
+// Gate admits attempts across a fleet of sidecars that share one model
+// (package fleet's capacity gate).
+type Gate interface {
+	// Acquire waits, within ctx and until sendBy, for the fleet's leave to
+	// send one attempt on the lane name (the target's name, and "#" and the hash of
+	// the forwarded key when the client's key is forwarded: lane.Key); rank
+	// orders this replica's waiters
+	// (lane.ClassRank). It returns the lease's release, to be called once
+	// with the attempt's outcome (abandoned: its client went away before
+	// the answer, and the model is still busy with it), or nil to go
+	// without the gate (Redis down or slow: the lane alone decides). An
+	// error says ctx ended or sendBy passed before a lease came.
+	Acquire(ctx context.Context, name string, rank int, sendBy time.Time) (release func(o lane.Outcome, abandoned bool), err error)
 }
