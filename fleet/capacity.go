@@ -14,12 +14,15 @@ import (
 // each target's learned concurrency limit and time per answer, with a TTL
 // of a few beats, and reads the sum of every live replica's. A lane starts
 // from that estimate at its first request (upstream.Options.Seed): the
-// fleet's summed limit ÷ the live replicas, past slow start and paced by
-// the fleet's time per answer, instead of probing the model from one slot
-// while the others already hold it: a replica that joins or restarts takes
-// its share at once. The lane's own adaptive limit corrects the estimate
-// from its first answer, and is all there is without Redis, while it is
-// down, or before anything was learnt.
+// fleet's summed limit, past slow start and paced by the fleet's time per
+// answer, instead of probing the model from one slot while the others
+// already hold it. The whole limit, not a share of it: the capacity gate
+// (gate.go) divides it among the replicas, and a lane seeded at its share
+// (below one slot with six replicas in front of a model of four) held back
+// what the gate would grant it. The capacity gate starts a lane's limit in
+// Redis from the same estimate when it has none. The lane's own adaptive
+// limit is all there is without Redis, while it is down, or before
+// anything was learnt.
 
 // estimate is the fleet's view of one target at the last beat.
 type estimate struct {
@@ -126,9 +129,10 @@ func (f *Fleet) shareCapacity(live int64) {
 }
 
 // Seed is upstream.Options.Seed: the start of a target's common lane
-// from the fleet's estimate at the last beat. 0 (the lane's own cold
-// start) without Redis, while it is down, or when this replica is alone
-// and nothing was learned.
+// from the fleet's estimate at the last beat, the whole fleet's limit (the
+// capacity gate shares it out). 0 (the lane's own cold start) without
+// Redis, while it is down, or when this replica is alone and nothing was
+// learned.
 func (f *Fleet) Seed(target string) (float64, time.Duration) {
 	if f.ro == nil {
 		return 0, 0
@@ -140,7 +144,7 @@ func (f *Fleet) Seed(target string) (float64, time.Duration) {
 	}
 	if e := st.targets[target]; e.n > 0 && e.limit > 0 {
 		f.stats.seeded.Add(1)
-		return e.limit / float64(max(st.live, 1)), e.perAnswer
+		return e.limit, e.perAnswer
 	}
 	// Nothing learnt yet (a lone replica, or a fleet that starts at once):
 	// the lane's own cold start. Splitting the cold start between the

@@ -10,14 +10,23 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-// replica is one sidecar's caller in front of a loopback model, its
-// common lane seeded by f, its learned limits published by f.
+// replica is one sidecar's caller in front of a loopback model, as
+// internal/app makes it: its common lane seeded by f, its attempts
+// admitted by f's capacity gate, its learned limits published by f.
 func replica(t *testing.T, f *Fleet, model string) *upstream.Caller {
+	t.Helper()
+	return replicaWith(t, f, model, upstream.RetryPolicy{})
+}
+
+// replicaWith is replica with the retry policy rp.
+func replicaWith(t *testing.T, f *Fleet, model string, rp upstream.RetryPolicy) *upstream.Caller {
 	t.Helper()
 	c, err := upstream.New(upstream.Options{
 		Upstreams:       []upstream.Upstream{{Name: "m", BaseURL: model}},
 		DefaultUpstream: "m",
+		Retry:           rp,
 		Seed:            f.Seed,
+		Gate:            f,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -56,9 +65,10 @@ func loopbackModel(t *testing.T) string {
 }
 
 // A replica that joins a fleet starts its lane from the fleet's estimate:
-// its first limit is the published limits' sum ÷ the live replicas, past
-// slow start (which would stand at two after one answer), and it is
-// counted; the one already there published what it learnt.
+// its first limit is the published limits' sum (the capacity gate divides
+// it among the replicas), past slow start (which would stand at two after
+// one answer), and it is counted; the one already there published what it
+// learnt.
 func TestJoiningReplicaStartsFromFleetEstimate(t *testing.T) {
 	r := redistest.Start(t)
 	model := loopbackModel(t)
@@ -83,8 +93,8 @@ func TestJoiningReplicaStartsFromFleetEstimate(t *testing.T) {
 	})
 	ask(t, b)
 	got := target(t, b)
-	if want := learnt / 2; got.Limit != want {
-		t.Fatalf("joining replica's limit %v after its first answer; want the fleet's share %v (A's %v ÷ 2 replicas)", got.Limit, want, learnt)
+	if want := learnt; got.Limit != want {
+		t.Fatalf("joining replica's limit %v after its first answer; want the fleet's %v (A's)", got.Limit, want)
 	}
 	if s := fb.Stats(); s.Seeded != 1 || s.OwnStarts != 0 {
 		t.Fatalf("stats %+v: want one lane seeded", s)

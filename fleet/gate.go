@@ -62,7 +62,7 @@ const (
 	// gateColdLimit is the limit a target starts with when the fleet has
 	// no estimate of it: slow start from it, as a lane's limit once its
 	// first answer came (lane.DefaultInitialLimit).
-	gateColdLimit = 1
+	gateColdLimit = lane.ColdSlots
 	// gateProbeWait is how long the limit stays at a counted level before
 	// probing beyond it; each refused probe doubles it, up to
 	// gateMaxProbeWait (lane/adaptive.go's countedProbeWait and
