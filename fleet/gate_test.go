@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/fleet/redistest"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // fullModel is a loopback model that takes capacity calls at once and
@@ -25,11 +27,13 @@ type fullModel struct {
 	answered                atomic.Int64
 	overLeases              atomic.Int64 // calls taken with more in flight than leases held
 	leases                  func() int64
+	answer                  atomic.Int64 // its time per answer, ns
 }
 
 func newFullModel(t *testing.T, capacity int64, answer time.Duration) *fullModel {
 	t.Helper()
 	m := &fullModel{capacity: capacity, leases: func() int64 { return 1 << 40 }}
+	m.answer.Store(int64(answer))
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		n := m.inflight.Add(1)
 		defer m.inflight.Add(-1)
@@ -44,7 +48,7 @@ func newFullModel(t *testing.T, capacity int64, answer time.Duration) *fullModel
 		if n > m.leases() {
 			m.overLeases.Add(1)
 		}
-		time.Sleep(answer) // the model's time per answer, not a synchronisation
+		time.Sleep(time.Duration(m.answer.Load())) // the model's time per answer, not a synchronisation
 		m.answered.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"choices":[]}`))
@@ -242,4 +246,93 @@ func TestGateSlowRedisNeverDelays(t *testing.T) {
 		}
 		return release != nil
 	})
+}
+
+// A request that waits for the gate while the fleet's limit is full
+// leaves when an answer could no longer arrive before its deadline: 429
+// with Retry-After (the lane's queue_timeout shed), counted, never sent.
+func TestGateWaitEndsBeforeTheDeadline(t *testing.T) {
+	r := redistest.Start(t)
+	m := newFullModel(t, 8, 50*time.Millisecond)
+	f := gatedFleet(t, r.URL())
+	shared(t, f)
+	c := replicaWith(t, f, m.url, upstream.RetryPolicy{Deadline: 400 * time.Millisecond})
+	ask(t, c) // the lane learns its time per answer, the gate its target
+	var name string
+	f.gates.mu.Lock()
+	for n := range f.gates.targets {
+		name = n
+	}
+	f.gates.mu.Unlock()
+	// The rest of the fleet holds every slot of the limit (ColdSlots).
+	var held []func(lane.Outcome, bool)
+	for {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		release, err := f.Acquire(ctx, name, 2, time.Now().Add(time.Minute))
+		cancel()
+		if err != nil || release == nil {
+			break // full: the wait ran out
+		}
+		held = append(held, release)
+	}
+	defer func() {
+		for _, release := range held {
+			release(lane.Other, false)
+		}
+	}()
+	timeouts := f.Stats().Gate.Timeouts
+	calls := m.answered.Load()
+	_, err := c.Do(context.Background(), &upstream.Request{Method: http.MethodPost, Path: "/chat/completions",
+		Header: http.Header{}, Body: []byte(`{"model":"x"}`)})
+	var ue *upstream.Error
+	if !errors.As(err, &ue) || ue.Status != http.StatusTooManyRequests || ue.RetryAfter <= 0 {
+		t.Fatalf("with the fleet's limit held: %v; want 429 with Retry-After", err)
+	}
+	if got := f.Stats().Gate.Timeouts; got != timeouts+1 || m.answered.Load() != calls || len(held) == 0 {
+		t.Errorf("gate timeouts %d (were %d), model calls %d (were %d), %d leases held; want the wait counted and nothing sent",
+			got, timeouts, m.answered.Load(), calls, len(held))
+	}
+}
+
+// An attempt whose client went away keeps its lease until its answer
+// would have come (the provider goes on generating it, as lane.Abandon
+// holds the lane's slot): the next attempt is not sent into the model
+// still busy with it.
+func TestGateAbandonedAttemptHoldsItsLease(t *testing.T) {
+	r := redistest.Start(t)
+	m := newFullModel(t, 1, 1500*time.Millisecond)
+	f := gatedFleet(t, r.URL())
+	shared(t, f)
+	c := replica(t, f, m.url)
+	ask(t, c) // the gate learns that an answer may take 1.5 s
+	f.gates.mu.Lock()
+	var state string
+	for _, g := range f.gates.targets {
+		state = g.keys[0]
+	}
+	f.gates.mu.Unlock()
+	// The limit the fleet would have learnt from this model: one, a
+	// counted level (not probed beyond within the test).
+	waitFor(t, "the first answer's lease comes back", func() bool { return leaseCount(f) == 0 })
+	if err := f.rdb.Load().HSet(t.Context(), state, "limit", 1, "ss", 0, "level", 1, "counted", 1).Err(); err != nil {
+		t.Fatal(err)
+	}
+	m.answer.Store(int64(500 * time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Do(ctx, &upstream.Request{Method: http.MethodPost, Path: "/chat/completions",
+			Header: http.Header{}, Body: []byte(`{"model":"x"}`)})
+		done <- err
+	}()
+	waitFor(t, "the attempt reaches the model", func() bool { return m.inflight.Load() == 1 })
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled request: %v", err)
+	}
+	ask(t, c)
+	if n := m.refused.Load(); n != 0 {
+		t.Errorf("the model refused %d calls: the next attempt went while it still generated the abandoned one", n)
+	}
+	waitFor(t, "every lease comes back", func() bool { return leaseCount(f) == 0 })
 }
