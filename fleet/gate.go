@@ -14,8 +14,9 @@ import (
 )
 
 // The capacity gate (issue 38): with Redis, the fleet admits attempts to a
-// target as one sidecar's lane would, through one concurrency limit per
-// target kept in Redis and a lease per attempt in flight.
+// model as one sidecar's lane would, through one concurrency limit per lane
+// (a target, and a forwarded key's hash) kept in Redis and a lease per
+// attempt in flight.
 //
 // Each replica's lane finds its share of a model alone, so N lanes in
 // front of one model collide: each probes, each is refused, and every
@@ -38,12 +39,20 @@ import (
 // was counted as taken by that cut, so it takes one off the count: twelve
 // replicas' slow start overshoots by several attempts at once.
 //
-// Fairness: a free slot goes to the waiting replica that holds the least
-// for its demand (leases held ÷ leases held plus requests waiting), each
-// replica reporting its waiting requests with every call (kept
-// gateWaitTTL), so a replica that just released a slot does not take it
-// back while another waits with less: lanes sharing nothing starved two
-// replicas of six at one answer each.
+// Fairness: a free slot goes to the waiting replica that holds the fewest
+// leases, and among those to the one longest since its last lease (each
+// replica reports its waiting requests with every call, kept gateWaitTTL),
+// so a replica that just released a slot does not take it back while
+// another waits: lanes sharing nothing starved two replicas of six at one
+// answer each. Max-min, not in proportion to the requests waiting: a
+// replica whose lane admitted more would have more waiting and take more
+// (90 53 75 answers at three replicas). A release publishes whose turn the
+// free slot is, and that replica's poller asks at once (subscribe).
+//
+// A gated attempt's refusal teaches the gate, not the lane (the upstream
+// caller returns the lane's slot without a cut): cut as well, the refused
+// replica's lane held back what the gate would grant it for the rest of a
+// peak.
 //
 // A lease expires after twice the longest answer lately plus gateLeaseSlack
 // (clamped), so a crashed replica's leases come back; every attempt
@@ -94,8 +103,11 @@ const (
 	gateLIFOAfter = time.Second
 )
 
-// acquireScript: KEYS[1] is a target's state (hash: limit, ss, cut,
-// level, counted, reached, probe, svc, svchi; times in Redis ms), KEYS[2]
+// acquireScript: KEYS[1] is a lane's state (hash: limit, ss (slow start),
+// cut (when last cut), level (the counted level), counted, reached (when
+// the limit reached the level), probe (the wait before probing beyond it),
+// svchi (the longest answer lately, for the leases' TTL); times in Redis
+// ms), KEYS[2]
 // its leases (sorted set: lease id "replica:seq" → expiry ms), KEYS[3] the
 // leases each replica holds (hash), KEYS[4] the requests each replica has
 // waiting (hash: "count expiry"). ARGV: this replica, the lease id, its
@@ -190,60 +202,59 @@ local function wake()
   if best then redis.call('PUBLISH', ARGV[8], best) end
 end
 local function update()
-local gone = redis.call('ZREM', KEYS[2], ARGV[2])
-if gone == 1 and redis.call('HINCRBY', KEYS[3], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[3], ARGV[1]) end
-local o = tonumber(ARGV[3])
-if o == 0 then return 0 end
-local s = redis.call('HMGET', KEYS[1], 'limit', 'ss', 'cut', 'level', 'counted', 'reached', 'probe', 'svc', 'svchi')
-local limit = tonumber(s[1])
-if not limit then return 0 end
-local ss, cut, level = tonumber(s[2]) or 0, tonumber(s[3]) or 0, tonumber(s[4]) or 0
-local counted, reached, probe = tonumber(s[5]) or 0, tonumber(s[6]) or 0, tonumber(s[7]) or tonumber(ARGV[6])
-local sent = tonumber(ARGV[4])
-local held = redis.call('ZCARD', KEYS[2]) + gone
-if o == 1 then
-  local d = math.max(now - sent, 0)
-  local svc, svchi = tonumber(s[8]), tonumber(s[9]) or 0
-  if svc then svc = svc + 0.2 * (d - svc) else svc = d end
-  if d >= svchi then svchi = d else svchi = svchi + 0.05 * (d - svchi) end
-  if held * 2 >= limit then
-    if ss == 1 then
-      limit = limit + 1
-    elseif limit < level then
-      limit = math.min(level, limit + 1 / limit)
-    elseif counted == 1 then
-      if reached == 0 then reached = now end
-      if now - reached >= probe then limit = limit + 1 / limit end
-    else
-      limit = limit + 1 / limit
+  local gone = redis.call('ZREM', KEYS[2], ARGV[2])
+  if gone == 1 and redis.call('HINCRBY', KEYS[3], ARGV[1], -1) <= 0 then redis.call('HDEL', KEYS[3], ARGV[1]) end
+  local o = tonumber(ARGV[3])
+  if o == 0 then return 0 end
+  local s = redis.call('HMGET', KEYS[1], 'limit', 'ss', 'cut', 'level', 'counted', 'reached', 'probe', 'svchi')
+  local limit = tonumber(s[1])
+  if not limit then return 0 end
+  local ss, cut, level = tonumber(s[2]) or 0, tonumber(s[3]) or 0, tonumber(s[4]) or 0
+  local counted, reached, probe = tonumber(s[5]) or 0, tonumber(s[6]) or 0, tonumber(s[7]) or tonumber(ARGV[6])
+  local sent = tonumber(ARGV[4])
+  local held = redis.call('ZCARD', KEYS[2]) + gone
+  if o == 1 then
+    local d = math.max(now - sent, 0)
+    local svchi = tonumber(s[8]) or 0
+    if d >= svchi then svchi = d else svchi = svchi + 0.05 * (d - svchi) end
+    if held * 2 >= limit then
+      if ss == 1 then
+        limit = limit + 1
+      elseif limit < level then
+        limit = math.min(level, limit + 1 / limit)
+      elseif counted == 1 then
+        if reached == 0 then reached = now end
+        if now - reached >= probe then limit = limit + 1 / limit end
+      else
+        limit = limit + 1 / limit
+      end
     end
+    limit = math.min(limit, tonumber(ARGV[5]))
+    redis.call('HSET', KEYS[1], 'limit', limit, 'reached', reached, 'svchi', svchi)
+    return 1
   end
-  limit = math.min(limit, tonumber(ARGV[5]))
-  redis.call('HSET', KEYS[1], 'limit', limit, 'reached', reached, 'svc', svc, 'svchi', svchi)
-  return 1
-end
-if cut > 0 and sent < cut then
-  if counted == 1 and level > 1 then
-    level = level - 1
-    redis.call('HSET', KEYS[1], 'limit', math.min(limit, level), 'level', level)
+  if cut > 0 and sent < cut then
+    if counted == 1 and level > 1 then
+      level = level - 1
+      redis.call('HSET', KEYS[1], 'limit', math.min(limit, level), 'level', level)
+    end
+    return 2
   end
+  if counted == 1 and reached > 0 and limit > level then
+    limit = level
+    probe = math.min(probe * 2, tonumber(ARGV[7]))
+  elseif held - 1 >= 2 then
+    level = held - 1
+    limit = math.min(limit, level)
+    counted = 1
+    probe = tonumber(ARGV[6])
+  else
+    level = limit
+    limit = math.max(limit * 0.5, 1)
+    counted = 0
+  end
+  redis.call('HSET', KEYS[1], 'limit', limit, 'ss', 0, 'cut', now, 'level', level, 'counted', counted, 'reached', 0, 'probe', probe)
   return 2
-end
-if counted == 1 and reached > 0 and limit > level then
-  limit = level
-  probe = math.min(probe * 2, tonumber(ARGV[7]))
-elseif held - 1 >= 2 then
-  level = held - 1
-  limit = math.min(limit, level)
-  counted = 1
-  probe = tonumber(ARGV[6])
-else
-  level = limit
-  limit = math.max(limit * 0.5, 1)
-  counted = 0
-end
-redis.call('HSET', KEYS[1], 'limit', limit, 'ss', 0, 'cut', now, 'level', level, 'counted', counted, 'reached', 0, 'probe', probe)
-return 2
 end
 local r = update()
 wake()
