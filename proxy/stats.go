@@ -164,6 +164,9 @@ type TargetStatsJSON struct {
 	// Refusals splits the upstream's congestion refusals by the limit they
 	// hit (requests, tokens, input_tokens, output_tokens, concurrency).
 	Refusals map[string]uint64 `json:"refusals,omitempty"`
+	// RefusalsPerS is Refusals per second over the last 10 s
+	// (upstream.RefusalRateSpan), by limit.
+	RefusalsPerS map[string]float64 `json:"refusals_per_s,omitempty"`
 	// TokenLimit and TokensLeft are the token budgets per minute the lanes
 	// learnt, and what is left of them.
 	TokenLimit map[string]float64 `json:"token_limit_per_min,omitempty"`
@@ -276,7 +279,7 @@ func targetJSON(t upstream.TargetStats) TargetStatsJSON {
 		Sent: t.Sent, Success: t.Success, SuccessRate: math.Round(t.SuccessRate*1e4) / 1e4,
 		RateLimited: t.RateLimited, ServerError: t.ServerError, Timeout: t.Timeout,
 		ClientError: t.ClientError, Shed: t.Shed, Overloaded: t.Overloaded, Sheds: t.Sheds,
-		Refusals: t.Refusals, TokenLimit: t.TokenLimit, TokensLeft: t.TokensLeft,
+		Refusals: t.Refusals, RefusalsPerS: t.RefusalRate, TokenLimit: t.TokenLimit, TokensLeft: t.TokensLeft,
 		Limit: t.Limit, Lanes: t.Lanes, ServiceRate: t.ServiceRate,
 		QueueWaitMS: float64(t.QueueWait.Microseconds()) / 1000, Paced: t.Paced,
 		PacePerS: t.PaceRate, Abandoned: t.Abandoned,

@@ -266,19 +266,7 @@ func TestDashboardTargetsTable(t *testing.T) {
 		return false
 	})
 
-	// The page from the running server, its /stats frozen at that moment.
-	page := r.get(t, "/dashboard")
-	mux := http.NewServeMux()
-	mux.HandleFunc("/dashboard", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		io.WriteString(w, page)
-	})
-	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.Write(frozen)
-	})
-	fs := httptest.NewServer(mux)
-	defer fs.Close()
+	fs := frozenStats(t, r, frozen)
 	dom, _ := runChromium(t, bin, "--window-size=1400,1500", "--dump-dom", fs.URL+"/dashboard")
 	pageErrors(t, dom)
 	// What each header must show, computed from /stats the way a reader
@@ -330,6 +318,7 @@ func TestDashboardTargetsTable(t *testing.T) {
 			}
 			return s
 		},
+		"Refusals/s": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string { return refusalsPerS(tg) },
 		"Sheds": func(_ proxy.ModelStatsJSON, tg proxy.TargetStatsJSON) string {
 			why := make([]string, 0, len(tg.Sheds))
 			for k, v := range tg.Sheds {
@@ -412,6 +401,120 @@ func TestDashboardTargetsTable(t *testing.T) {
 		if b := img.Bounds(); b.Dx() != 1400 {
 			t.Errorf("screenshot %d px wide, want 1400", b.Dx())
 		}
+	}
+}
+
+// frozenStats serves r's dashboard page with frozen as its /stats: the
+// page renders the figures of one moment, whatever the time its browser
+// takes to start.
+func frozenStats(t *testing.T, r *running, frozen []byte) *httptest.Server {
+	t.Helper()
+	page := r.get(t, "/dashboard")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/dashboard", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, page)
+	})
+	mux.HandleFunc("/stats", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Write(frozen)
+	})
+	fs := httptest.NewServer(mux)
+	t.Cleanup(fs.Close)
+	return fs
+}
+
+// refusalsPerS is what the "Refusals/s" column shows of tg: each limit's
+// rate with two decimals, limits in order, "–" with none.
+func refusalsPerS(tg proxy.TargetStatsJSON) string {
+	by := make([]string, 0, len(tg.RefusalsPerS))
+	for k, v := range tg.RefusalsPerS {
+		by = append(by, k+" "+jsNum(v, 2))
+	}
+	if len(by) == 0 {
+		return "–"
+	}
+	sort.Strings(by)
+	return strings.Join(by, ", ")
+}
+
+const refusalsConfig = `
+default_upstream = "primary"
+[server]
+listen = "127.0.0.1:0"
+[cache]
+data_dir = "{{DATA}}"
+[retry]
+max_attempts = 1
+[[upstreams]]
+name = "primary"
+base_url = "{{UP1}}/v1"
+[[models]]
+name = "gpt-test"
+targets = [{upstream = "primary"}]
+`
+
+// TestDashboardRefusalsPerSecond: a model that refuses on tokens per
+// minute and on requests per minute, in OpenAI's words, shows both rates
+// in the targets table's "Refusals/s", each under its limit. /stats is
+// frozen once both rates are above zero, and the page renders it.
+func TestDashboardRefusalsPerSecond(t *testing.T) {
+	bin := chromium(t)
+	var calls atomic.Int64
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		// OpenAI's 429s (https://platform.openai.com/docs/guides/rate-limits);
+		// no "try again in", so no hold keeps the next request back.
+		on, limit := "tokens per min (TPM): Limit 1000000, Used 1000000, Requested 300", "tokens"
+		if calls.Add(1)%2 == 0 {
+			on, limit = "requests per min (RPM): Limit 500, Used 500, Requested 1", "requests"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, `{"error":{"message":"Rate limit reached for gpt-test in organization org-x on %s.","type":%q,"code":"rate_limit_exceeded"}}`, on, limit)
+	}))
+	defer up.Close()
+	r := start(t, refusalsConfig, up.URL)
+	var frozen []byte
+	var tg proxy.TargetStatsJSON
+	n := 0
+	waitFor(t, "refusals per second on tokens and on requests in /stats", func() bool {
+		n++
+		if code, _, body := r.chat(t, fmt.Sprintf("question %d", n)); code != http.StatusTooManyRequests {
+			t.Fatalf("request %d: %d %s, want the model's 429", n, code, body)
+		}
+		frozen = []byte(r.get(t, "/stats"))
+		var stats proxy.Stats
+		if err := json.Unmarshal(frozen, &stats); err != nil {
+			t.Fatalf("/stats: %v", err)
+		}
+		for _, m := range stats.Models {
+			for _, tg = range m.Targets {
+				if tg.Name == "primary/gpt-test" {
+					return tg.RefusalsPerS["tokens"] > 0 && tg.RefusalsPerS["requests"] > 0
+				}
+			}
+		}
+		return false
+	})
+	if tg.Refusals["tokens"] == 0 || tg.Refusals["requests"] == 0 {
+		t.Errorf("refusals %v: want both limits counted", tg.Refusals)
+	}
+	fs := frozenStats(t, r, frozen)
+	dom, _ := runChromium(t, bin, "--window-size=1400,900", "--dump-dom", fs.URL+"/dashboard")
+	pageErrors(t, dom)
+	row := regexp.MustCompile(`(?s)<tr data-target="primary/gpt-test">(.*?)</tr>`).FindStringSubmatch(dom)
+	if row == nil {
+		t.Fatalf("no row for primary/gpt-test:\n%s", dom)
+	}
+	cell := regexp.MustCompile(`<td data-col="refusals_per_s" class="num">([^<]*)</td>`).FindStringSubmatch(row[1])
+	if cell == nil {
+		t.Fatalf("no Refusals/s cell in the row:\n%s", row[1])
+	}
+	// Each limit's figure under its own name, as /stats has it.
+	m := regexp.MustCompile(`^requests (\d+\.\d\d), tokens (\d+\.\d\d)$`).FindStringSubmatch(cell[1])
+	if m == nil || m[1] == "0.00" || m[2] == "0.00" || cell[1] != refusalsPerS(tg) {
+		t.Errorf("Refusals/s = %q, want requests and tokens above zero, as in /stats: %q", cell[1], refusalsPerS(tg))
 	}
 }
 

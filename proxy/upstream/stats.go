@@ -87,6 +87,9 @@ type TargetStats struct {
 	// LimitInputTokens, LimitOutputTokens, LimitConcurrency (the model was
 	// full, or the refusal named no limit); limits never hit are absent.
 	Refusals map[string]uint64
+	// RefusalRate is Refusals per second over the last RefusalRateSpan,
+	// by limit; limits not hit within it are absent, nil when none was.
+	RefusalRate map[string]float64
 	// TokenLimit is the token budgets per minute the lanes learnt, summed
 	// by limit (LimitTokens, LimitInputTokens, LimitOutputTokens), TokensLeft
 	// what is left of them now; nil before any was learnt.
@@ -149,8 +152,10 @@ type targetStats struct {
 	retries, budgetWaits, abandoned atomic.Uint64
 	// loneRetries counts retries a lone lane sent outside the budget.
 	loneRetries atomic.Uint64
-	// refusals counts congestion refusals by lane.Limits.
+	// refusals counts congestion refusals by lane.Limits; recent those of
+	// the last RefusalRateSpan, for their rate.
 	refusals [len(lane.Limits)]atomic.Uint64
+	recent   refusalRing
 
 	mu   sync.Mutex
 	lat  [latencyRing]time.Duration
@@ -235,8 +240,63 @@ func (c *Caller) targetStats(m *member, now time.Time) TargetStats {
 			ts.Refusals[l] = n
 		}
 	}
+	ts.RefusalRate = s.recent.rates(now)
 	ts.LatencyP50, ts.LatencyP99 = s.percentiles()
 	return ts
+}
+
+// RefusalRateSpan is the span TargetStats.RefusalRate is measured over:
+// long enough that a dashboard polling every few seconds sees each refusal
+// in more than one poll, short enough that the figure is what the model
+// does now (the cumulative Refusals say what it did since start).
+const RefusalRateSpan = 10 * time.Second
+
+// refusalRing counts refusals by limit in one-second cells over the last
+// RefusalRateSpan.
+type refusalRing struct {
+	mu  sync.Mutex
+	sec [refusalCells]int64 // the unix second each cell counts
+	n   [refusalCells][len(lane.Limits)]uint32
+}
+
+const refusalCells = int(RefusalRateSpan / time.Second)
+
+// add counts a refusal on lane.Limits[limit] at now.
+func (r *refusalRing) add(now time.Time, limit int) {
+	sec := now.Unix()
+	i := int(sec % int64(refusalCells))
+	r.mu.Lock()
+	if r.sec[i] != sec {
+		r.sec[i], r.n[i] = sec, [len(lane.Limits)]uint32{}
+	}
+	r.n[i][limit]++
+	r.mu.Unlock()
+}
+
+// rates are the refusals per second by limit over the RefusalRateSpan
+// ending at now; nil when there were none.
+func (r *refusalRing) rates(now time.Time) map[string]float64 {
+	sec := now.Unix()
+	var sum [len(lane.Limits)]uint32
+	r.mu.Lock()
+	for i := range r.sec {
+		if s := r.sec[i]; s > sec-int64(refusalCells) && s <= sec {
+			for l, n := range r.n[i] {
+				sum[l] += n
+			}
+		}
+	}
+	r.mu.Unlock()
+	var out map[string]float64
+	for l, n := range sum {
+		if n > 0 {
+			if out == nil {
+				out = make(map[string]float64, len(lane.Limits))
+			}
+			out[lane.Limits[l]] = roundWeight(float64(n) / RefusalRateSpan.Seconds())
+		}
+	}
+	return out
 }
 
 // Snapshot returns every route's targets in configuration order, then the default

@@ -195,6 +195,9 @@ type tokens struct {
 		spent perDim
 	}
 	next int
+	// whole: the lane takes the provider's whole budget as its own and
+	// measures no share of it (WholeBudget).
+	whole bool
 }
 
 // spentHist bounds the history of what a lane spent: the grants of the
@@ -277,6 +280,9 @@ func (t *tokens) take(now time.Time, c perDim) {
 // than the last is not used (answers come back out of order). The caller
 // holds l.mu.
 func (t *tokens) measureShare(dim int, sent time.Time, rem float64) {
+	if t.whole {
+		return
+	}
 	b := &t.b[dim]
 	if !b.readAt.IsZero() && !sent.After(b.readAt.Add(shareWindow)) {
 		return
@@ -314,6 +320,15 @@ func (t *tokens) measureShare(dim int, sent time.Time, rem float64) {
 		sh = min(sh*(1-shareCut), mine/all)
 	}
 	b.share = min(max(sh, minShare), 1)
+}
+
+// WholeBudget makes the lane take the provider's whole budget as its own,
+// measuring no share of it, as a lane did before it shared a fleet's
+// budget: the baseline a test of the sharing compares a fleet with.
+func (l *Lane) WholeBudget() {
+	l.mu.Lock()
+	l.tok.whole = true
+	l.mu.Unlock()
 }
 
 // The steps of a lane's share of a budget (see measureShare): a budget
