@@ -78,9 +78,19 @@ func (s *Server) accessLog(ctx context.Context, r *flow.Record) {
 	case r.Similarity > 0:
 		attrs = append(attrs, slog.Float64("similarity", float64(r.Similarity)))
 	}
-	if r.Target != "" {
+	switch {
+	case r.Target != "":
 		attrs = append(attrs, slog.String("target", r.Target), slog.Int("attempts", r.Attempts),
 			slog.Int64("upstream_us", r.Upstream.Microseconds()))
+	case r.Attempts > 0:
+		attrs = append(attrs, slog.Int("attempts", r.Attempts), slog.Int64("upstream_us", r.Upstream.Microseconds()))
+	}
+	// The call's attempts merged into this line, so its retries read as
+	// one call; the caller logs each attempt at Debug only. A call that
+	// was answered at its first attempt says nothing more than target and
+	// attempts do.
+	if t := r.Tried; t != nil && (t.N > 1 || r.Failed) {
+		attrs = append(attrs, slog.String("tried", t.String()))
 	}
 	// The record goes to the handler directly: Logger.LogAttrs would also
 	// capture the caller's program counter (runtime.Callers, 1.5 % of an

@@ -1,11 +1,17 @@
 package proxy
 
 import (
+	"fmt"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/breakwater-dev/breakwater/lib/logtest"
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // TestRequestLogLine checks the one info line per request: it carries the
@@ -68,5 +74,59 @@ func TestRequestLogLineExactHit(t *testing.T) {
 	}
 	if got, want := line["similarity"], float64(1); got != want {
 		t.Errorf("similarity = %#v, want the number 1", got)
+	}
+}
+
+// TestRequestLogLineMergesAttempts: a request the model refuses on tokens,
+// then on requests, then answers, is one info line: attempts 3, and the
+// attempts merged in "tried" with the limit each refusal hit. The caller's
+// own lines of each attempt and retry are debug lines.
+func TestRequestLogLineMergesAttempts(t *testing.T) {
+	var calls atomic.Int64
+	model := &fakeModel{}
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// OpenAI's 429s (https://platform.openai.com/docs/guides/rate-limits).
+		on := ""
+		switch calls.Add(1) {
+		case 1:
+			on = "tokens per min (TPM): Limit 30000, Used 30000, Requested 300"
+		case 2:
+			on = "requests per min (RPM): Limit 500, Used 500, Requested 1"
+		default:
+			model.ServeHTTP(w, r)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		fmt.Fprintf(w, `{"error":{"message":"Rate limit reached for gpt-test in organization org-x on %s.","type":"rate_limit_exceeded","code":"rate_limit_exceeded"}}`, on)
+	}))
+	t.Cleanup(up.Close)
+	var buf logtest.Buffer
+	log := slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	e := newEnv(t, envOptions{
+		proxy: func(o *Options) { o.Logger = log },
+		caller: func(o *upstream.Options) {
+			o.Upstreams[0].BaseURL = up.URL + "/v1"
+			o.Retry.MaxAttempts = 3
+			o.Logger = log
+		},
+	})
+	if r := e.post("/v1/chat/completions", chat("a question refused twice"), HeaderRequestID, "req-3"); r.status != http.StatusOK {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	lines := buf.Lines("")
+	if len(lines) != 1 || lines[0]["msg"] != "request" {
+		t.Fatalf("%d info lines, want the request's one:\n%s", len(lines), buf.String())
+	}
+	l := lines[0]
+	for k, want := range map[string]any{"request_id": "req-3", "status": float64(200), "target": "fake/gpt-test", "attempts": float64(3)} {
+		if got := l[k]; got != want {
+			t.Errorf("log %s = %v, want %v", k, got, want)
+		}
+	}
+	tried, _ := l["tried"].(string)
+	t.Logf("tried = %q", tried)
+	if !regexp.MustCompile(`^fake/gpt-test 429 tokens, waited \S+; fake/gpt-test 429 requests, waited \S+; fake/gpt-test 200$`).MatchString(tried) {
+		t.Errorf("tried = %q, want the three attempts in order, each refusal with its limit and the wait until the next attempt", tried)
 	}
 }

@@ -188,6 +188,7 @@ func (s *Flow) call(x *exchange, ureq *upstream.Request) error {
 			return nil
 		}
 		x.rec.Failed = true
+		x.callFailed(err)
 		x.end(OutcomeBypass, statusOf(err), 0, "")
 		return WriteUpstreamError(x.w, x.format, err)
 	}
@@ -195,6 +196,7 @@ func (s *Flow) call(x *exchange, ureq *upstream.Request) error {
 		defer resp.Rest.Close()
 	}
 	x.setCallHeaders(OutcomeBypass, resp.Target, resp.Attempts)
+	x.rec.Tried = resp.Tried
 	x.end(OutcomeBypass, resp.Status, 0, resp.Target)
 	return writeAnswer(x.w, resp)
 }

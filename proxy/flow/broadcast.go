@@ -4,6 +4,8 @@ import (
 	"context"
 	"net/http"
 	"sync"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // broadcast fans one upstream stream out to every client that asked the same
@@ -17,6 +19,7 @@ type broadcast struct {
 	header   http.Header
 	target   string
 	attempts int
+	tried    *upstream.Tried
 	events   [][]byte // raw SSE bytes, or the whole body of a non-200
 	size     int64    // bytes in events (bounded by the pump: MaxStreamBytes)
 	finished bool
@@ -38,10 +41,10 @@ func (b *broadcast) notifyLocked() {
 	b.changed = make(chan struct{})
 }
 
-func (b *broadcast) start(status int, h http.Header, target string, attempts int) {
+func (b *broadcast) start(status int, h http.Header, target string, attempts int, tried *upstream.Tried) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.started, b.status, b.header, b.target, b.attempts = true, status, h, target, attempts
+	b.started, b.status, b.header, b.target, b.attempts, b.tried = true, status, h, target, attempts, tried
 	b.notifyLocked()
 }
 

@@ -415,11 +415,21 @@ func (s *Flow) forward(x *exchange, outcome string) error {
 	}
 	s.checkFresh(x, resp.Response)
 	x.setCallHeaders(outcome, resp.Target, resp.Attempts)
+	x.rec.Tried = resp.Tried
 	if shared {
 		setTokensSaved(x.w.Header(), x.rec.Usage)
 	}
 	x.end(outcome, resp.Status, 0, resp.Target)
 	return writeAnswer(x.w, resp.Response)
+}
+
+// callFailed records the attempts of a call that got no answer to hand
+// back.
+func (x *exchange) callFailed(err error) {
+	var ue *upstream.Error
+	if errors.As(err, &ue) {
+		x.rec.Attempts, x.rec.Tried = ue.Attempts, ue.Tried
+	}
 }
 
 // upstreamFailed answers a request whose upstream call failed: nothing when
@@ -435,6 +445,7 @@ func (s *Flow) upstreamFailed(x *exchange, outcome string, err error, serve func
 		return serve(x, stale, OutcomeStale)
 	}
 	x.rec.Failed = true
+	x.callFailed(err)
 	x.end(outcome, statusOf(err), 0, "")
 	// A miss that failed upstream (502, 429, 503) is still a miss.
 	x.w.Header().Set(HeaderCache, outcome)

@@ -136,9 +136,13 @@ type Record struct {
 	Outcome    string
 	Status     int
 	Similarity float32
-	// Target answered the request upstream ("" for none); Attempts it took.
+	// Target answered the request upstream ("" for none); Attempts it took
+	// (also when none answered); Tried what the call did at its targets,
+	// its attempts merged (nil without an upstream call, and for a
+	// coalesced follower the leader's).
 	Target   string
 	Attempts int
+	Tried    *upstream.Tried
 	// Start and End bound the request; Upstream is the time spent waiting
 	// for the upstream (or the flight it joined).
 	Start, End time.Time

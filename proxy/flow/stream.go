@@ -30,6 +30,11 @@ type streamJob struct {
 	// first chunk was relayed (time to first chunk).
 	start time.Time
 	first bool
+	// assembled is the answer the assembler built when the stream ended
+	// cleanly (didAssemble), built once for the caller and the cache.
+	assembled   []byte
+	assembleErr error
+	didAssemble bool
 }
 
 type logFn func(msg string, args ...any)
@@ -86,6 +91,7 @@ func (s *Flow) relay(x *exchange, b *broadcast, outcome string) error {
 	w := x.w
 	h := w.Header()
 	x.setCallHeaders(outcome, b.target, b.attempts)
+	x.rec.Tried = b.tried
 	if b.status != http.StatusOK {
 		// An upstream 4xx: passed through whole, never cached.
 		if ct := b.header.Get("Content-Type"); ct != "" {
@@ -173,7 +179,7 @@ func (s *Flow) pump(ctx context.Context, job *streamJob, b *broadcast, done func
 		b.finish(err)
 		return
 	}
-	b.start(sr.Status, sr.Header.Clone(), sr.Target, sr.Attempts)
+	b.start(sr.Status, sr.Header.Clone(), sr.Target, sr.Attempts, sr.Tried)
 	if sr.Status != http.StatusOK {
 		body, rerr := io.ReadAll(io.LimitReader(sr.Body, 1<<20))
 		sr.Body.Close()
@@ -247,7 +253,10 @@ func (s *Flow) pump(ctx context.Context, job *streamJob, b *broadcast, done func
 	}
 	// The usage is read from the assembled answer, in the API's own shape,
 	// before the followers are told the stream ended: each counts it.
-	body, err := asm.Body()
+	body, err := job.assembled, job.assembleErr
+	if !job.didAssemble {
+		body, err = asm.Body()
+	}
 	var u Usage
 	if err == nil {
 		u = job.format.Usage(body)
@@ -274,12 +283,23 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 func (s *Flow) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
-		if tok := job.req.GenAI.Stream; tok != nil && cut == nil && asm.Complete() {
-			// Tracing: the attempt's span records the answer's usage when
-			// the body is closed (which ends the attempt), so before that.
-			if ab, err := asm.Body(); err == nil {
-				u := job.format.Usage(ab)
-				*tok = upstream.Tokens{Input: u.Input, Output: u.Output, Model: responseModel(ab), Known: u.Known}
+		if cut == nil && asm.Complete() {
+			// The answer's usage goes to the caller before the body is
+			// closed (which ends the attempt): it corrects the lane's token
+			// budgets, and with tracing on the attempt's span records it.
+			// A resumed stream's usage is the continuation's or both
+			// parts', which matches no one attempt's charge: the estimate
+			// stands.
+			job.assembled, job.assembleErr = asm.Body()
+			job.didAssemble = true
+			if job.assembleErr == nil {
+				u := job.format.Usage(job.assembled)
+				if u.Known && !resumed {
+					sr.Usage(int(u.Input), int(u.Output))
+				}
+				if tok := job.req.GenAI.Stream; tok != nil {
+					*tok = upstream.Tokens{Input: u.Input, Output: u.Output, Model: responseModel(job.assembled), Known: u.Known}
+				}
 			}
 		}
 		body.Close()

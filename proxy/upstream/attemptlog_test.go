@@ -11,7 +11,7 @@ import (
 
 // TestAttemptLogLines checks the lines an attempt writes (built only when
 // one is written) name the request, the attempt and the target: a 503 then
-// a 200 logs one "upstream retry" line for attempt 1, and a debug line for
+// a 200 logs one "upstream retry" debug line for attempt 1, and a debug line for
 // each attempt with its own number.
 func TestAttemptLogLines(t *testing.T) {
 	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {

@@ -61,8 +61,10 @@ type Response struct {
 	Rest io.ReadCloser
 	// Target and Upstream name who answered; Model is the model sent upstream.
 	Target, Upstream, Model string
-	// Attempts counts the upstream requests this call sent, over all targets.
+	// Attempts counts the upstream requests this call sent, over all
+	// targets; Tried is what the call did at them, its attempts merged.
 	Attempts int
+	Tried    *Tried
 }
 
 // New builds a Caller, applying the documented defaults to zero fields.
@@ -176,7 +178,7 @@ func (c *Caller) Do(ctx context.Context, req *Request) (*Response, error) {
 	}
 	r := &Response{
 		Status: a.resp.StatusCode, Header: inboundHeader(a.resp.Header), Body: a.body,
-		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts,
+		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts, Tried: a.tried,
 	}
 	if a.finish != nil {
 		// Longer than MaxAnswerBytes: Body is its beginning, Rest the rest.
@@ -197,6 +199,8 @@ type answer struct {
 	finish   func(error)  // a live stream's (or an over-long body's) end, nil otherwise
 	cause    func() error // why a live body's context ended
 	attempts int
+	tried    *Tried
+	used     *streamUsage // a live stream's usage, reported by its reader
 }
 
 // call is one request's journey over targets.
@@ -430,6 +434,7 @@ func (k *call) waitEnded() error {
 
 func (k *call) skipOpen(t *target) {
 	t.shed(ShedBreakerOpen)
+	k.rep.tried.shed(t.name, ShedBreakerOpen)
 	state, wait := t.breaker.Snapshot(k.c.now())
 	if state == StateOpen {
 		k.rep.note(t.name, fmt.Sprintf("circuit open for another %s", wait.Round(time.Second)))
@@ -563,8 +568,9 @@ func (k *call) tryTarget(m *member) tried {
 			// would have to be learnt by refusing it too).
 			t.breaker.Report(c.now(), probe, neutral)
 			t.shed(ShedTooLarge)
+			k.rep.tried.shed(t.name, ShedTooLarge)
 			return stop(&Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge, Message: big.Error(),
-				Attempts: k.rep.attempts, Err: big})
+				Attempts: k.rep.attempts, Tried: &k.rep.tried, Err: big})
 		}
 		if err != nil {
 			k.traceQueue(t, qstart, err)
@@ -574,7 +580,9 @@ func (k *call) tryTarget(m *member) tried {
 				return stop(k.waitEnded())
 			}
 			k.shed(t, shed.Reason, shed.RetryAfter, shed.Error())
-			x.log().Info("upstream shed", "reason", shed.Reason, "waiting", shed.Waiting, "slots", shed.Slots, "retry_after", shed.RetryAfter)
+			if x.base.Enabled(k.ctx, slog.LevelDebug) { // the access log's line says it at Info (Tried)
+				x.log().Debug("upstream shed", "reason", shed.Reason, "waiting", shed.Waiting, "slots", shed.Slots, "retry_after", shed.RetryAfter)
+			}
 			return fallBack(fallShed)
 		}
 		err = x.pool.Acquire(k.dctx)
@@ -587,7 +595,9 @@ func (k *call) tryTarget(m *member) tried {
 				return stop(k.waitEnded())
 			}
 			k.shed(t, ShedQueueFull, lane.ShedRetryAfter, shed.Error())
-			x.log().Info("upstream shed", "pool", shed.Pool, "waiting", shed.Waiting, "inflight", shed.Inflight)
+			if x.base.Enabled(k.ctx, slog.LevelDebug) {
+				x.log().Debug("upstream shed", "pool", shed.Pool, "waiting", shed.Waiting, "inflight", shed.Inflight)
+			}
 			return fallBack(fallPoolShed)
 		}
 		if x.gate, err = k.gate(t, l, key, rank, deadline); err != nil {
@@ -605,6 +615,7 @@ func (k *call) tryTarget(m *member) tried {
 		}
 		x.probe = probe
 		r := k.send(x)
+		k.rep.tried.add(r.step(t.name), r.sent, time.Now())
 		switch {
 		case r.out == outCanceled:
 			return stop(k.ctx.Err())
@@ -616,7 +627,7 @@ func (k *call) tryTarget(m *member) tried {
 				var once sync.Once
 				r.finish = func(err error) { f(err); once.Do(l.Exit) }
 			}
-			return answered(&answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts})
+			return answered(&answer{m: m, model: model, resp: r.resp, body: r.body, finish: r.finish, cause: r.cause, attempts: k.rep.attempts, tried: &k.rep.tried, used: r.used})
 		}
 		k.rep.note(t.name, r.describe())
 		k.rep.lastStatus, k.rep.lastErr = 0, r.err
@@ -650,7 +661,9 @@ func (k *call) tryTarget(m *member) tried {
 			return fallBack(fallWaitBeyond)
 		}
 		c.metrics.Retry(t.name, r.reason)
-		x.log().Info("upstream retry", "reason", r.reason, "wait", wait)
+		if x.base.Enabled(k.ctx, slog.LevelDebug) { // the access log's line says it at Info (Tried)
+			x.log().Debug("upstream retry", "reason", r.reason, "wait", wait)
+		}
 		if !sleep(k.dctx, wait) {
 			return stop(k.stopped())
 		}
@@ -685,6 +698,7 @@ const aliveWindow = 30 * time.Second
 // shed records a request refused before it reached t.
 func (k *call) shed(t *target, reason string, retryAfter time.Duration, msg string) {
 	t.shed(reason)
+	k.rep.tried.shed(t.name, reason)
 	k.rep.note(t.name, "shed: "+reason)
 	k.rep.shed = append(k.rep.shed, msg)
 	k.rep.hint(t.name, retryAfter)

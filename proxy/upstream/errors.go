@@ -56,8 +56,10 @@ type Error struct {
 	Message string
 	// RetryAfter is the wait to suggest to the client; at least 1s except for 404.
 	RetryAfter time.Duration
-	// Attempts counts the upstream requests sent.
+	// Attempts counts the upstream requests sent; Tried is what the call
+	// did at its targets, its attempts merged (nil when it reached none).
 	Attempts int
+	Tried    *Tried
 	// Err is the last underlying cause (an upstream status, a network error,
 	// context.DeadlineExceeded).
 	Err error
@@ -103,6 +105,7 @@ type report struct {
 	shed       []string                 // shed messages
 	congested  bool                     // the last attempt was refused as congestion by a target that answers others
 	alive      bool                     // a target tried had answered within aliveWindow
+	tried      Tried                    // the attempts and sheds, for the access log
 }
 
 func (r *report) note(target, event string) {
@@ -174,7 +177,7 @@ func (r *report) exhausted() *Error {
 			status = 504
 		}
 		return &Error{
-			Status: status, Code: CodeUpstreamError, RetryAfter: ra, Attempts: r.attempts, Err: r.lastErr,
+			Status: status, Code: CodeUpstreamError, RetryAfter: ra, Attempts: r.attempts, Tried: &r.tried, Err: r.lastErr,
 			Message: fmt.Sprintf("breakwater: no upstream answered model %q after %d attempts (%s); retry after %s",
 				r.model, r.attempts, r.summary(), ra),
 		}
@@ -183,10 +186,10 @@ func (r *report) exhausted() *Error {
 		if len(r.order) > 1 {
 			msg += " (" + r.summary() + ")"
 		}
-		return &Error{Status: 429, Code: CodeCapacityExceeded, RetryAfter: ra, Err: ErrShed, Message: msg}
+		return &Error{Status: 429, Code: CodeCapacityExceeded, RetryAfter: ra, Tried: &r.tried, Err: ErrShed, Message: msg}
 	default:
 		return &Error{
-			Status: 503, Code: CodeNoHealthyTarget, RetryAfter: ra, Err: ErrNoHealthyTarget,
+			Status: 503, Code: CodeNoHealthyTarget, RetryAfter: ra, Tried: &r.tried, Err: ErrNoHealthyTarget,
 			Message: fmt.Sprintf("breakwater: no healthy target for model %q (%s); retry after %s",
 				r.model, r.summary(), ra),
 		}
@@ -205,7 +208,7 @@ func (r *report) deadline(d time.Duration) *Error {
 		status = 429
 	}
 	return &Error{
-		Status: status, Code: CodeDeadlineExceeded, RetryAfter: ra, Attempts: r.attempts, Err: context.DeadlineExceeded,
+		Status: status, Code: CodeDeadlineExceeded, RetryAfter: ra, Attempts: r.attempts, Tried: &r.tried, Err: context.DeadlineExceeded,
 		Message: fmt.Sprintf("breakwater: model %q got no answer within the %s deadline after %d attempts (%s); retry after %s",
 			r.model, d.Round(time.Millisecond), r.attempts, r.summary(), ra),
 	}

@@ -67,8 +67,13 @@ type result struct {
 	retryAfter time.Duration
 	noRetry    bool
 	why        string
-	refusal    bool // a non-2xx that must not be passed through: fall back instead
-	tooLarge   bool // the provider said the request alone exceeds its limit: passed through, never retried
+	refusal    bool      // a non-2xx that must not be passed through: fall back instead
+	tooLarge   bool      // the provider said the request alone exceeds its limit: passed through, never retried
+	limit      string    // the limit a congestion refusal hit (Limit…), "" otherwise
+	sent       time.Time // when the attempt was sent
+	// used is a live stream's usage, which its reader reports before the
+	// stream ends (StreamResponse.Usage); nil for other answers.
+	used *streamUsage
 	// hold is the Retry-After (header or body) that now holds the lane; 0
 	// when the answer named none.
 	hold time.Duration
@@ -138,7 +143,7 @@ func (k *call) send(x *exchange) result {
 	k.rep.attempts++
 	t.stats.sent.Add(1)
 	t.stats.inflight.Add(1)
-	var r result
+	r := result{sent: start}
 	hreq, err := http.NewRequestWithContext(actx, x.method, x.url, bodyReader(x.body))
 	if err == nil {
 		hreq.Header = x.header
@@ -236,12 +241,21 @@ func (k *call) send(x *exchange) result {
 		timer = time.AfterFunc(left, func() { cancel(errDeadline) })
 		r.cause = func() error { return context.Cause(actx) }
 		status := r.out // what the headers said (a long 4xx stays a client error)
+		if live && k.req.Usage != nil {
+			r.used = &streamUsage{}
+		}
 		var once sync.Once
 		r.finish = func(ferr error) {
 			once.Do(func() {
 				o := streamOutcome(k.ctx, ferr)
 				if o == outSuccess && over {
 					o = status
+				}
+				if in, out, ok := r.used.get(); ok && o == outSuccess {
+					// The stream's own usage (its final usage chunk,
+					// message_delta or usageMetadata) corrects the charge,
+					// as a JSON answer's does below.
+					x.lane.Reconcile(k.req.Cost, in, out)
 				}
 				release(o.verdict(), o)
 				k.endAttempt(span, &r, ferr)
@@ -280,6 +294,7 @@ func (k *call) send(x *exchange) result {
 // elsewhere, and it holds nobody back.
 func (r *result) limitHit(x *exchange, status int, cost Cost) {
 	rf := classifyRefusal(status, r.resp.Header, r.body)
+	r.limit = rf.limit
 	x.m.t.refused(rf.limit)
 	x.lane.RefusedOn(rf.limit, rf.perMinute, rf.used, cost)
 	if rf.tooLarge {

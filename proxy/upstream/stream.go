@@ -20,10 +20,47 @@ type StreamResponse struct {
 	Body io.ReadCloser
 	// Target and Upstream name who answered; Model is the model sent upstream.
 	Target, Upstream, Model string
-	// Attempts counts the upstream requests this call sent, over all targets.
+	// Attempts counts the upstream requests this call sent, over all
+	// targets; Tried is what the call did at them, its attempts merged.
 	Attempts int
+	Tried    *Tried
 
 	finish func(error)
+	used   *streamUsage
+}
+
+// Usage reports the input and output tokens the stream's answer says it
+// used (its final usage chunk, message_delta or usageMetadata), before the
+// stream ends (Done, or Body's Close): a complete stream's usage corrects
+// the token budgets its request was charged at admission, as a JSON
+// answer's usage does. A stream whose answer reports none leaves the
+// estimate.
+func (s *StreamResponse) Usage(input, output int) { s.used.set(input, output) }
+
+// streamUsage is the usage a live stream's reader reports, read when the
+// stream ends; nil when the request reads no usage (Request.Usage).
+type streamUsage struct {
+	mu       sync.Mutex
+	in, out  int
+	reported bool
+}
+
+func (u *streamUsage) set(in, out int) {
+	if u == nil {
+		return
+	}
+	u.mu.Lock()
+	u.in, u.out, u.reported = in, out, true
+	u.mu.Unlock()
+}
+
+func (u *streamUsage) get() (in, out int, ok bool) {
+	if u == nil {
+		return 0, 0, false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.in, u.out, u.reported
 }
 
 // Done reports how the stream ended and releases its slot: nil for a complete
@@ -51,12 +88,13 @@ func (c *Caller) Open(ctx context.Context, req *Request) (*StreamResponse, error
 	}
 	s := &StreamResponse{
 		Status: a.resp.StatusCode, Header: inboundHeader(a.resp.Header),
-		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts,
+		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts, Tried: a.tried,
 	}
 	if a.finish == nil {
 		s.Body = io.NopCloser(bytes.NewReader(a.body))
 		return s, nil
 	}
+	s.used = a.used
 	b := &streamBody{rc: a.resp.Body, cause: a.cause}
 	s.finish = func(err error) {
 		b.closeOnce.Do(func() { a.finish(err) })
