@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -61,7 +62,7 @@ func TestClassifyRefusal(t *testing.T) {
 // estimates), refusing with the provider's 429 when a budget does not cover
 // it, and reporting its budgets in the provider's headers.
 type tokenProvider struct {
-	shape     string // "openai", "anthropic" or "gemini"
+	shape     string // "openai", "anthropic", "gemini" or "gemini-bare" (no quotaValue)
 	perMinute float64
 	up        *fakeUpstream
 
@@ -117,7 +118,7 @@ func (p *tokenProvider) handle(w http.ResponseWriter, r *http.Request, n int) {
 	}
 	if !fits {
 		p.refused.Add(1)
-		if p.shape != "gemini" { // Gemini sends no headers: its RetryInfo is in the body
+		if !strings.HasPrefix(p.shape, "gemini") { // Gemini sends no headers: its RetryInfo is in the body
 			h.Set("Retry-After-Ms", strconv.Itoa(int(wait*1000)+1))
 		}
 		switch p.shape {
@@ -127,7 +128,11 @@ func (p *tokenProvider) handle(w http.ResponseWriter, r *http.Request, n int) {
 		case "anthropic":
 			reply(w, 429, `{"type":"error","error":{"type":"rate_limit_error","message":"This request would exceed the rate limit for your organization of `+limit+` input tokens per minute."}}`)
 		default:
-			reply(w, 429, `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"Quota exceeded.","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateContentInputTokensPerModelPerMinute","quotaValue":"`+limit+`"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1s"}]}}`)
+			value := `,"quotaValue":"` + limit + `"`
+			if p.shape == "gemini-bare" {
+				value = ""
+			}
+			reply(w, 429, `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"Quota exceeded.","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaId":"GenerateContentInputTokensPerModelPerMinute"`+value+`}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"1s"}]}}`)
 		}
 		return
 	}
@@ -207,6 +212,45 @@ func TestTokenBudgetsAbsorbAPeak(t *testing.T) {
 			}
 			t.Logf("%s: %d refusals; budget %v, left %v; refusals by limit %v", shape, p.refused.Load(), ts.TokenLimit, ts.TokensLeft, ts.Refusals)
 		})
+	}
+}
+
+// TestTokenBudgetLearntWithoutNumbers: a provider that refuses on input
+// tokens and says nothing else (no headers, a QuotaFailure without its
+// quotaValue) has its limit estimated within seconds, from what it admitted
+// between two refusals at least estimateAfter apart, not after a minute of
+// sending.
+func TestTokenBudgetLearntWithoutNumbers(t *testing.T) {
+	const perMinute = 240_000 // 4000 tokens a second
+	p := newTokenProvider("gemini-bare", perMinute, 3000)
+	up := startUpstream(t, p.handle)
+	p.up = up
+	opts := oneTarget(up.url())
+	opts.Retry = RetryPolicy{MaxAttempts: 8, BaseDelay: 50 * time.Millisecond, MaxDelay: time.Second, Deadline: 60 * time.Second}
+	c := newCaller(t, opts)
+	var wg sync.WaitGroup
+	start := time.Now()
+	// 100 requests of 42 000 input tokens in all: about 10 s of budget.
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in := 150
+			if i%5 == 4 {
+				in = 1500
+			}
+			if _, err := c.Do(context.Background(), costly(in, 50)); err != nil {
+				t.Errorf("request %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	took := time.Since(start)
+	ts := statsOf(t, c, "gpt-4o", "a/*")
+	got := ts.TokenLimit[LimitInputTokens]
+	t.Logf("%d refusals in %s; input budget %.0f a minute (the provider's: %d)", p.refused.Load(), took.Round(time.Millisecond), got, perMinute)
+	if took < time.Minute && (got < perMinute/2 || got > perMinute*3/2) {
+		t.Errorf("input budget learnt within %s = %.0f a minute, want about the provider's %d", took.Round(time.Second), got, perMinute)
 	}
 }
 
@@ -306,9 +350,10 @@ func TestTokenBudgetSharedByAFleet(t *testing.T) {
 	whole := fleetBurst(t, true)
 	shared := fleetBurst(t, false)
 	t.Logf("refusals once the replicas read the budget: %d sharing it, %d each taking all of it", shared, whole)
-	// Measured: 1–4 sharing, 5–15 each taking the whole budget.
-	if shared > whole/2+2 {
-		t.Errorf("the provider refused %d attempts of a fleet sharing its budget once the replicas read it, against %d when each replica takes all of it: want at most half of that, plus 2", shared, whole)
+	// Measured over 20 runs: 0–4 sharing, 4–16 each taking the whole
+	// budget; with the share broken, 7–19 in the sharing run as well.
+	if shared > whole/3+2 {
+		t.Errorf("the provider refused %d attempts of a fleet sharing its budget once the replicas read it, against %d when each replica takes all of it: want at most a third of that, plus 2", shared, whole)
 	}
 }
 
@@ -345,8 +390,11 @@ func fleetBurst(t *testing.T, whole bool) int64 {
 				switch {
 				case err == nil && resp.Status == 200:
 					answered.Add(1)
-				case !whole: // the baseline may fail a request: it spends the budget three times over
+				case whole: // the baseline may fail a request: it spends the budget three times over
+				case err != nil:
 					t.Errorf("request %d: %v", i, err)
+				default:
+					t.Errorf("request %d: status %d", i, resp.Status)
 				}
 			}()
 		}

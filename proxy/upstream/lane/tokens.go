@@ -95,6 +95,13 @@ type bucket struct {
 	// counted it) that the share was measured from.
 	readAt  time.Time
 	readRem float64
+	// admitted is the tokens the lane sent that the provider did not
+	// refuse, ever; refusedAt and admittedAt the last refusal without
+	// numbers the limit was estimated from, and admitted then
+	// (refusedOn).
+	admitted   float64
+	refusedAt  time.Time
+	admittedAt float64
 }
 
 // part is the share of the provider's budget the lane spends, 1 when it is
@@ -142,6 +149,7 @@ func (b *bucket) take(now time.Time, c float64) {
 	if b.limit > 0 {
 		b.level -= c
 	}
+	b.admitted += c
 	sec := now.Unix()
 	if sec-b.sentSec >= 60 {
 		b.sent = [60]float64{}
@@ -159,6 +167,7 @@ func (b *bucket) take(now time.Time, c float64) {
 // provider did not admit it. (Its cell may go below zero: the sum within the
 // minute stays right.)
 func (b *bucket) unsend(now time.Time, c float64) {
+	b.admitted -= c
 	if now.Unix()-b.sentSec < 60 {
 		b.sent[b.sentSec%60] -= c
 	}
@@ -491,14 +500,29 @@ func (t *tokens) refusedOn(now time.Time, dim int, limit, used float64, cost per
 			b.level = min(b.level, 0)
 		}
 	case b.limit <= 0 || !b.learnt:
-		// Only from a whole minute of sending, and a sample of several
-		// requests' worth: what a shorter burst got through is the
-		// bucket's level when it began, and a lane that sent a few requests
-		// in the minute saw the spending of others (a fleet's replicas,
-		// other apps on the key), not the limit. Before that the refusal
-		// only spends the budget, and the hold of its Retry-After (or
-		// RetryInfo) and the concurrency limit pace the lane.
-		if seen := b.lastMinute(now); now.Sub(b.since) >= time.Minute && seen >= minSample*cost[dim] && seen > 0 {
+		// Between two refusals the provider's bucket went from spent to
+		// spent: what it admitted in between is what it refilled, its
+		// limit × the time ÷ a minute (less, when the bucket was full a
+		// while, or others spent it too: then the lane paces to what it
+		// got, and each answer grows the estimate, see Reconcile). So
+		// the limit is estimated from refusals estimateAfter apart, with
+		// a sample of several requests' worth admitted between them.
+		// Else from a whole minute of sending: what a shorter burst got
+		// through is the bucket's level when it began, and a lane that
+		// sent a few requests in the minute saw the spending of others
+		// (a fleet's replicas, other apps on the key), not the limit.
+		// Before either the refusal only spends the budget, and the hold
+		// of its Retry-After (or RetryInfo) and the concurrency limit
+		// pace the lane.
+		got, span := b.admitted-b.admittedAt, now.Sub(b.refusedAt)
+		switch {
+		case b.refusedAt.IsZero() || span > time.Minute:
+			b.refusedAt, b.admittedAt = now, b.admitted
+		case span >= estimateAfter && got >= minSample*cost[dim] && got > 0:
+			b.limit = got * float64(time.Minute) / float64(span)
+			b.refusedAt, b.admittedAt = now, b.admitted
+		}
+		if seen := b.lastMinute(now); b.limit <= 0 && now.Sub(b.since) >= time.Minute && seen >= minSample*cost[dim] && seen > 0 {
 			b.limit = seen
 		}
 		b.level = min(b.level, 0)
@@ -538,6 +562,11 @@ func (l *Lane) reserved(w *waiter, now time.Time) bool {
 	}
 	return now.Sub(w.queued) >= max(reserveAfter, earn)
 }
+
+// estimateAfter is the least time between two refusals without numbers
+// that a limit is estimated over: over less, the answers in flight at each
+// end are most of what the provider admitted between them.
+const estimateAfter = 5 * time.Second
 
 // minSample is how many times the refused request's cost the lane must
 // have sent within the minute to take what it sent as the limit.
