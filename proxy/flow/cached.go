@@ -441,11 +441,11 @@ func (s *Flow) upstreamFailed(x *exchange, outcome string, err error, serve func
 		x.end(outcome, 499, 0, "")
 		return nil
 	}
+	x.callFailed(err) // a stale answer's line says what the call tried too
 	if stale, ok := s.staleAnswer(x); ok {
 		return serve(x, stale, OutcomeStale)
 	}
 	x.rec.Failed = true
-	x.callFailed(err)
 	x.end(outcome, statusOf(err), 0, "")
 	// A miss that failed upstream (502, 429, 503) is still a miss.
 	x.w.Header().Set(HeaderCache, outcome)
