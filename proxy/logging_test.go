@@ -114,9 +114,14 @@ func TestRequestLogLineMergesAttempts(t *testing.T) {
 	if r := e.post("/v1/chat/completions", chat("a question refused twice"), HeaderRequestID, "req-3"); r.status != http.StatusOK {
 		t.Fatalf("status %d: %s", r.status, r.body)
 	}
-	lines := buf.Lines("")
+	var lines []map[string]any
+	for _, l := range buf.Lines("") {
+		if l["request_id"] == "req-3" {
+			lines = append(lines, l)
+		}
+	}
 	if len(lines) != 1 || lines[0]["msg"] != "request" {
-		t.Fatalf("%d info lines, want the request's one:\n%s", len(lines), buf.String())
+		t.Fatalf("%d info lines of the request, want one:\n%s", len(lines), buf.String())
 	}
 	l := lines[0]
 	for k, want := range map[string]any{"request_id": "req-3", "status": float64(200), "target": "fake/gpt-test", "attempts": float64(3)} {
