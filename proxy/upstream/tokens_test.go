@@ -350,10 +350,11 @@ func TestTokenBudgetSharedByAFleet(t *testing.T) {
 	whole := fleetBurst(t, true)
 	shared := fleetBurst(t, false)
 	t.Logf("refusals once the replicas read the budget: %d sharing it, %d each taking all of it", shared, whole)
-	// Measured over 20 runs: 0–4 sharing, 4–16 each taking the whole
-	// budget; with the share broken, 7–19 in the sharing run as well.
-	if shared > whole/3+2 {
-		t.Errorf("the provider refused %d attempts of a fleet sharing its budget once the replicas read it, against %d when each replica takes all of it: want at most a third of that, plus 2", shared, whole)
+	// Measured over 60 runs (a third under -race): 0–4 sharing, 2–23 each
+	// taking the whole budget; with the share broken, 7–19 in the sharing
+	// run as well.
+	if shared > whole/3+3 {
+		t.Errorf("the provider refused %d attempts of a fleet sharing its budget once the replicas read it, against %d when each replica takes all of it: want at most a third of that, plus 3", shared, whole)
 	}
 }
 
