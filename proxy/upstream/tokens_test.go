@@ -347,8 +347,8 @@ func TestRefusalsByLimit(t *testing.T) {
 // meet the same provider with the same load, one after the other, so the
 // comparison holds on a machine of any speed.
 func TestTokenBudgetSharedByAFleet(t *testing.T) {
-	whole := fleetBurst(t, true)
 	shared := fleetBurst(t, false)
+	whole := fleetBurst(t, true)
 	t.Logf("refusals once the replicas read the budget: %d sharing it, %d each taking all of it", shared, whole)
 	// Measured over 60 runs (a third under -race): 0–4 sharing, 2–23 each
 	// taking the whole budget; with the share broken, 7–19 in the sharing
