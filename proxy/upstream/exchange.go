@@ -317,6 +317,10 @@ func (r *result) holdLane(l *lane.Lane, c *Caller) {
 		return
 	}
 	r.hold = min(ra, c.raCap)
+	if r.limit == LimitConcurrency {
+		l.Clock(c.now().Add(r.hold))
+		return
+	}
 	l.Hold(c.now().Add(r.hold))
 }
 

@@ -125,6 +125,9 @@ type Lane struct {
 	// arrived is when the last request came onto the lane, firstArrived
 	// when the first of those on it now did (see burst).
 	arrived, firstArrived time.Time
+	// clockedUntil is the end of a refusal's Retry-After during which the
+	// lane sends only into slots its own answers free (see Clock).
+	clockedUntil time.Time
 }
 
 type waiter struct {
@@ -355,11 +358,11 @@ func (l *Lane) AcquireCost(ctx context.Context, rank int, retry, mayWait bool, d
 		// Not even an answer's time is left: an attempt would be cut by the
 		// deadline, after costing the upstream the work.
 		reason = ShedWaitBeyond
-	case alone && ahead == 0 && fits && l.inflight < l.loneSlots() && l.pace.wait(now) == 0:
+	case alone && ahead == 0 && fits && l.inflight < l.loneSlots() && l.pace.wait(now) == 0 && !l.clocked(now):
 		l.grantLone(now, retry, cost)
 		l.mu.Unlock()
 		return nil
-	case ahead == 0 && fits && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && l.takeToken(now, 1):
+	case ahead == 0 && fits && l.inflight < slots && (!retry || l.budget >= retryCost) && l.pace.wait(now) == 0 && !l.clocked(now) && l.takeToken(now, 1):
 		l.grant(now, retry, cost)
 		l.mu.Unlock()
 		return nil
@@ -681,6 +684,10 @@ func (l *Lane) dispatch(now time.Time) { l.dispatchChain(now, false) }
 // slot, which a chain (see chainLen) takes at once with a single token, as
 // does a lane behind. The caller holds l.mu.
 func (l *Lane) dispatchChain(now time.Time, chained bool) {
+	if !chained && l.clocked(now) {
+		l.wakeIn(now, l.clockedUntil.Sub(now))
+		return
+	}
 	for l.inflight < l.lim.slots() || l.lone(now) && l.inflight < l.loneSlots() {
 		e := l.next(now)
 		if e == nil {
@@ -862,3 +869,30 @@ func (l *Lane) Idle(now time.Time) bool {
 	defer l.mu.Unlock()
 	return l.inflight == 0 && l.waiters.Len() == 0 && l.present == 0 && l.pace.wait(now) == 0
 }
+
+// Clock is Hold for a refusal for want of room at the model (its
+// concurrency or overload limit) that comes back until t: while the lane has
+// other attempts at the model, it sends, until t, only into the slot one of
+// its own answers frees, the moment that answer comes (as TCP's sends are
+// clocked by acknowledgements after a loss, RFC 5681 §3.2); a lane with no
+// other attempt in flight is held until t, as Hold does, since no answer of
+// its own will come to clock it. Held outright, a lane idles the slots its
+// answers free for the whole Retry-After: six sidecars starting together,
+// each refused once in its cold burst, left a model that answers 12 a
+// second answering 4 a second for two seconds. The refused request itself
+// waits out the Retry-After either way (the caller's retry wait).
+func (l *Lane) Clock(t time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.inflight <= 1 {
+		l.pace.hold(t)
+		return
+	}
+	if t.After(l.clockedUntil) {
+		l.clockedUntil = t
+	}
+}
+
+// clocked reports whether the lane sends only into slots its own answers
+// free at now (see Clock). The caller holds l.mu.
+func (l *Lane) clocked(now time.Time) bool { return now.Before(l.clockedUntil) }

@@ -146,3 +146,48 @@ func TestLaneShedsWhenTheWaitWouldNotFit(t *testing.T) {
 		t.Fatal("a waiter stayed queued past its deadline")
 	}
 }
+
+// TestClockedLaneSendsIntoItsOwnAnswers: a refusal for want of room that
+// comes back in a minute, while the lane has other attempts at the model,
+// keeps a free slot unused (nothing is sent into a model that just said it
+// is full) until one of the lane's own answers comes, and then sends at
+// once, without waiting out the minute; with no other attempt in flight the
+// same refusal holds the lane outright.
+func TestClockedLaneSendsIntoItsOwnAnswers(t *testing.T) {
+	l := testLane(t, 3)
+	for range 3 {
+		if err := l.Acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := time.Now()
+	l.Clock(sent.Add(time.Minute)) // the third attempt was refused: the model is full
+	l.Release()                    // its slot, without a verdict: one slot is free
+	done := acquireAsync(l, false)
+	waitUntil(t, func() bool { return stats(l).queued.Load() == 1 })
+	l.mu.Lock()
+	l.dispatch(time.Now()) // what a wake or an arrival does
+	inflight := l.inflight
+	l.mu.Unlock()
+	if inflight != 2 || l.Wait(time.Now()) != 0 {
+		t.Fatalf("in flight %d, hold %s after the refusal; want 2 (the free slot unused) and no hold of the lane", inflight, l.Wait(time.Now()))
+	}
+	l.Done(sent, 10*time.Millisecond, Answered) // one of its own answers frees a slot
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued request was not sent into the slot the lane's own answer freed")
+	}
+
+	alone := testLane(t, 3)
+	if err := alone.Acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	alone.Clock(time.Now().Add(time.Minute))
+	if w := alone.Wait(time.Now()); w < 50*time.Second {
+		t.Errorf("a refusal of the lane's only attempt holds it %s, want the minute", w)
+	}
+}
