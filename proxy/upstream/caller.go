@@ -402,7 +402,11 @@ func (k *call) deadlineErr() *Error {
 		// model that answers others.
 		return k.rep.exhausted()
 	}
-	if k.cur != nil && k.cur.answeredWithin(k.c.now(), aliveWindow) {
+	if k.cur != nil && (k.cur.answeredWithin(k.c.now(), aliveWindow) || k.cur.refusedWithin(k.c.now(), aliveWindow)) {
+		// Up, only not in time for this request: a model that answers
+		// others, or that refuses for want of room (a fleet replica that
+		// lost its share sends its next request late, and the deadline
+		// cuts it), is congested.
 		k.rep.alive = true
 	}
 	return k.rep.deadline(k.budget)
@@ -708,8 +712,11 @@ func (k *call) shed(t *target, reason string, retryAfter time.Duration, msg stri
 // breaker and the weight.
 func (c *Caller) settle(t *target, probe probeKind, o outcome, v verdict, d time.Duration, log func() *slog.Logger) {
 	t.stats.count(o)
-	if o == outSuccess {
+	switch o {
+	case outSuccess:
 		t.lastOK.Store(c.now().UnixNano())
+	case outRateLimited, outOverloaded:
+		t.lastRefused.Store(c.now().UnixNano())
 	}
 	switch o {
 	case outCanceled:

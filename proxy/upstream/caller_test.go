@@ -613,3 +613,33 @@ func TestNeverSentIsCongestionNotDeadline(t *testing.T) {
 		t.Errorf("upstream calls = %d, want 1 (the held request never sent)", got)
 	}
 }
+
+// TestDeadlineAtARefusingModelIsCongestion: a request cut by its deadline at
+// a target that has only refused for want of room lately (it never answered
+// this replica: a fleet replica that lost its share) gets 429 with
+// Retry-After, as congestion, not 504 as if the model were down.
+func TestDeadlineAtARefusingModelIsCongestion(t *testing.T) {
+	up := startUpstream(t, func(w http.ResponseWriter, r *http.Request, n int) {
+		if n == 1 { // no Retry-After: nothing holds the lane
+			reply(w, 429, `{"error":{"message":"model is at capacity","type":"rate_limit_error"}}`)
+			return
+		}
+		<-r.Context().Done() // full: the next request stalls past its deadline
+	})
+	o := oneTarget(up.url())
+	o.Retry = RetryPolicy{MaxAttempts: 1, Deadline: 5 * time.Second}
+	c := newCaller(t, o)
+	if _, err := c.Do(t.Context(), chat("gpt-4o")); err == nil {
+		t.Fatal("the refused request succeeded")
+	}
+	req := chat("gpt-4o")
+	req.Header.Set("X-Breakwater-Timeout", "1")
+	_, err := c.Do(t.Context(), req)
+	var e *Error
+	if !errors.As(err, &e) {
+		t.Fatalf("Do = %v, want an *Error", err)
+	}
+	if e.Status != http.StatusTooManyRequests || e.Code != CodeDeadlineExceeded || e.RetryAfter < time.Second {
+		t.Errorf("got status %d code %s retry-after %s (%s), want 429 %s with Retry-After", e.Status, e.Code, e.RetryAfter, e.Message, CodeDeadlineExceeded)
+	}
+}

@@ -199,8 +199,9 @@ func (r *report) exhausted() *Error {
 // deadline builds the error for a request whose deadline ran out.
 //
 // The status is 504, or 429 when a target it tried answered other requests
-// within aliveWindow: a model that answers, only not in time for this
-// request, is congested, and the app should come back later.
+// or refused one for congestion within aliveWindow: a model that answers,
+// only not in time for this request, is congested, and the app should come
+// back later.
 func (r *report) deadline(d time.Duration) *Error {
 	ra := atLeastSecond(r.retryAfter())
 	status := 504

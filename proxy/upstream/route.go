@@ -38,12 +38,22 @@ type target struct {
 	mu     sync.Mutex
 	factor float64 // in [weightFloor, 1]
 
-	lastOK atomic.Int64 // unix nanoseconds of the last success, 0 = never
+	lastOK      atomic.Int64 // unix nanoseconds of the last success, 0 = never
+	lastRefused atomic.Int64 // of the last congestion refusal (429, 529, overload), 0 = never
 }
 
 // answeredWithin reports whether t answered successfully within d before now.
 func (t *target) answeredWithin(now time.Time, d time.Duration) bool {
-	last := t.lastOK.Load()
+	return within(t.lastOK.Load(), now, d)
+}
+
+// refusedWithin reports whether t refused an attempt for congestion within
+// d before now: it is up, and full.
+func (t *target) refusedWithin(now time.Time, d time.Duration) bool {
+	return within(t.lastRefused.Load(), now, d)
+}
+
+func within(last int64, now time.Time, d time.Duration) bool {
 	return last != 0 && now.Sub(time.Unix(0, last)) <= d
 }
 
