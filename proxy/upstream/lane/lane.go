@@ -125,6 +125,9 @@ type Lane struct {
 	// arrived is when the last request came onto the lane, firstArrived
 	// when the first of those on it now did (see burst).
 	arrived, firstArrived time.Time
+	// budgetWait is, after next, whether a retry waits for the retry
+	// budget.
+	budgetWait bool
 	// clockedUntil is the end of a refusal's Retry-After during which the
 	// lane sends only into slots its own answers free (see Clock).
 	clockedUntil time.Time
@@ -613,7 +616,7 @@ func (l *Lane) next(now time.Time) *list.Element {
 	lifo := l.lifo(now)
 	lone := l.lone(now)
 	budgets := l.tok.known()
-	l.tokWake = 0
+	l.tokWake, l.budgetWait = 0, false
 	if budgets && l.held(now) {
 		return nil // a request that waited long enough for the budget goes next
 	}
@@ -633,6 +636,7 @@ func (l *Lane) next(now time.Time) *list.Element {
 			}
 		}
 		if w.retry && !lone && l.budget < retryCost {
+			l.budgetWait = true
 			next := e.Next()
 			if w.noWait {
 				// Spent since it queued: it falls back instead of waiting.
@@ -693,6 +697,13 @@ func (l *Lane) dispatchChain(now time.Time, chained bool) {
 		if e == nil {
 			if l.tokWake > 0 {
 				l.wakeIn(now, l.tokWake+time.Millisecond)
+			}
+			if l.budgetWait && l.present <= loneMax && !l.crowdAt.IsZero() {
+				// Retries wait for a budget that only first attempts refill;
+				// when the last crowd is crowdMemory old the lane is lone and
+				// they go without one. Nothing else may come to dispatch
+				// then: a burst's retries sat in the queue to their deadline.
+				l.wakeIn(now, l.crowdAt.Add(crowdMemory).Sub(now)+time.Millisecond)
 			}
 			return
 		}

@@ -153,3 +153,23 @@ func TestLoneLaneSendsWhatItHeldAtTheRefusal(t *testing.T) {
 		t.Errorf("queued %d, want the late request waiting for its pace", stats(l).queued.Load())
 	}
 }
+
+// TestRetryWaitingForBudgetGoesWhenTheLaneTurnsLone: a retry queued for a
+// spent retry budget, in a lane whose crowd has gone, is sent when the
+// crowd's memory runs out, though no first attempt comes to refill the
+// budget or to dispatch (a burst's last retries sat to their deadline).
+func TestRetryWaitingForBudgetGoesWhenTheLaneTurnsLone(t *testing.T) {
+	l := testLane(t, 1)
+	l.present = 1
+	l.crowdAt = time.Now().Add(-crowdMemory + 100*time.Millisecond)
+	l.budget = 0
+	done := acquireAsync(l, true)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the retry still waits for a budget after the lane turned lone")
+	}
+}
