@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/breakwater-dev/breakwater/lib/retry"
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // congestionMarkers are error types and statuses in refusal bodies that mean
@@ -23,9 +24,6 @@ var congestionMarkers = [][]byte{
 // and vLLM's "at capacity" and "rate limit" messages.
 var overloadWords = []string{"overload", "capacity", "rate limit", "rate_limit", "too many requests", "try again later"}
 
-// maxSniff bounds how much of a refusal body is searched for the markers.
-const maxSniff = 64 << 10
-
 // classifyAnswer reads a non-2xx answer. 429 (rate limited) and 529
 // (Anthropic's overloaded) are congestion, as is any body naming one of the
 // congestionMarkers, and a 503 that says it is an overload: it asks for a
@@ -38,7 +36,7 @@ func classifyAnswer(status int, h http.Header, body []byte, classify func(int, h
 	if classify != nil {
 		v = classify(status, h, body)
 	}
-	sniff := body[:min(len(body), maxSniff)]
+	sniff := body[:min(len(body), lane.MaxSniff)]
 	switch {
 	case v.Congestion:
 	case status == http.StatusTooManyRequests || status == 529:

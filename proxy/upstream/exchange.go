@@ -293,11 +293,11 @@ func (k *call) send(x *exchange) result {
 // provider's answer is handed to the client as it is, never retried or sent
 // elsewhere, and it holds nobody back.
 func (r *result) limitHit(x *exchange, status int, cost Cost) {
-	rf := classifyRefusal(status, r.resp.Header, r.body)
-	r.limit = rf.limit
-	x.m.t.refused(rf.limit)
-	x.lane.RefusedOn(rf.limit, rf.perMinute, rf.used, cost)
-	if rf.tooLarge {
+	rf := lane.ClassifyRefusal(status, r.resp.Header, r.body)
+	r.limit = rf.Limit
+	x.m.t.refused(rf.Limit)
+	x.lane.RefusedOn(rf.Limit, rf.PerMinute, rf.Used, cost)
+	if rf.TooLarge {
 		r.congestion, r.retry, r.refusal, r.tooLarge = false, false, false, true
 	}
 }
