@@ -438,7 +438,7 @@ func (k *call) waitEnded() error {
 
 func (k *call) skipOpen(t *target) {
 	t.shed(ShedBreakerOpen)
-	k.rep.tried.shed(t.name, ShedBreakerOpen)
+	k.rep.tried.Shed(t.name, ShedBreakerOpen)
 	state, wait := t.breaker.Snapshot(k.c.now())
 	if state == StateOpen {
 		k.rep.note(t.name, fmt.Sprintf("circuit open for another %s", wait.Round(time.Second)))
@@ -572,7 +572,7 @@ func (k *call) tryTarget(m *member) tried {
 			// would have to be learnt by refusing it too).
 			t.breaker.Report(c.now(), probe, neutral)
 			t.shed(ShedTooLarge)
-			k.rep.tried.shed(t.name, ShedTooLarge)
+			k.rep.tried.Shed(t.name, ShedTooLarge)
 			return stop(&Error{Status: http.StatusRequestEntityTooLarge, Code: CodeRequestTooLarge, Message: big.Error(),
 				Attempts: k.rep.attempts, Tried: &k.rep.tried, Err: big})
 		}
@@ -619,7 +619,7 @@ func (k *call) tryTarget(m *member) tried {
 		}
 		x.probe = probe
 		r := k.send(x)
-		k.rep.tried.add(r.step(t.name), r.sent, time.Now())
+		k.rep.tried.Add(r.step(t.name), r.sent, time.Now())
 		switch {
 		case r.out == outCanceled:
 			return stop(k.ctx.Err())
@@ -702,7 +702,7 @@ const aliveWindow = 30 * time.Second
 // shed records a request refused before it reached t.
 func (k *call) shed(t *target, reason string, retryAfter time.Duration, msg string) {
 	t.shed(reason)
-	k.rep.tried.shed(t.name, reason)
+	k.rep.tried.Shed(t.name, reason)
 	k.rep.note(t.name, "shed: "+reason)
 	k.rep.shed = append(k.rep.shed, msg)
 	k.rep.hint(t.name, retryAfter)

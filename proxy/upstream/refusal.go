@@ -28,7 +28,7 @@ func (t *target) refused(limit string) {
 	for i, l := range lane.Limits {
 		if l == limit {
 			t.stats.refusals[i].Add(1)
-			t.stats.recent.add(t.c.now(), i)
+			t.stats.recent.Add(t.c.now(), i)
 		}
 	}
 	t.c.metrics.Refused(t.name, limit)

@@ -1,7 +1,6 @@
 package upstream
 
 import (
-	"math"
 	"net/http"
 	"slices"
 	"sync"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
+	reports "github.com/breakwater-dev/breakwater/proxy/upstream/report"
 )
 
 // Weight dynamics: each failure multiplies a target's weight by
@@ -149,5 +149,5 @@ func pick(candidates []*member, now time.Time, rnd func() float64, h http.Header
 	return ready[len(ready)-1] // rounding
 }
 
-// roundWeight keeps reported weights readable.
-func roundWeight(w float64) float64 { return math.Round(w*1e4) / 1e4 }
+// roundWeight keeps reported weights readable (reports.Round).
+func roundWeight(w float64) float64 { return reports.Round(w) }

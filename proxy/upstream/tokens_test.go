@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"maps"
 	"net/http"
 	"strconv"
 	"strings"
@@ -369,30 +368,4 @@ func fleetBurst(t *testing.T, whole bool) int64 {
 		t.Errorf("answered %d of %d", a, replicas*n)
 	}
 	return p.refused.Load() - cold
-}
-
-// TestRefusalRate: refusals per second count those of the last
-// RefusalRateSpan only, each under its limit.
-func TestRefusalRate(t *testing.T) {
-	var r refusalRing
-	t0 := time.Unix(1_700_000_000, 0)
-	r.add(t0, 1)                            // tokens
-	r.add(t0.Add(3*time.Second), 1)         // tokens
-	r.add(t0.Add(9*time.Second), 0)         // requests
-	r.add(t0.Add(9500*time.Millisecond), 0) // requests, the same second
-	if got, want := r.rates(t0.Add(9*time.Second)), map[string]float64{LimitTokens: 0.2, LimitRequests: 0.2}; !maps.Equal(got, want) {
-		t.Errorf("rates = %v, want %v", got, want)
-	}
-	// Ten seconds on, the first refusal is out of the span.
-	if got, want := r.rates(t0.Add(10*time.Second)), map[string]float64{LimitTokens: 0.1, LimitRequests: 0.2}; !maps.Equal(got, want) {
-		t.Errorf("rates = %v, want %v", got, want)
-	}
-	if got := r.rates(t0.Add(time.Minute)); got != nil {
-		t.Errorf("rates a minute on = %v, want none", got)
-	}
-	// A cell reused for a later second counts only that second's.
-	r.add(t0.Add(20*time.Second), 1)
-	if got, want := r.rates(t0.Add(20*time.Second)), map[string]float64{LimitTokens: 0.1}; !maps.Equal(got, want) {
-		t.Errorf("rates = %v, want %v", got, want)
-	}
 }

@@ -1,10 +1,12 @@
-package upstream
+package report
 
 import (
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
 // TestTriedIsBounded: a call's steps are listed up to maxTried; beyond, the
@@ -15,11 +17,11 @@ func TestTriedIsBounded(t *testing.T) {
 	at := time.Unix(1_700_000_000, 0)
 	const n = 12
 	for i := range n {
-		s := Step{Target: "a/m" + strconv.Itoa(i), Status: 429, Limit: LimitTokens}
+		s := Step{Target: "a/m" + strconv.Itoa(i), Status: 429, Limit: lane.LimitTokens}
 		if i == n-1 {
 			s = Step{Target: "a/last", Status: 200}
 		}
-		tr.add(s, at, at.Add(100*time.Millisecond))
+		tr.Add(s, at, at.Add(100*time.Millisecond))
 		at = at.Add(1100 * time.Millisecond) // 1 s between an end and the next start
 	}
 	if tr.N != n || len(tr.Steps()) != maxTried {
@@ -35,7 +37,7 @@ func TestTriedIsBounded(t *testing.T) {
 		t.Errorf("%d parts, want %d", strings.Count(got, ";")+1, maxTried+1)
 	}
 	var shed Tried
-	shed.shed("a/m", ShedQueueFull)
+	shed.Shed("a/m", lane.ShedQueueFull)
 	if got, want := shed.String(), "a/m shed queue_full"; got != want {
 		t.Errorf("a shed: %q, want %q", got, want)
 	}
