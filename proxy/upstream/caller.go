@@ -20,6 +20,7 @@ import (
 
 	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
+	"github.com/breakwater-dev/breakwater/proxy/upstream/outbound"
 )
 
 // Caller sends requests upstream with routing, retries, fallbacks, breakers,
@@ -177,7 +178,7 @@ func (c *Caller) Do(ctx context.Context, req *Request) (*Response, error) {
 		return nil, err
 	}
 	r := &Response{
-		Status: a.resp.StatusCode, Header: inboundHeader(a.resp.Header), Body: a.body,
+		Status: a.resp.StatusCode, Header: outbound.Inbound(a.resp.Header), Body: a.body,
 		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts, Tried: a.tried,
 	}
 	if a.finish != nil {
@@ -498,7 +499,7 @@ func (k *call) tryTarget(m *member) tried {
 		case k.req.ForModel != nil:
 			path, body = k.req.ForModel(t.model)
 		case body != nil:
-			body = rewriteModel(body, t.model)
+			body = outbound.RewriteModel(body, t.model)
 		}
 	}
 	k.cur = t
@@ -518,7 +519,7 @@ func (k *call) tryTarget(m *member) tried {
 	}
 	x := &exchange{
 		m: m, pool: t.up.pool(k.req.Class), lane: l, method: k.req.method(), body: body,
-		url:    upstreamURL(t.up.cfg.BaseURL, path),
+		url:    outbound.URL(t.up.cfg.BaseURL, path),
 		header: outboundHeader(k.req.Header, t.up.cfg, k.req.RequestID, body != nil),
 		base:   c.log, reqID: k.req.RequestID, target: t.name,
 	}

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/outbound"
 )
 
 // An API that carries the model in the path (Gemini) rewrites the request
@@ -55,7 +57,7 @@ func TestAuthStyles(t *testing.T) {
 		if got := h.Get(tt.header); got != tt.want {
 			t.Errorf("auth %q: %s = %q, want %q", tt.style, tt.header, got, tt.want)
 		}
-		for _, k := range credentialHeaders {
+		for _, k := range outbound.CredentialHeaders {
 			if k != tt.header && h.Get(k) != "" {
 				t.Errorf("auth %q: client's %s = %q forwarded", tt.style, k, h.Get(k))
 			}

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream/outbound"
 )
 
 // StreamResponse is a streaming answer. A 2xx carries the live body; any other
@@ -87,7 +89,7 @@ func (c *Caller) Open(ctx context.Context, req *Request) (*StreamResponse, error
 		return nil, err
 	}
 	s := &StreamResponse{
-		Status: a.resp.StatusCode, Header: inboundHeader(a.resp.Header),
+		Status: a.resp.StatusCode, Header: outbound.Inbound(a.resp.Header),
 		Target: a.m.t.name, Upstream: a.m.t.up.cfg.Name, Model: a.model, Attempts: a.attempts, Tried: a.tried,
 	}
 	if a.finish == nil {
