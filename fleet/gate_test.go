@@ -209,7 +209,7 @@ func TestGateSlowRedisNeverDelays(t *testing.T) {
 	shared(t, f)
 	ctx := t.Context()
 	far := time.Now().Add(time.Minute)
-	waitFor(t, "a lease", func() bool {
+	leased := func() bool { // a lease came, and is given back
 		release, err := f.Acquire(ctx, "m", 2, far)
 		if err != nil {
 			t.Fatal(err)
@@ -218,7 +218,8 @@ func TestGateSlowRedisNeverDelays(t *testing.T) {
 			release(0, false)
 		}
 		return release != nil
-	})
+	}
+	waitFor(t, "a lease", leased)
 	d.Set(time.Second)
 	var worst time.Duration
 	for range 10 {
@@ -236,16 +237,7 @@ func TestGateSlowRedisNeverDelays(t *testing.T) {
 		t.Errorf("stats %+v: want the attempts counted as bypassed and the timeout as a fault", s)
 	}
 	d.Set(0)
-	waitFor(t, "the gate resumes when Redis is fast again", func() bool {
-		release, err := f.Acquire(ctx, "m", 2, far)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if release != nil {
-			release(0, false)
-		}
-		return release != nil
-	})
+	waitFor(t, "the gate resumes when Redis is fast again", leased)
 }
 
 // A request that waits for the gate while the fleet's limit is full

@@ -80,15 +80,7 @@ func TestStreamUsageReconcilesOpenAI(t *testing.T) {
 	}
 	st := c.Chat.Completions.NewStreaming(context.Background(), ask("a streamed question"),
 		option.WithJSONSet("stream_options", map[string]any{"include_usage": true}))
-	var usage openai.CompletionUsage
-	for st.Next() {
-		if ch := st.Current(); ch.Usage.TotalTokens > 0 {
-			usage = ch.Usage
-		}
-	}
-	if err := st.Err(); err != nil {
-		t.Fatal(err)
-	}
+	usage := streamedUsage(t, st)
 	if usage.CompletionTokens != 22 {
 		t.Fatalf("streamed usage %+v, want the provider's 22 output tokens", usage)
 	}

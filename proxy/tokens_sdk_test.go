@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"testing"
 
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 )
@@ -47,6 +49,17 @@ func TestTokensSavedSeenByOfficialSDK(t *testing.T) {
 	var raw *http.Response
 	st := c.Chat.Completions.NewStreaming(context.Background(), params, option.WithResponseInto(&raw),
 		option.WithJSONSet("stream_options", map[string]any{"include_usage": true}))
+	usage := streamedUsage(t, st)
+	if usage.PromptTokens != 11 || usage.CompletionTokens != 22 || raw.Header.Get(HeaderTokensSaved) != "11,22" {
+		t.Errorf("streamed hit: usage %d/%d, %s %q; want 11/22 and \"11,22\"", usage.PromptTokens, usage.CompletionTokens, HeaderTokensSaved, raw.Header.Get(HeaderTokensSaved))
+	}
+	tokensWhen(t, e, "gpt-test", TokenCount{Input: 22, Output: 44}, TokenCount{Input: 11, Output: 22})
+}
+
+// streamedUsage reads a Chat Completions stream to its end and returns the
+// usage of its usage chunk (stream_options.include_usage); zero without one.
+func streamedUsage(t *testing.T, st *ssestream.Stream[openai.ChatCompletionChunk]) openai.CompletionUsage {
+	t.Helper()
 	var usage openai.CompletionUsage
 	for st.Next() {
 		if ch := st.Current(); ch.Usage.TotalTokens > 0 {
@@ -56,8 +69,5 @@ func TestTokensSavedSeenByOfficialSDK(t *testing.T) {
 	if err := st.Err(); err != nil {
 		t.Fatal(err)
 	}
-	if usage.PromptTokens != 11 || usage.CompletionTokens != 22 || raw.Header.Get(HeaderTokensSaved) != "11,22" {
-		t.Errorf("streamed hit: usage %d/%d, %s %q; want 11/22 and \"11,22\"", usage.PromptTokens, usage.CompletionTokens, HeaderTokensSaved, raw.Header.Get(HeaderTokensSaved))
-	}
-	tokensWhen(t, e, "gpt-test", TokenCount{Input: 22, Output: 44}, TokenCount{Input: 11, Output: 22})
+	return usage
 }
