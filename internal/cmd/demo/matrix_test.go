@@ -164,6 +164,8 @@ func TestMatrixRows(t *testing.T) {
 		"capacity, clients give up after 3s, 1 sidecar, no deadline header",
 		"capacity, clients give up after 3s, 1 sidecar, X-Stainless-Timeout",
 		"capacity, clients give up after 3s, 1 sidecar, X-Stainless-Read-Timeout",
+		"capacity, clients give up after 3s, 3 replicas, no deadline header",
+		"capacity, clients give up after 3s, 3 replicas, X-Stainless-Timeout",
 		"capacity, clients give up after 3s, 6 replicas, no deadline header",
 		"capacity, clients give up after 3s, 6 replicas, X-Stainless-Timeout",
 		"capacity, clients give up after 10s, 1 sidecar, no deadline header",

@@ -127,6 +127,12 @@ const (
 	urgentBackoff = 0.85
 	sharedBackoff = 0.25
 	coldFloor     = 0.25
+
+	// What the model answered at once is remembered for highMemory
+	// (three or more, after the cold burst: a fleet's lanes rarely hold
+	// three), and grown back to once recoverWait passes without a refusal.
+	highMemory  = 10 * time.Second
+	recoverWait = 500 * time.Millisecond
 )
 
 // aimd is one lane's adaptive concurrency limit. It is not safe for concurrent
@@ -143,6 +149,8 @@ type aimd struct {
 	serviceE  float64             // EWMA of answered attempts' durations, seconds; 0 = none yet
 	serviceHi float64             // their upper envelope: up at once, down slowly; seconds
 	coldHold  float64             // before the first answer, half the last refusal's Retry-After: the time it paces by; seconds
+	high      float64             // the most attempts the model answered at once lately (3 or more), see answered
+	highAt    time.Time           // when the lane last had high answered at once
 	recent    [rateRing]time.Time // when the last answers came, a ring
 	next, n   int
 }
@@ -189,6 +197,9 @@ func (a *aimd) answered(d time.Duration, inflight int, urgency float64, now time
 	} else {
 		a.serviceHi += alpha / 4 * (s - a.serviceHi)
 	}
+	if n := float64(inflight); n >= 3 && a.n > ColdSlots && (n >= a.high || now.Sub(a.highAt) > highMemory) {
+		a.high, a.highAt = n, now
+	}
 	if float64(inflight)*2 < a.limit {
 		return
 	}
@@ -211,6 +222,16 @@ func (a *aimd) answered(d time.Duration, inflight int, urgency float64, now time
 		default:
 			inc = growSlow
 		}
+		if since := now.Sub(a.lastCut) - a.probeWait; since > 0 {
+			// Long since the cut, and still below the level: grow as a
+			// probe does, the growth doubling every probeEvery, as CUBIC's
+			// window is a function of the time since the last reduction
+			// (RFC 9438 §4.2). Three sidecars in front of a model that takes
+			// four each crept from 0.9 towards their refused level of one
+			// slot at growSlow for 18 s, leaving the fourth slot idle (149–164
+			// answers to clients that give up after 3 s, straight 189).
+			inc = max(inc, a.probeGrowth(since, urgency))
+		}
 	default:
 		// At the refused level it stays for probeWait (CUBIC's plateau),
 		// then probes beyond it, faster and faster without a refusal: the
@@ -230,12 +251,16 @@ func (a *aimd) answered(d time.Duration, inflight int, urgency float64, now time
 		if a.limit >= a.refusedAt+1 {
 			a.probeWait = probeEvery // a whole slot more was taken: probe as usual
 		}
-		doublings := min(float64((since-a.probeWait)/probeEvery), 16)
-		probe := growSlow * math.Pow(2, doublings) / min(a.limit, 1)
-		if a.refusedAt <= 1 {
-			probe *= urgencyWeight(urgency)
-		}
-		inc = min(max(inc, probe), 1) // never faster than slow start
+		inc = max(inc, a.probeGrowth(since-a.probeWait, urgency))
+	}
+	if a.cut && !a.shared() && a.limit < a.high && now.Sub(a.highAt) <= highMemory && now.Sub(a.lastCut) >= recoverWait {
+		// The model answered high of the lane's attempts at once lately,
+		// and has refused nothing for recoverWait: its capacity may be back
+		// (a drop that passed), and the lane grows back to high quickly. A
+		// lone sidecar in front of a model that fell from four slots to one
+		// for a second crept back at growSlow below the level the drop
+		// taught it: 1.3 slots 6 s after the model had its four again.
+		inc = max(inc, min(growFast, a.high-a.limit))
 	}
 	if a.cut && (a.refusedAt <= 1 || a.limit < 1) && urgency > 1 {
 		// Behind: its queue cannot be served before the deadline at this
@@ -244,6 +269,18 @@ func (a *aimd) answered(d time.Duration, inflight int, urgency float64, now time
 		inc = max(inc, urgentGrow*min(urgency-1, 1))
 	}
 	a.limit = min(a.limit+inc, a.ceiling)
+}
+
+// probeGrowth is the growth per answer of a lane probing for capacity
+// after since without a refusal: growSlow, doubling every probeEvery, never
+// faster than slow start.
+func (a *aimd) probeGrowth(since time.Duration, urgency float64) float64 {
+	doublings := min(float64(since/probeEvery), 16)
+	probe := growSlow * math.Pow(2, doublings) / min(a.limit, 1)
+	if a.refusedAt <= 1 {
+		probe *= urgencyWeight(urgency)
+	}
+	return min(probe, 1)
 }
 
 // refused records a congestion signal for an attempt sent at sent, with
@@ -277,7 +314,12 @@ func (a *aimd) refused(sent, now time.Time, inflight int, urgency float64) bool 
 		}
 		ratio, floor := backoffRatio, minLimit
 		switch {
-		case a.shared() && urgency > 1:
+		case (a.shared() || used <= 2 && !a.counted) && urgency > 1:
+			// Behind, with a slot or two: the gentle cut of a lane that
+			// shares the model. Three sidecars share four slots at 1.33
+			// each; halved at every refusal above one slot, each gave up
+			// half a slot every two seconds (170–182 answers for clients
+			// that give up after 3 s, against 191–198 with this).
 			ratio = min(1-backoffRatio/urgency, urgentBackoff)
 		case a.shared():
 			ratio = min(max(urgency, sharedBackoff), backoffRatio)

@@ -274,3 +274,83 @@ func TestAIMDColdRefusalPaces(t *testing.T) {
 		t.Errorf("pace = %v, want limit ÷ half the Retry-After = %v", got, want)
 	}
 }
+
+// TestAIMDGrowsBackToItsLevelAfterACalm: a lane cut below the level it was
+// refused at, and not refused since, is back at that level within seconds:
+// its growth doubles every probeEvery after the cut, as a probe's does,
+// instead of creeping at growSlow near the level.
+func TestAIMDGrowsBackToItsLevelAfterACalm(t *testing.T) {
+	a := newAIMD(0)
+	a.serviceE = 0.3
+	a.cut, a.refusedAt, a.limit = true, 1, 1
+	now := time.Now()
+	a.refused(now, now, 1, 0) // shared, time to spare: cut to a quarter
+	if a.limit >= 0.5 {
+		t.Fatalf("limit after the refusal = %v, want a deep cut", a.limit)
+	}
+	at := now
+	for a.limit < a.refusedAt && at.Sub(now) < 8*time.Second {
+		at = at.Add(300 * time.Millisecond)
+		a.answered(300*time.Millisecond, 1, 0, at)
+	}
+	if a.limit < a.refusedAt {
+		t.Errorf("limit %.3f after %s of answers without a refusal, want back at the refused level %v", a.limit, at.Sub(now), a.refusedAt)
+	}
+}
+
+// TestAIMDUrgentCutWithASlotOrTwo: a lane behind that held two slots when
+// refused is cut as gently as a lane that shares the model below one slot;
+// with time to spare it is halved, as ever.
+func TestAIMDUrgentCutWithASlotOrTwo(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct{ urgency, want float64 }{{2, 1.2 * (1 - backoffRatio/2)}, {0.5, 1.2 * backoffRatio}} {
+		a := newAIMD(0)
+		a.serviceE = 0.3
+		a.cut, a.refusedAt, a.limit = true, 1.2, 1.2
+		a.refused(now, now, 2, tt.urgency)
+		if !near(a.limit, tt.want) {
+			t.Errorf("urgency %v: limit after a refusal with two in flight = %v, want %v", tt.urgency, a.limit, tt.want)
+		}
+	}
+}
+
+// TestAIMDRecoversWhatTheModelTookLately: a lane the model answered four at
+// once, cut to one slot by a drop in its capacity, grows back quickly once
+// recoverWait passes without a refusal (growFast per answer, up to four);
+// after highMemory it probes as any lane does.
+func TestAIMDRecoversWhatTheModelTookLately(t *testing.T) {
+	now := time.Now()
+	warm := func() aimd {
+		a := newAIMD(0)
+		for i := range 12 {
+			a.answered(50*time.Millisecond, min(a.slots(), 4), 0, now.Add(time.Duration(i)*time.Millisecond))
+		}
+		a.refused(now, now.Add(20*time.Millisecond), 5, 0) // the fifth was refused: counted at four
+		for range 3 {                                      // the drop: cut to a slot
+			a.limit, a.lastCut = 1.2, a.lastCut.Add(time.Millisecond)
+			a.refused(a.lastCut, a.lastCut, 2, 0)
+		}
+		return a
+	}
+	a := warm()
+	if a.limit > 1.2 || a.high != 4 {
+		t.Fatalf("after the drop: limit %v, high %v; want about one slot, and four remembered", a.limit, a.high)
+	}
+	at := a.lastCut.Add(recoverWait)
+	for range 20 {
+		at = at.Add(50 * time.Millisecond)
+		a.answered(50*time.Millisecond, a.slots(), 0, at)
+	}
+	if a.limit < 2.5 {
+		t.Errorf("limit %.2f after 1 s of answers without a refusal, %s after the drop; want back near the four the model took", a.limit, recoverWait)
+	}
+	b := warm()
+	at = b.lastCut.Add(highMemory + time.Second)
+	for range 20 {
+		at = at.Add(50 * time.Millisecond)
+		b.answered(50*time.Millisecond, b.slots(), 0, at)
+	}
+	if b.limit >= 2 {
+		t.Errorf("limit %.2f after 1 s of answers, %s after the model last took four; want the usual probing", b.limit, highMemory)
+	}
+}

@@ -191,3 +191,86 @@ func TestClockedLaneSendsIntoItsOwnAnswers(t *testing.T) {
 		t.Errorf("a refusal of the lane's only attempt holds it %s, want the minute", w)
 	}
 }
+
+// TestClockedLaneSendsIntoItsOwnAnswerWhenPaced: a clocked lane whose own
+// answer frees a slot while its send bucket is empty sends the next request
+// into that slot once its pacing gives a token, not at the end of the
+// Retry-After (a minute here).
+func TestClockedLaneSendsIntoItsOwnAnswerWhenPaced(t *testing.T) {
+	l := testLane(t, 2)
+	l.lim.serviceE = 1 // a token a second at one slot: the bucket is empty at the answer
+	for range 2 {
+		if err := l.Acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sent := time.Now()
+	l.Clock(sent.Add(time.Minute)) // the second attempt was refused: the model is full
+	l.Done(sent, 0, Congested)     // its slot: the limit is cut, the lane clocked
+	done := acquireAsync(l, false)
+	waitUntil(t, func() bool { return stats(l).queued.Load() == 1 })
+	l.mu.Lock()
+	l.tokens = 0
+	l.mu.Unlock()
+	answered := time.Now()
+	l.Done(sent, 10*time.Millisecond, Answered) // its own answer frees a slot
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the queued request waited for the end of the Retry-After, not for the pacing token")
+	}
+	l.mu.Lock()
+	pace := l.lim.pace()
+	l.mu.Unlock()
+	if d, gap := time.Since(answered), time.Duration(float64(time.Second)/pace); d < gap*9/10 {
+		t.Errorf("sent %s after the answer, want a pacing gap (%s) at least: the lane was cut", d, gap)
+	}
+}
+
+// TestLaneLearnsItsClientsPatience: a queued request whose client goes away
+// teaches the lane how long its clients wait; its urgency then counts that
+// wait, not the request's deadline, until crowdMemory has passed without
+// another.
+func TestLaneLearnsItsClientsPatience(t *testing.T) {
+	l := testLane(t, 1)
+	l.lim.serviceE = 0.5 // 2 answers a second at one slot
+	l.lifoAfter = time.Hour
+	if err := l.Acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	gone := make(chan error, 1)
+	go func() { gone <- l.Acquire(ctx, 2, false, true, time.Now().Add(time.Minute)) }()
+	waitUntil(t, func() bool { return stats(l).queued.Load() == 1 })
+	cancel()
+	if err := <-gone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("acquire after its client went away: %v, want context.Canceled", err)
+	}
+	l.mu.Lock()
+	learnt := l.patience > 0 && !l.leftAt.IsZero()
+	l.patience = 3 // as if the clients left after 3 s
+	l.mu.Unlock()
+	if !learnt {
+		t.Fatal("a client that went away from the queue taught the lane nothing")
+	}
+	for i := range 3 {
+		go l.Acquire(context.Background(), 2, false, true, time.Now().Add(time.Minute))
+		waitUntil(t, func() bool { return stats(l).queued.Load() == int64(i+1) })
+	}
+	l.mu.Lock()
+	now := time.Now()
+	impatient := l.urgency(now)
+	l.leftAt = now.Add(-crowdMemory - time.Second)
+	patient := l.urgency(now)
+	l.mu.Unlock()
+	// 3 waiting at 2 a second: 1.5 s of sends, over at most 3 s left.
+	if impatient < 0.5 {
+		t.Errorf("urgency with clients that wait 3 s = %v, want ≥ 0.5", impatient)
+	}
+	if want := 1.5 / 60; patient > 2*want {
+		t.Errorf("urgency once the last client left long ago = %v, want about %v (the minute's deadline)", patient, want)
+	}
+}
