@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,6 +68,20 @@ end
 if n == 0 then return {0, 0, 0} end
 return {math.floor(sum * 1000), math.floor(per / n * 1000), n}
 `)
+
+// of is the fleet's estimate of the lane name: its own when one was
+// published, else its target's (a forwarded key's lane, "target#hash", is
+// one more lane of its target's model; the gate then shares out that
+// lane's own limit).
+func (st *capacityState) of(name string) estimate {
+	if e, ok := st.targets[name]; ok {
+		return e
+	}
+	if i := strings.LastIndexByte(name, '#'); i > 0 {
+		return st.targets[name[:i]]
+	}
+	return estimate{}
+}
 
 // capacityTTL is how many beats a published estimate outlives: as the
 // replicas' beats, one missed beat does not drop it.
@@ -142,7 +157,7 @@ func (f *Fleet) Seed(target string) (float64, time.Duration) {
 		f.stats.ownStarts.Add(1)
 		return 0, 0
 	}
-	if e := st.targets[target]; e.n > 0 && e.limit > 0 {
+	if e := st.of(target); e.n > 0 && e.limit > 0 {
 		f.stats.seeded.Add(1)
 		return e.limit, e.perAnswer
 	}

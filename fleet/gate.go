@@ -3,9 +3,11 @@ package fleet
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -114,8 +116,9 @@ const (
 // waiting requests (this one included), the start limit (0: slow start
 // from ARGV[11]), the state's idle TTL, the waiting report's TTL, the
 // lease's TTL bounds (slack, max), the probe wait and the poll delay (ms),
-// the cold limit. It returns {1, now} with the lease granted, else {0,
-// poll delay}.
+// the cold limit. It returns {1, now, share} with the lease granted, else
+// {0, poll delay, share}; share is this replica's share of the limit × 1000
+// (see Share).
 var acquireScript = redis.NewScript(`
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -151,8 +154,30 @@ for i = 1, #w, 2 do
   elseif exp <= now then
     redis.call('HDEL', KEYS[4], r)
   elseif n > 0 then
-    others[#others + 1] = {r, last}
+    others[#others + 1] = {r, last, n}
   end
+end
+-- This replica's share of the limit, max-min as turns go: what is left of
+-- it once every other replica that holds and waits for less than an equal
+-- part has that (a held lease's replica counts while its lease lives).
+local function share(lim)
+  local dem = {}
+  local h = redis.call('HGETALL', KEYS[3])
+  for i = 1, #h, 2 do
+    if h[i] ~= me then dem[h[i]] = tonumber(h[i+1]) end
+  end
+  for _, o in ipairs(others) do dem[o[1]] = (dem[o[1]] or 0) + o[3] end
+  local ds = {}
+  for _, v in pairs(dem) do
+    if v > 0 then ds[#ds + 1] = v end
+  end
+  table.sort(ds)
+  local left, k = math.max(1, math.floor(lim)), #ds + 1
+  for _, v in ipairs(ds) do
+    if v * k >= left then break end
+    left, k = left - v, k - 1
+  end
+  return math.floor(left / k * 1000)
 end
 for _, o in ipairs(others) do
   local h = tonumber(redis.call('HGET', KEYS[3], o[1]) or '0')
@@ -169,11 +194,11 @@ if first and held < math.max(1, math.floor(limit)) then
     redis.call('HDEL', KEYS[4], me)
   end
   for i = 1, 4 do redis.call('PEXPIRE', KEYS[i], idle) end
-  return {1, now}
+  return {1, now, share(limit)}
 end
 redis.call('HSET', KEYS[4], me, want .. ' ' .. (now + wttl) .. ' ' .. since)
 redis.call('PEXPIRE', KEYS[4], idle)
-return {0, tonumber(ARGV[10])}
+return {0, tonumber(ARGV[10]), share(limit)}
 `)
 
 // releaseScript: KEYS as acquireScript's. ARGV: this replica, the lease
@@ -281,6 +306,8 @@ type gateTarget struct {
 	polling   bool
 	seq       uint64
 	svcHi     float64 // seconds: the upper envelope of answers' times (see lease.release)
+
+	share atomic.Uint64 // float64 bits: this replica's share of the limit at the last call (see Share)
 }
 
 type gateWaiter struct {
@@ -358,6 +385,30 @@ func (f *Fleet) Acquire(ctx context.Context, target string, rank int, sendBy tim
 	return nil, errGateTimeout
 }
 
+// Share is upstream.Gate's: how many attempts this replica may hold on the
+// lane target, as the gate said at its last call (0: it has not been
+// asked). It is this replica's max-min share of the fleet's limit (see
+// acquireScript), rounded up to whole slots: the caller caps the lane's
+// limit at it (lane.Lane.Cap), so that when Redis goes the fleet sends
+// about what the model admits (the whole limit plus less than one attempt
+// per replica) instead of what every gated lane grew to. Whole slots, not
+// the exact share: a lane below one slot paces its sends, and a lane
+// seeded at its share below one slot held back what the gate would grant
+// it (see capacity.go).
+func (f *Fleet) Share(target string) float64 {
+	f.gates.mu.Lock()
+	t := f.gates.targets[target]
+	f.gates.mu.Unlock()
+	if t == nil {
+		return 0
+	}
+	s := math.Float64frombits(t.share.Load())
+	if s <= 0 {
+		return 0
+	}
+	return math.Ceil(s)
+}
+
 // gateFor returns target's gate, made at its first use; nil past
 // maxGateTargets.
 func (f *Fleet) gateFor(target string) *gateTarget {
@@ -390,14 +441,14 @@ func (t *gateTarget) try(want int) (*lease, time.Duration, error) {
 	t.mu.Unlock()
 	start := 0.0
 	if st := f.capacity.Load(); st != nil {
-		start = st.targets[t.name()].limit // the fleet's estimate: every replica's limit summed
+		start = st.of(t.name()).limit // the fleet's estimate: every replica's limit summed
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), f.opts.Timeout)
 	res, err := acquireScript.Run(ctx, f.rdb.Load(), t.keys, f.id, id, want, start, gateIdle.Milliseconds(),
 		gateWaitTTL.Milliseconds(), gateLeaseSlack.Milliseconds(), gateLeaseMax.Milliseconds(), gateProbeWait.Milliseconds(),
 		gatePoll.Milliseconds(), gateColdLimit).Int64Slice()
 	cancel()
-	if err == nil && len(res) != 2 {
+	if err == nil && len(res) != 3 {
 		err = errors.New("unexpected reply")
 	}
 	if err != nil {
@@ -405,6 +456,7 @@ func (t *gateTarget) try(want int) (*lease, time.Duration, error) {
 		return nil, 0, err
 	}
 	f.fails.Store(0)
+	t.share.Store(math.Float64bits(float64(res[2]) / 1000))
 	if res[0] == 1 {
 		f.stats.gateGrants.Add(1)
 		return &lease{t: t, id: id, sent: res[1], at: time.Now()}, 0, nil

@@ -3,6 +3,7 @@ package fleet
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -327,4 +328,84 @@ func TestGateAbandonedAttemptHoldsItsLease(t *testing.T) {
 		t.Errorf("the model refused %d calls: the next attempt went while it still generated the abandoned one", n)
 	}
 	waitFor(t, "every lease comes back", func() bool { return leaseCount(f) == 0 })
+}
+
+// A gated attempt's refusal teaches the gate, not the lane, so a lane
+// under the gate never meets a cut: without a cap, each replica's lane
+// grew to tens of slots in front of a model that takes four, and the
+// moment Redis went every replica sent at that limit. Capped at its share
+// of the gate's limit (Fleet.Share, whole slots), the replicas' lanes sum
+// to the gate's limit plus less than one slot each, and when Redis is
+// killed under load the model refuses a handful of calls while the lanes
+// take over, not dozens.
+func TestGatedLaneCappedAtItsShare(t *testing.T) {
+	r := redistest.Start(t)
+	const capacity, replicas = 4, 3
+	m := newFullModel(t, capacity, 50*time.Millisecond)
+	var fs []*Fleet
+	var cs []*upstream.Caller
+	for range replicas {
+		f := gatedFleet(t, r.URL())
+		fs = append(fs, f)
+		cs = append(cs, replicaWith(t, f, m.url, upstream.RetryPolicy{MaxAttempts: 10}))
+	}
+	shared(t, fs...)
+	var (
+		once               sync.Once
+		limits, shares     []float64
+		gateLimit          float64
+		refusedAtKill, end int64
+	)
+	load(t, cs, 8, func() bool {
+		n := m.answered.Load()
+		if n >= 200 {
+			once.Do(func() {
+				for i, c := range cs {
+					ts := target(t, c)
+					limits = append(limits, ts.Limit)
+					shares = append(shares, fs[i].Share(ts.Name))
+				}
+				gateLimit = gateLimitOf(t, fs[0])
+				refusedAtKill, end = m.refused.Load(), n+200
+				r.Kill()
+			})
+		}
+		return end > 0 && n >= end
+	})
+	after := m.refused.Load() - refusedAtKill
+	t.Logf("gate limit %v; lanes' limits %v, shares %v; model refused %d before Redis was killed, %d in the 200 answers after",
+		gateLimit, limits, shares, refusedAtKill, after)
+	sum := 0.0
+	for i, l := range limits {
+		if shares[i] <= 0 || l > shares[i] {
+			t.Errorf("replica %d: lane limit %v, share %v; want the lane capped at its share", i, l, shares[i])
+		}
+		sum += l
+	}
+	if most := math.Floor(gateLimit) + replicas; sum > most {
+		t.Errorf("lanes' limits %v sum to %v; want at most the gate's limit plus one slot per replica, %v", limits, sum, most)
+	}
+	// Lanes that sum to the model's capacity plus less than a slot each
+	// send that many too many before their first cuts, and a few more
+	// while their limits settle: at most five refusals per replica (5 to
+	// 14 in runs with the cap; 31 to 38 without it).
+	if most := int64(5 * replicas); after > most {
+		t.Errorf("the model refused %d calls once Redis was gone; want at most %d", after, most)
+	}
+}
+
+// gateLimitOf reads the limit of the fleet's one gate in Redis.
+func gateLimitOf(t *testing.T, f *Fleet) float64 {
+	t.Helper()
+	f.gates.mu.Lock()
+	var key string
+	for _, g := range f.gates.targets {
+		key = g.keys[0]
+	}
+	f.gates.mu.Unlock()
+	v, err := f.rdb.Load().HGet(t.Context(), key, "limit").Float64()
+	if err != nil {
+		t.Fatalf("the gate's limit: %v", err)
+	}
+	return v
 }

@@ -48,6 +48,13 @@ func (g appGate) Acquire(ctx context.Context, target string, rank int, sendBy ti
 	return g.a.fleet.Acquire(ctx, target, rank, sendBy)
 }
 
+func (g appGate) Share(target string) float64 {
+	if g.a.fleet == nil {
+		return 0
+	}
+	return g.a.fleet.Share(target)
+}
+
 // addFleet puts the [[budgets]] in front of the proxy's caller, shared in
 // Redis when [fleet] redis_url is set. Neither: nothing changes.
 func (a *App) addFleet(po *proxy.Options, p *cache.Partitioner) error {

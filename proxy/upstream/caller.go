@@ -681,9 +681,10 @@ func (k *call) tryTarget(m *member) tried {
 // attempt that l, t's lane of the forwarded key (its hash; "" for the
 // sidecar's own key), admitted: until an answer could no longer arrive
 // before deadline. Each lane has its own gate, as the upstream limits each
-// key on its own. It returns the lease's release (nil without a gate, or
-// when the gate let the attempt go without a lease), or an error when the
-// wait ran out.
+// key on its own. With a lease, l's limit is capped at this replica's
+// share of the gate (Gate.Share). It returns the lease's release (nil
+// without a gate, or when the gate let the attempt go without a lease), or
+// an error when the wait ran out.
 func (k *call) gate(t *target, l *lane.Lane, key string, rank int, deadline time.Time) (func(lane.Outcome, bool), error) {
 	if k.c.gate == nil {
 		return nil, nil
@@ -692,7 +693,11 @@ func (k *call) gate(t *target, l *lane.Lane, key string, rank int, deadline time
 	if key != "" {
 		name += "#" + key
 	}
-	return k.c.gate.Acquire(k.dctx, name, rank, deadline.Add(-l.ServiceTime()))
+	release, err := k.c.gate.Acquire(k.dctx, name, rank, deadline.Add(-l.ServiceTime()))
+	if release != nil {
+		l.Cap(k.c.gate.Share(name))
+	}
+	return release, err
 }
 
 // aliveWindow is how recent a target's last answer must be for its refusals

@@ -154,13 +154,15 @@ type Options struct {
 	// Now is the clock of breakers, pacing and stats; nil means time.Now. Waits and
 	// the deadline always use real timers.
 	Now func() time.Time
-	// Seed, when set, is asked at the first request of each target's common
-	// lane (by target name) for the fleet's estimate of that lane: a
+	// Seed, when set, is asked at the first request of each lane of a
+	// target (the common lane and each forwarded key's; class pools share
+	// them) by target name, for the fleet's estimate of that target: a
 	// concurrency limit and a time per answer (0: unknown). A limit above 0
 	// starts the lane there, past slow start, instead of probing from one
 	// slot; 0 leaves the lane's own cold start. Its adaptive limit corrects
-	// it from the first answer on. nil: every lane starts cold. It must not
-	// block (package fleet answers from its last heartbeat).
+	// it from the first answer on (and the Gate's Share from its first
+	// lease). nil: every lane starts cold. It must not block (package fleet
+	// answers from its last heartbeat).
 	Seed func(target string) (limit float64, perAnswer time.Duration)
 	// Gate, when set, admits every attempt across a fleet of sidecars,
 	// after its lane admitted it and before it is sent (package fleet: one
@@ -230,4 +232,11 @@ type Gate interface {
 	// without the gate (Redis down or slow: the lane alone decides). An
 	// error says ctx ended or sendBy passed before a lease came.
 	Acquire(ctx context.Context, name string, rank int, sendBy time.Time) (release func(o lane.Outcome, abandoned bool), err error)
+	// Share is how many attempts this replica may hold on the lane name,
+	// as the gate last said (0: unknown). The caller caps the lane's limit
+	// at it after every lease (lane.Lane.Cap): a gated attempt's refusal
+	// teaches the gate, not the lane, so without the cap a gated lane grows
+	// with every answer, and sends at that limit the moment the gate goes.
+	// It must not block.
+	Share(name string) float64
 }

@@ -352,6 +352,30 @@ func (a *aimd) seed(limit float64, perAnswer time.Duration) {
 	}
 }
 
+// capAt holds the limit at most c (a share of the fleet's capacity gate,
+// see Lane.Cap), and takes c as a counted level (as refused does when the
+// lane alone counted the slots the model took), so that, the gate gone,
+// the lane goes on from its share: it grows back to c quickly, and probes
+// beyond it only after countedProbeWait. A lane still in slow start below
+// c is left to it. It reports whether the limit moved.
+func (a *aimd) capAt(c float64) bool {
+	c = min(max(c, minLimit), a.ceiling)
+	if a.limit <= c && !a.cut {
+		return false
+	}
+	moved := a.limit > c
+	if moved {
+		a.limit, a.beyond = c, time.Time{}
+	}
+	if !a.cut || !a.counted || a.refusedAt != c {
+		a.cut, a.refusedAt, a.counted, a.probeWait = true, c, true, countedProbeWait
+		if a.limit < c {
+			a.beyond = time.Time{}
+		}
+	}
+	return moved
+}
+
 // service is the measured time per answer; 0 when nothing was answered yet.
 func (a *aimd) service() time.Duration { return time.Duration(a.serviceE * float64(time.Second)) }
 

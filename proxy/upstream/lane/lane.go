@@ -79,7 +79,7 @@ type Lane struct {
 	// maxQueue bounds the queue.
 	maxQueue int
 	pace     pacer
-	// seed is the fleet's estimate the common lane starts from (Set.Seed).
+	// seed is the fleet's estimate the lane starts from (Set.Seed).
 	seed func() (float64, time.Duration)
 
 	// tok is the lane's token budgets (tokens.go), guarded by mu.
@@ -837,6 +837,35 @@ func (l *Lane) Done(sent time.Time, d time.Duration, o Outcome) {
 	l.dispatchChain(now, o == Answered)
 	l.mu.Unlock()
 	if after != before { // used: done follows an acquire
+		l.t.LimitMoved(after - before)
+	}
+	if paceAfter != paceBefore {
+		l.t.PaceMoved(paceAfter - paceBefore)
+	}
+}
+
+// Cap holds the lane's limit at most c slots: what the fleet's capacity
+// gate grants this replica on the lane (upstream.Gate's Share). An
+// attempt the gate admits never meets a refusal the lane learns from
+// (see upstream's exchange), so a gated lane's limit would otherwise grow
+// with every answer (30 to 56 slots per replica in front of a model that
+// takes 4 to 8), and every replica would send at it the moment the gate
+// goes. c is also the level the lane goes on from without the gate (as a
+// level it counted itself).
+func (l *Lane) Cap(c float64) {
+	if c <= 0 {
+		return
+	}
+	l.mu.Lock()
+	before, paceBefore := l.lim.limit, l.lim.belowOne()
+	if !l.lim.capAt(c) {
+		l.mu.Unlock()
+		return
+	}
+	after, paceAfter := l.lim.limit, l.lim.belowOne()
+	used := !l.used.IsZero()
+	l.mu.Unlock()
+	if used && after != before {
 		l.t.LimitMoved(after - before)
 	}
 	if paceAfter != paceBefore {

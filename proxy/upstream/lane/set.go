@@ -41,6 +41,7 @@ type Set struct {
 	t                 Target
 	ceiling, maxQueue int
 	shared            *Lane
+	seed              func() (float64, time.Duration) // Seed; nil: none
 
 	mu  sync.Mutex
 	per map[string]*Lane
@@ -51,11 +52,11 @@ func NewSet(t Target, ceiling, maxQueue int) *Set {
 	return &Set{t: t, ceiling: ceiling, maxQueue: maxQueue, shared: New(t, "", ceiling, maxQueue), per: make(map[string]*Lane)}
 }
 
-// Seed has the common lane, at its first use, ask f for the fleet's
-// estimate (a limit, and a time per answer or 0) and start from it instead
-// of its cold start, when the limit is above 0. Call it before the first
-// request.
-func (s *Set) Seed(f func() (float64, time.Duration)) { s.shared.seed = f }
+// Seed has every lane of the set, the common one and each forwarded key's,
+// at its first use, ask f for the fleet's estimate (a limit, and a time per
+// answer or 0) and start from it instead of its cold start, when the limit
+// is above 0. Call it before the first request.
+func (s *Set) Seed(f func() (float64, time.Duration)) { s.shared.seed, s.seed = f, f }
 
 // For returns the lane of key (see Key), creating it when needed; an idle
 // lane is evicted to make room when the target has MaxLanes, its limit and
@@ -89,6 +90,7 @@ func (s *Set) For(key string) *Lane {
 		}
 	}
 	l := New(s.t, key, s.ceiling, s.maxQueue)
+	l.seed = s.seed
 	s.per[key] = l
 	return l
 }
