@@ -17,7 +17,8 @@ import (
 // from that estimate at its first request (upstream.Options.Seed): the
 // fleet's summed limit, past slow start and paced by the fleet's time per
 // answer, instead of probing the model from one slot while the others
-// already hold it. The whole limit, not a share of it: the capacity gate
+// already hold it; every lane of the target does, a forwarded key's as
+// well as the common one (see capacityState.of). The whole limit, not a share of it: the capacity gate
 // (gate.go) divides it among the replicas, and a lane seeded at its share
 // (below one slot with six replicas in front of a model of four) held back
 // what the gate would grant it. The capacity gate starts a lane's limit in
@@ -143,9 +144,10 @@ func (f *Fleet) shareCapacity(live int64) {
 	f.capacity.Store(st)
 }
 
-// Seed is upstream.Options.Seed: the start of a target's common lane
-// from the fleet's estimate at the last beat, the whole fleet's limit (the
-// capacity gate shares it out). 0 (the lane's own cold start) without
+// Seed is upstream.Options.Seed: the start of every lane of a target (its
+// common lane and each forwarded key's) from the fleet's estimate at the
+// last beat, the whole fleet's limit (the capacity gate shares it out, and
+// caps the lane at this replica's share from its first lease: Share). 0 (the lane's own cold start) without
 // Redis, while it is down, or when this replica is alone and nothing was
 // learned.
 func (f *Fleet) Seed(target string) (float64, time.Duration) {

@@ -56,6 +56,15 @@ import (
 // replica's lane held back what the gate would grant it for the rest of a
 // peak.
 //
+// Meeting no refusal, a gated lane would grow with every answer (30 to 56
+// slots per replica in front of a model that takes 4 to 8), and send at
+// that limit the moment the gate goes. So every call also answers this
+// replica's max-min share of the limit (what is left of it once every
+// other replica that holds and waits for less than an equal part has
+// that), and the caller caps the lane at it, in whole slots (Share): when
+// Redis goes, the replicas' lanes sum to the gate's limit plus less than
+// one slot each.
+//
 // A lease expires after twice the longest answer lately plus gateLeaseSlack
 // (clamped), so a crashed replica's leases come back; every attempt
 // releases its own on every path, an abandoned one when its lane would
@@ -63,7 +72,8 @@ import (
 //
 // The lane stays the fallback: without Redis there is no gate; while it is
 // down, or when a call fails or runs past Options.Timeout, the attempt goes
-// on without a lease, and is counted (gate_bypassed). No attempt waits for
+// on without a lease, from the lane's share, and is counted
+// (gate_bypassed). No attempt waits for
 // Redis longer than that bound; it waits for the gate, as in a lane's
 // queue, while the fleet's limit is full, and no longer than an answer can
 // still arrive before its deadline.
