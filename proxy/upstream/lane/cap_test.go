@@ -5,11 +5,10 @@ import (
 	"time"
 )
 
-// A lane under the fleet's capacity gate meets no refusal; capped at its
-// share, it stays there (a counted level: no growth with answers before
-// countedProbeWait), and goes on from it without the gate: a refusal above
-// it counts from the share, not from what slow start reached. A lane in
-// slow start below the cap is left to it.
+// A lane under the fleet's capacity gate meets no refusal, and grows with
+// every answer; capped at its share, it stays there (a counted level: no
+// growth with answers before countedProbeWait), which is where it goes on
+// from without the gate. A lane in slow start below the cap is left to it.
 func TestCapHoldsTheLimitAtTheShare(t *testing.T) {
 	now := time.Now()
 	a := newAIMD(0)
