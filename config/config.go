@@ -26,7 +26,6 @@ package config
 import (
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -36,9 +35,9 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
-	"github.com/breakwater-dev/breakwater/lib/retry"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
+	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
 )
 
 // Config is the whole configuration file. The zero value is not usable; start
@@ -382,53 +381,18 @@ type OpenAIEmbedConfig struct {
 	Timeout Duration `toml:"timeout"`
 }
 
-// RetryConfig is [retry].
+// RetryConfig is [retry]: the upstream caller's retry policy, and the cap
+// of its holds (upstream.Options.RetryAfterCap).
 type RetryConfig struct {
-	// MaxAttempts is the number of tries per target (1 = no retry) before
-	// falling back to the next target. Default 3.
-	MaxAttempts int `toml:"max_attempts"`
-	// BaseDelay is the first backoff step (exponential, full jitter).
-	// Default 200ms. 0: retry at once.
-	BaseDelay Duration `toml:"base_delay"`
-	// MaxDelay caps one computed backoff wait; must be >= BaseDelay. Default
-	// 5s. A server's Retry-After above it is honoured when the deadline
-	// leaves room for it (lib/retry).
-	MaxDelay Duration `toml:"max_delay"`
-	// Deadline bounds a whole request: every attempt, wait and fallback,
-	// the wait in the queue included. Default 60s.
-	Deadline Duration `toml:"deadline"`
+	upstream.RetryPolicy
 	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
-	// reset holds a target (or a forwarded key) back. Default 5m. Must be
-	// >= 1s.
-	RetryAfterCap Duration `toml:"retry_after_cap"`
-	// RetryOn are the upstream statuses that are retried (connection errors
-	// and timeouts always are). Default [429, 500, 502, 503, 504, 529]. Only
-	// 4xx/5xx; 400, 401, 403, 404, 409, 413 and 422 are refused because the
-	// same request would fail the same way. Empty: retry connection errors
-	// and timeouts only.
-	RetryOn []int `toml:"retry_on"`
+	// reset holds a target (or a forwarded key) back or delays a retry.
+	// Default 5m (upstream.DefaultRetryAfterCap). Must be >= 1s.
+	RetryAfterCap time.Duration `toml:"retry_after_cap" zero:"refused"`
 }
 
-// BreakerConfig is [breaker].
-type BreakerConfig struct {
-	// Window is the rolling window for FailureRatio. Default 30s.
-	Window Duration `toml:"window"`
-	// MinRequests is how many requests the window needs before FailureRatio
-	// can open the breaker. Default 20. Must be >= 1.
-	MinRequests int `toml:"min_requests"`
-	// FailureRatio opens the breaker when failures/requests in Window reach
-	// it, in (0, 1]. Default 0.5.
-	FailureRatio float64 `toml:"failure_ratio"`
-	// ConsecutiveFailures opens the breaker after that many failures in a
-	// row. Default 5. 0 disables this trigger.
-	ConsecutiveFailures int `toml:"consecutive_failures"`
-	// OpenFor is how long an open breaker rejects before going half-open.
-	// Default 15s.
-	OpenFor Duration `toml:"open_for"`
-	// HalfOpenProbes is how many requests a half-open breaker admits.
-	// Default 1. Must be >= 1.
-	HalfOpenProbes int `toml:"half_open_probes"`
-}
+// BreakerConfig is [breaker]: the per-target circuit breaker's options.
+type BreakerConfig = upstream.BreakerOptions
 
 // StreamConfig is [stream].
 type StreamConfig struct {
@@ -455,69 +419,29 @@ type StreamConfig struct {
 }
 
 // Upstream is one [[upstreams]] entry: a model API endpoint (OpenAI-compatible,
-// Anthropic or Gemini; Auth picks how the key is sent).
+// Anthropic or Gemini; Auth picks how the key is sent). Its keys are the
+// upstream caller's, and the name of the variable holding the key.
 type Upstream struct {
-	// Name identifies the upstream in [[models]] targets, default_upstream,
-	// metrics and the X-Breakwater-Upstream header. Required, unique,
-	// letters, digits, '.', '_' and '-' only.
-	Name string `toml:"name"`
-	// BaseURL is the API root INCLUDING the version prefix, e.g.
-	// "https://api.openai.com/v1"; a client's /v1/chat/completions goes to
-	// BaseURL + "/chat/completions". Required; http or https. Load trims a
-	// trailing slash.
-	BaseURL string `toml:"base_url"`
+	upstream.Upstream
 	// APIKeyEnv names the environment variable holding this upstream's key,
 	// sent as Auth says, in place of the client's credential headers. Empty
 	// (default): the client's own Authorization / x-api-key headers are
 	// forwarded as sent.
 	APIKeyEnv string `toml:"api_key_env"`
-	// Auth is how the key of APIKeyEnv is sent: "bearer" (default,
-	// Authorization: Bearer <key>), "x-api-key" (Anthropic) or
-	// "x-goog-api-key" (Gemini). Empty: "bearer".
-	Auth string `toml:"auth"`
-	// Timeout bounds one attempt (until the response headers for streams).
-	// Default 60s (when the key is absent). Must be > 0.
-	Timeout Duration `toml:"timeout"`
-	// MaxConcurrency is a ceiling, not the operating point: each target of
-	// this upstream (and each forwarded key) finds its concurrency limit at
-	// run time, and never goes above it; it also bounds the default pool.
-	// Default 256 (when the key is absent). Must be >= 1.
-	MaxConcurrency int `toml:"max_concurrency"`
-	// MaxQueue is how many requests may wait for a slot of a target (and of
-	// the default pool); beyond it requests get 429 + Retry-After at once.
-	// A request whose expected wait exceeds its deadline gets that 429
-	// earlier. Default 1024 (when the key is absent). 0: no waiting.
-	MaxQueue int `toml:"max_queue"`
-	// Pools are per-class limits ([upstreams.pools.<class>]), chosen by a
-	// request's X-Breakwater-Class. Each pool has its own slots and queue; a
-	// request without a class, or with a class not listed, uses the
-	// upstream's MaxConcurrency/MaxQueue. Nil (default): no classes.
-	Pools map[string]Pool `toml:"pools,omitempty"`
 }
 
 // Pool is one [upstreams.pools.<class>] entry.
-type Pool struct {
-	// MaxConcurrency is this class's slots. Default (key absent): the
-	// upstream's MaxConcurrency. Must be >= 1.
-	MaxConcurrency int `toml:"max_concurrency"`
-	// MaxQueue is this class's queue. Default (key absent): the upstream's
-	// MaxQueue. 0: no waiting.
-	MaxQueue int `toml:"max_queue"`
-}
+type Pool = upstream.PoolLimits
 
 // Model is one [[models]] entry: a model name clients ask for and where it
-// is served.
+// is served (the upstream caller's route), and what only the sidecar
+// reads of it.
 type Model struct {
-	// Name is the model a client requests (the body's "model"). Required,
-	// unique.
-	Name string `toml:"name"`
+	upstream.Route
 	// CacheGroup lets models share cache entries: models with the same group
 	// have the same context fingerprint. Empty: Load sets it to Name (no
 	// sharing).
 	CacheGroup string `toml:"cache_group"`
-	// Targets are tried by ascending Priority, weighted within a priority.
-	// At least one.
-	Targets []Target `toml:"targets"`
 	// InputPrice and OutputPrice are USD per million input and output
 	// tokens of this model: the answers of the targets that send the
 	// model's own name upstream (a fallback to another model is priced
@@ -553,21 +477,10 @@ func (c *Config) ModelPrices() map[string]Price {
 }
 
 // Target is one entry of a model's targets.
-type Target struct {
-	// Upstream names a declared [[upstreams]] entry. Required.
-	Upstream string `toml:"upstream"`
-	// Model is the model name sent to that upstream. Empty: Load sets it to
-	// the Model's Name.
-	Model string `toml:"model"`
-	// Priority orders targets: lower first. Default 0. Must be >= 0.
-	Priority int `toml:"priority"`
-	// Weight is the share of traffic among healthy targets of the same
-	// priority. Default 1 (when the key is absent). Must be > 0.
-	Weight float64 `toml:"weight"`
-}
+type Target = upstream.Target
 
-// Defaults that are not a plain value of Default() (element defaults of
-// [[upstreams]], pools and targets, and the no-file upstream).
+// The no-file upstream (an [[upstreams]] entry's other defaults are
+// upstream.UpstreamDefaults, a target's upstream.TargetDefaults).
 const (
 	// DefaultUpstreamURL is the upstream used without a config file when
 	// BREAKWATER_UPSTREAM_URL is unset.
@@ -577,10 +490,6 @@ const (
 	UpstreamURLEnv = "BREAKWATER_UPSTREAM_URL"
 
 	defaultUpstreamName     = "default"
-	defaultUpstreamTimeout  = Duration(upstream.DefaultAttemptTimeout)
-	defaultMaxConcurrency   = upstream.DefaultMaxConcurrency
-	defaultMaxQueue         = upstream.DefaultMaxQueue
-	defaultTargetWeight     = upstream.DefaultWeight
 	defaultVectorsDirectory = "vectors"
 )
 
@@ -657,22 +566,8 @@ func defaults() *Config {
 				Timeout: Duration(embed.DefaultOpenAITimeout),
 			},
 		},
-		Retry: RetryConfig{
-			MaxAttempts:   upstream.DefaultMaxAttempts,
-			BaseDelay:     Duration(upstream.DefaultBaseDelay),
-			MaxDelay:      Duration(upstream.DefaultMaxDelay),
-			Deadline:      Duration(upstream.DefaultDeadline),
-			RetryAfterCap: Duration(upstream.DefaultRetryAfterCap),
-			RetryOn:       slices.Clone(retry.DefaultStatuses),
-		},
-		Breaker: BreakerConfig{
-			Window:              Duration(upstream.DefaultBreakerWindow),
-			MinRequests:         upstream.DefaultBreakerMinRequests,
-			FailureRatio:        upstream.DefaultBreakerFailureRatio,
-			ConsecutiveFailures: upstream.DefaultBreakerConsecutiveFailures,
-			OpenFor:             Duration(upstream.DefaultBreakerOpenFor),
-			HalfOpenProbes:      upstream.DefaultBreakerHalfOpenProbes,
-		},
+		Retry:   RetryConfig{RetryPolicy: upstream.DefaultRetryPolicy(), RetryAfterCap: upstream.DefaultRetryAfterCap},
+		Breaker: breaker.DefaultOptions(),
 		Stream: StreamConfig{
 			Resume:        true,
 			IdleTimeout:   Duration(proxy.DefaultStreamIdleTimeout),
@@ -684,13 +579,9 @@ func defaults() *Config {
 }
 
 func implicitUpstream(baseURL string) Upstream {
-	return Upstream{
-		Name:           defaultUpstreamName,
-		BaseURL:        baseURL,
-		Timeout:        defaultUpstreamTimeout,
-		MaxConcurrency: defaultMaxConcurrency,
-		MaxQueue:       defaultMaxQueue,
-	}
+	u := Upstream{Upstream: upstream.UpstreamDefaults()}
+	u.Name, u.BaseURL = defaultUpstreamName, baseURL
+	return u
 }
 
 // finish fills values derived from other keys. It runs after environment
@@ -703,7 +594,9 @@ func (c *Config) finish() {
 		c.DefaultUpstream = c.Upstreams[0].Name
 	}
 	for i := range c.Upstreams {
-		c.Upstreams[i].BaseURL = strings.TrimRight(c.Upstreams[i].BaseURL, "/")
+		u := &c.Upstreams[i]
+		u.BaseURL = strings.TrimRight(u.BaseURL, "/")
+		u.Upstream = u.WithDefaults() // a pool's limits left out: the upstream's
 	}
 	for i := range c.Models {
 		m := &c.Models[i]

@@ -188,9 +188,9 @@ func TestExampleCommentsEveryKey(t *testing.T) {
 
 func TestMarshalRoundTrip(t *testing.T) {
 	for _, c := range []*Config{Default(), validConfig(), mustLoad(t, examplePath, nil)} {
-		data, err := toml.Marshal(c)
+		data, err := c.Marshal()
 		if err != nil {
-			t.Fatalf("toml.Marshal() = %v", err)
+			t.Fatalf("Marshal() = %v", err)
 		}
 		got := mustLoad(t, writeFile(t, string(data)), nil)
 		if !reflect.DeepEqual(got, c) {

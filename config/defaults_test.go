@@ -34,16 +34,16 @@ func TestDefaultsAgreeWithLibraries(t *testing.T) {
 		{"vector.qdrant.timeout", c.Vector.Qdrant.Timeout.D(), qdrant.DefaultTimeout},
 		{"embed.openai.timeout", c.Embed.OpenAI.Timeout.D(), embed.DefaultOpenAITimeout},
 		{"retry.max_attempts", c.Retry.MaxAttempts, upstream.DefaultMaxAttempts},
-		{"retry.base_delay", c.Retry.BaseDelay.D(), upstream.DefaultBaseDelay},
-		{"retry.max_delay", c.Retry.MaxDelay.D(), upstream.DefaultMaxDelay},
-		{"retry.max_delay (embedder)", c.Retry.MaxDelay.D(), embed.DefaultOpenAIMaxDelay},
-		{"retry.deadline", c.Retry.Deadline.D(), upstream.DefaultDeadline},
+		{"retry.base_delay", c.Retry.BaseDelay, upstream.DefaultBaseDelay},
+		{"retry.max_delay", c.Retry.MaxDelay, upstream.DefaultMaxDelay},
+		{"retry.max_delay (embedder)", c.Retry.MaxDelay, embed.DefaultOpenAIMaxDelay},
+		{"retry.deadline", c.Retry.Deadline, upstream.DefaultDeadline},
 		{"retry.retry_on", slices.Equal(c.Retry.RetryOn, retry.DefaultStatuses) && slices.Equal(upstream.DefaultRetryOn, retry.DefaultStatuses), true},
-		{"breaker.window", c.Breaker.Window.D(), upstream.DefaultBreakerWindow},
+		{"breaker.window", c.Breaker.Window, upstream.DefaultBreakerWindow},
 		{"breaker.min_requests", c.Breaker.MinRequests, upstream.DefaultBreakerMinRequests},
 		{"breaker.failure_ratio", c.Breaker.FailureRatio, upstream.DefaultBreakerFailureRatio},
 		{"breaker.consecutive_failures", c.Breaker.ConsecutiveFailures, upstream.DefaultBreakerConsecutiveFailures},
-		{"breaker.open_for", c.Breaker.OpenFor.D(), upstream.DefaultBreakerOpenFor},
+		{"breaker.open_for", c.Breaker.OpenFor, upstream.DefaultBreakerOpenFor},
 		{"breaker.half_open_probes", c.Breaker.HalfOpenProbes, upstream.DefaultBreakerHalfOpenProbes},
 	}
 	for _, ch := range checks {
@@ -52,8 +52,8 @@ func TestDefaultsAgreeWithLibraries(t *testing.T) {
 		}
 	}
 	// The values decided in the audit, so a change is deliberate.
-	if c.Retry.MaxDelay.D() != 5*time.Second || c.Breaker.MinRequests != 20 || c.Breaker.OpenFor.D() != 15*time.Second || c.Cache.ExactMaxBytes != 64*MiB {
+	if c.Retry.MaxDelay != 5*time.Second || c.Breaker.MinRequests != 20 || c.Breaker.OpenFor != 15*time.Second || c.Cache.ExactMaxBytes != 64*MiB {
 		t.Errorf("decided defaults changed: max_delay %v, min_requests %d, open_for %v, exact_max_bytes %v",
-			c.Retry.MaxDelay.D(), c.Breaker.MinRequests, c.Breaker.OpenFor.D(), c.Cache.ExactMaxBytes)
+			c.Retry.MaxDelay, c.Breaker.MinRequests, c.Breaker.OpenFor, c.Cache.ExactMaxBytes)
 	}
 }

@@ -52,6 +52,10 @@ func LoadWithProblems(path string, env func(string) string) (*Config, error) {
 	if env == nil {
 		env = os.Getenv
 	}
+	// l.env maps keys whose value came from the environment to the
+	// variable, so that an error about such a value names what to fix.
+	l := &loaded{env: map[string]string{}}
+	fromEnv := l.env
 	var c *Config
 	if path == "" {
 		c = defaults()
@@ -60,13 +64,10 @@ func LoadWithProblems(path string, env func(string) string) (*Config, error) {
 		if err != nil {
 			return nil, fmt.Errorf("config: read file: %w", err)
 		}
-		if c, err = decode(path, data); err != nil {
+		if c, err = decode(path, data, l); err != nil {
 			return nil, err
 		}
 	}
-	// fromEnv maps keys whose value came from the environment to the
-	// variable, so that an error about such a value names what to fix.
-	fromEnv := map[string]string{}
 	if len(c.Upstreams) == 0 {
 		base := env(UpstreamURLEnv)
 		if base == "" {
@@ -76,18 +77,20 @@ func LoadWithProblems(path string, env func(string) string) (*Config, error) {
 		}
 		c.Upstreams = []Upstream{implicitUpstream(base)}
 	}
-	envErr := applyEnv(c, env, fromEnv)
+	envErr := applyEnv(c, env, l)
 	c.applyRedisURLEnv(env, fromEnv)
 	c.finish()
 	// Every problem at once: bad overrides and invalid settings together.
-	return c, errors.Join(envErr, c.validate(fromEnv))
+	return c, errors.Join(envErr, errors.Join(l.errs...), c.validate(l))
 }
 
-// decode parses data over the defaults, strictly, and fills the defaults of
-// [[upstreams]], pools and targets for the keys each entry leaves out.
-func decode(path string, data []byte) (*Config, error) {
+// decode parses data over the defaults, strictly: the keys the file
+// writes, each array entry over its defaults, with the one meaning of zero
+// (file.go). l records the keys written as 0 and the negative values
+// refused.
+func decode(path string, data []byte, l *loaded) (*Config, error) {
 	// A generic parse first: it reports syntax errors on their own, and
-	// checkRaw and the errors' hints read the keys as written.
+	// tells settle which keys the file writes.
 	var raw map[string]any
 	if err := toml.Unmarshal(data, &raw); err != nil {
 		return nil, decodeError(path, err, nil)
@@ -95,12 +98,14 @@ func decode(path string, data []byte) (*Config, error) {
 	if err := checkRaw(path, reflect.TypeFor[Config](), raw, ""); err != nil {
 		return nil, err
 	}
-	f := document{Config: defaults()}
+	m := reflect.New(mirrorOf())
 	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
-	if err := dec.Decode(&f); err != nil {
+	if err := dec.Decode(m.Interface()); err != nil {
 		return nil, decodeError(path, err, raw)
 	}
-	return f.config(), nil
+	c := defaults()
+	l.settle(reflect.ValueOf(c).Elem(), m.Elem(), raw, "")
+	return c, nil
 }
 
 // decodeError turns go-toml's errors into one line per problem:
@@ -179,10 +184,8 @@ func unknownKeyHint(key []string) string {
 		return ""
 	}
 	var names []string
-	for f := range parent.Fields() {
-		if name := tomlName(f); name != "" {
-			names = append(names, name)
-		}
+	for _, f := range fields(parent) {
+		names = append(names, f.Key)
 	}
 	bad := key[len(key)-1]
 	if api, ok := strings.CutSuffix(bad, "_upstream"); ok && len(key) == 1 && slices.Contains(apiNames(), api) {
@@ -212,21 +215,12 @@ func typeAt(t reflect.Type, key []string) (reflect.Type, bool) {
 			if !ok {
 				return nil, false
 			}
-			t, key = f.Type, key[1:]
+			t, key = f.File, key[1:]
 		default:
 			return nil, false
 		}
 	}
 	return t, true
-}
-
-func fieldByTag(t reflect.Type, name string) (reflect.StructField, bool) {
-	for f := range t.Fields() {
-		if tomlName(f) == name {
-			return f, true
-		}
-	}
-	return reflect.StructField{}, false
 }
 
 func tomlName(f reflect.StructField) string {
@@ -236,11 +230,6 @@ func tomlName(f reflect.StructField) string {
 	}
 	return name
 }
-
-var (
-	durationType = reflect.TypeFor[Duration]()
-	sizeType     = reflect.TypeFor[Size]()
-)
 
 // describe says in words what a key of type t accepts.
 func describe(t reflect.Type) string {
@@ -288,13 +277,12 @@ func checkRaw(path string, t reflect.Type, raw any, key string) error {
 		}
 	case t.Kind() == reflect.Struct:
 		m, _ := raw.(map[string]any)
-		for f := range t.Fields() {
-			name := tomlName(f)
-			v, ok := m[name]
-			if name == "" || !ok {
+		for _, f := range fields(t) {
+			v, ok := m[f.Key]
+			if !ok {
 				continue
 			}
-			if err := checkRaw(path, f.Type, v, joinKey(key, name)); err != nil {
+			if err := checkRaw(path, f.File, v, joinKey(key, f.Key)); err != nil {
 				return err
 			}
 		}
@@ -324,12 +312,14 @@ func joinKey(prefix, name string) string {
 }
 
 // envKey is one environment override: Name is the variable, Key the TOML
-// key it sets, Index the field path in Config.
+// key it sets, Index the field path in Config, Type how it is written
+// (fileType).
 type envKey struct {
 	Name  string
 	Key   string
 	Index []int
 	Type  reflect.Type
+	field field
 }
 
 // envKeys lists every override, in struct order: every scalar and list key
@@ -339,15 +329,11 @@ func envKeys() []envKey {
 	var out []envKey
 	var walk func(t reflect.Type, index []int, path []string)
 	walk = func(t reflect.Type, index []int, path []string) {
-		for f := range t.Fields() {
-			name := tomlName(f)
-			if name == "" || !f.IsExported() {
-				continue
-			}
+		for _, f := range fields(t) {
 			idx := append(slices.Clone(index), f.Index...)
-			p := append(slices.Clone(path), name)
+			p := append(slices.Clone(path), f.Key)
 			switch {
-			case f.Type == durationType || f.Type == sizeType:
+			case f.File != f.Type:
 			case f.Type.Kind() == reflect.Struct:
 				walk(f.Type, idx, p)
 				continue
@@ -359,7 +345,8 @@ func envKeys() []envKey {
 				Name:  EnvPrefix + strings.ToUpper(strings.Join(p, "_")),
 				Key:   strings.Join(p, "."),
 				Index: idx,
-				Type:  f.Type,
+				Type:  f.File,
+				field: f,
 			})
 		}
 	}
@@ -367,9 +354,9 @@ func envKeys() []envKey {
 	return out
 }
 
-// applyEnv sets every key whose BREAKWATER_ variable is non-empty and
-// records it in fromEnv (key → variable).
-func applyEnv(c *Config, env func(string) string, fromEnv map[string]string) error {
+// applyEnv sets every key whose BREAKWATER_ variable is non-empty, records
+// it in l.env (key → variable) and gives it the one meaning of zero.
+func applyEnv(c *Config, env func(string) string, l *loaded) error {
 	root := reflect.ValueOf(c).Elem()
 	var errs []error
 	for _, k := range envKeys() {
@@ -377,10 +364,13 @@ func applyEnv(c *Config, env func(string) string, fromEnv map[string]string) err
 		if s == "" {
 			continue
 		}
-		fromEnv[k.Key] = k.Name
-		if err := setString(root.FieldByIndex(k.Index), s); err != nil {
+		l.env[k.Key] = k.Name
+		v := root.FieldByIndex(k.Index)
+		if err := setString(v, k.Type, s); err != nil {
 			errs = append(errs, fmt.Errorf("config: %s = %q: %s must be %s", k.Name, s, k.Key, envDescribe(k.Type)))
+			continue
 		}
+		l.settleZero(k.field, v, k.Key)
 	}
 	return errors.Join(errs...)
 }
@@ -392,9 +382,18 @@ func envDescribe(t reflect.Type) string {
 	return describe(t)
 }
 
-// setString parses s into v according to v's type.
-func setString(v reflect.Value, s string) error {
+// setString parses s into v as a value of type file (fileType: a
+// time.Duration is written as a Duration).
+func setString(v reflect.Value, file reflect.Type, s string) error {
 	s = strings.TrimSpace(s)
+	if file != v.Type() {
+		w := reflect.New(file).Elem()
+		if err := setString(w, file, s); err != nil {
+			return err
+		}
+		v.Set(w.Convert(v.Type()))
+		return nil
+	}
 	if u, ok := v.Addr().Interface().(interface{ UnmarshalText([]byte) error }); ok {
 		return u.UnmarshalText([]byte(s))
 	}
@@ -430,7 +429,7 @@ func setString(v reflect.Value, s string) error {
 					continue
 				}
 				elem := reflect.New(v.Type().Elem()).Elem()
-				if err := setString(elem, part); err != nil {
+				if err := setString(elem, elem.Type(), part); err != nil {
 					return err
 				}
 				list = reflect.Append(list, elem)

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // envOf returns an env lookup backed by m (nothing else is set).
@@ -115,15 +117,15 @@ func TestDefaults(t *testing.T) {
 		{"embed.cache_bytes", c.Embed.CacheBytes, 32 * MiB},
 		{"embed.openai.timeout", c.Embed.OpenAI.Timeout.D(), 10 * time.Second},
 		{"retry.max_attempts", c.Retry.MaxAttempts, 3},
-		{"retry.base_delay", c.Retry.BaseDelay.D(), 200 * time.Millisecond},
-		{"retry.max_delay", c.Retry.MaxDelay.D(), 5 * time.Second},
-		{"retry.deadline", c.Retry.Deadline.D(), 60 * time.Second},
+		{"retry.base_delay", c.Retry.BaseDelay, 200 * time.Millisecond},
+		{"retry.max_delay", c.Retry.MaxDelay, 5 * time.Second},
+		{"retry.deadline", c.Retry.Deadline, 60 * time.Second},
 		{"retry.retry_on", c.Retry.RetryOn, []int{429, 500, 502, 503, 504, 529}},
-		{"breaker.window", c.Breaker.Window.D(), 30 * time.Second},
+		{"breaker.window", c.Breaker.Window, 30 * time.Second},
 		{"breaker.min_requests", c.Breaker.MinRequests, 20},
 		{"breaker.failure_ratio", c.Breaker.FailureRatio, 0.5},
 		{"breaker.consecutive_failures", c.Breaker.ConsecutiveFailures, 5},
-		{"breaker.open_for", c.Breaker.OpenFor.D(), 15 * time.Second},
+		{"breaker.open_for", c.Breaker.OpenFor, 15 * time.Second},
 		{"breaker.half_open_probes", c.Breaker.HalfOpenProbes, 1},
 		{"stream.resume", c.Stream.Resume, true},
 		{"stream.idle_timeout", c.Stream.IdleTimeout.D(), 30 * time.Second},
@@ -160,24 +162,23 @@ targets = [{ upstream = "openai" }, { upstream = "openai", model = "gpt-4o-mini"
 
 	want := Default()
 	want.Cache.Threshold = 0.95
-	want.Upstreams = []Upstream{{
-		Name:           "openai",
-		BaseURL:        "https://api.openai.com/v1",
-		Timeout:        Duration(60 * time.Second),
-		MaxConcurrency: defaultMaxConcurrency,
-		MaxQueue:       0, // set explicitly: not the default
-		Pools: map[string]Pool{
-			"realtime": {MaxConcurrency: 4, MaxQueue: 0}, // queue inherited
-			"batch":    {MaxConcurrency: defaultMaxConcurrency, MaxQueue: 0},
-		},
-	}}
+	u := Upstream{Upstream: upstream.UpstreamDefaults()}
+	u.Name, u.BaseURL = "openai", "https://api.openai.com/v1"
+	u.MaxQueue = -1 // max_queue = 0: no waiting (not the default)
+	u.Pools = map[string]Pool{
+		"realtime": {MaxConcurrency: 4, MaxQueue: -1}, // queue inherited
+		"batch":    {MaxConcurrency: upstream.DefaultMaxConcurrency, MaxQueue: -1},
+	}
+	want.Upstreams = []Upstream{u}
 	want.Models = []Model{{
-		Name:       "gpt-4o",
-		CacheGroup: "gpt-4o",
-		Targets: []Target{
-			{Upstream: "openai", Model: "gpt-4o", Priority: 0, Weight: 1},
-			{Upstream: "openai", Model: "gpt-4o-mini", Priority: 1, Weight: 0.5},
+		Route: upstream.Route{
+			Name: "gpt-4o",
+			Targets: []Target{
+				{Upstream: "openai", Model: "gpt-4o", Priority: 0, Weight: 1},
+				{Upstream: "openai", Model: "gpt-4o-mini", Priority: 1, Weight: 0.5},
+			},
 		},
+		CacheGroup: "gpt-4o",
 	}}
 	want.DefaultUpstream = "openai" // the only upstream
 	if !reflect.DeepEqual(c, want) {
@@ -275,10 +276,10 @@ func TestLoadGoodSharedCache(t *testing.T) {
 	if got, want := c.Models[0].Targets[1], (Target{Upstream: "ollama", Model: "llama3.1", Priority: 1, Weight: 2}); got != want {
 		t.Errorf("targets[1] = %+v, want %+v", got, want)
 	}
-	if got, want := c.Upstreams[0].Pools["batch"], (Pool{MaxConcurrency: 2, MaxQueue: 0}); got != want {
+	if got, want := c.Upstreams[0].Pools["batch"], (Pool{MaxConcurrency: 2, MaxQueue: -1}); got != want {
 		t.Errorf("pools.batch = %+v, want %+v", got, want)
 	}
-	if got, want := c.Upstreams[1].MaxQueue, defaultMaxQueue; got != want {
+	if got, want := c.Upstreams[1].MaxQueue, upstream.DefaultMaxQueue; got != want {
 		t.Errorf("upstreams[1].max_queue = %d, want %d", got, want)
 	}
 }
@@ -301,7 +302,7 @@ func TestUnknownKeys(t *testing.T) {
 		{"unknown section", "[proxy]\nport = 1\n",
 			`:1:2: unknown key "proxy" (allowed: server, cache, vector, embed, retry, breaker, stream, upstreams, models, default_upstream, api_upstreams, prices, tracing, fleet, budgets)`},
 		{"upstream key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\napi_key = \"sk-x\"\n",
-			`:4:1: unknown key "upstreams.api_key" (allowed: name, base_url, api_key_env, auth, timeout, max_concurrency, max_queue, pools)`},
+			`:4:1: unknown key "upstreams.api_key" (allowed: name, base_url, auth, timeout, max_concurrency, max_queue, pools, api_key_env)`},
 		{"pool key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\n[upstreams.pools.batch]\nqueue = 1\n",
 			`:5:1: unknown key "upstreams.pools.batch.queue" (allowed: max_concurrency, max_queue)`},
 		{"target key", "[[upstreams]]\nname = \"a\"\nbase_url = \"http://a/v1\"\n[[models]]\nname = \"m\"\ntargets = [{ upstream = \"a\", prio = 1 }]\n",
@@ -435,7 +436,7 @@ func TestEnvOverrideEveryKey(t *testing.T) {
 				t.Fatalf("no sample value for %s of type %s", k.Key, k.Type)
 			}
 			got := defaults()
-			if err := applyEnv(got, envOf(map[string]string{k.Name: s}), map[string]string{}); err != nil {
+			if err := applyEnv(got, envOf(map[string]string{k.Name: s}), &loaded{env: map[string]string{}}); err != nil {
 				t.Fatalf("applyEnv(%s=%q) = %v", k.Name, s, err)
 			}
 			if !reflect.DeepEqual(got, want) {
@@ -491,7 +492,7 @@ base_url = "http://localhost:8000/v1"
 		{"server.listen", c.Server.Listen, "0.0.0.0:9090"},
 		{"server.max_body_bytes", c.Server.MaxBodyBytes, 8 * MiB},
 		{"retry.retry_on", c.Retry.RetryOn, []int{429, 503}},
-		{"retry.base_delay", c.Retry.BaseDelay, Duration(50 * time.Millisecond)},
+		{"retry.base_delay", c.Retry.BaseDelay, 50 * time.Millisecond},
 		{"default_upstream", c.DefaultUpstream, "local"},
 		{"upstreams[0].base_url", c.Upstreams[0].BaseURL, "https://api.openai.com/v1"},
 	}

@@ -24,64 +24,22 @@ func None[T ~int | ~int64 | ~float64](v T) T {
 	return v
 }
 
-// Policy is [retry] as the upstream caller's option.
-func (r RetryConfig) Policy() upstream.RetryPolicy {
-	return upstream.RetryPolicy{
-		MaxAttempts: None(r.MaxAttempts),
-		BaseDelay:   None(r.BaseDelay.D()),
-		MaxDelay:    None(r.MaxDelay.D()),
-		Deadline:    None(r.Deadline.D()),
-		RetryOn:     r.RetryOn,
-	}
-}
-
-// Options is [breaker] as the upstream caller's option. The ratio has no
-// "off" in the file (validate refuses 0), so it is passed as it is.
-func (b BreakerConfig) Options() upstream.BreakerOptions {
-	return upstream.BreakerOptions{
-		Window:              None(b.Window.D()),
-		MinRequests:         None(b.MinRequests),
-		FailureRatio:        b.FailureRatio,
-		ConsecutiveFailures: None(b.ConsecutiveFailures),
-		OpenFor:             None(b.OpenFor.D()),
-		HalfOpenProbes:      None(b.HalfOpenProbes),
-	}
-}
-
-// CallerUpstreams is [[upstreams]] as the upstream caller's option, without
-// the keys (APIKey), which the composition root reads from the variables
-// api_key_env names.
-func (c *Config) CallerUpstreams() []upstream.Upstream {
-	out := make([]upstream.Upstream, 0, len(c.Upstreams))
-	for _, u := range c.Upstreams {
-		up := upstream.Upstream{
-			Name:           u.Name,
-			BaseURL:        u.BaseURL,
-			Timeout:        None(u.Timeout.D()),
-			MaxConcurrency: None(u.MaxConcurrency),
-			MaxQueue:       None(u.MaxQueue),
-			Auth:           u.Auth,
-		}
-		if len(u.Pools) > 0 {
-			up.Pools = make(map[string]upstream.PoolLimits, len(u.Pools))
-			for name, p := range u.Pools {
-				up.Pools[name] = upstream.PoolLimits{MaxConcurrency: None(p.MaxConcurrency), MaxQueue: None(p.MaxQueue)}
-			}
-		}
-		out = append(out, up)
+// callerUpstreams is [[upstreams]] as the upstream caller's option,
+// without the keys (APIKey), which the composition root reads from the
+// variables api_key_env names.
+func (c *Config) callerUpstreams() []upstream.Upstream {
+	out := make([]upstream.Upstream, len(c.Upstreams))
+	for i, u := range c.Upstreams {
+		out[i] = u.Upstream
 	}
 	return out
 }
 
-// Routes is [[models]] as the upstream caller's routes.
-func (c *Config) Routes() []upstream.Route {
-	out := make([]upstream.Route, 0, len(c.Models))
-	for _, m := range c.Models {
-		r := upstream.Route{Name: m.Name}
-		for _, t := range m.Targets {
-			r.Targets = append(r.Targets, upstream.Target{Upstream: t.Upstream, Model: t.Model, Priority: t.Priority, Weight: None(t.Weight)})
-		}
-		out = append(out, r)
+// routes is [[models]] as the upstream caller's routes.
+func (c *Config) routes() []upstream.Route {
+	out := make([]upstream.Route, len(c.Models))
+	for i, m := range c.Models {
+		out[i] = m.Route
 	}
 	return out
 }

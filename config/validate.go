@@ -50,12 +50,13 @@ func (e *Error) Error() string {
 // start-up should fail with the whole list rather than one fix per restart.
 // errors.As(err, &e) yields the first. nil means the configuration is usable.
 // Validate does not fill defaults; see Load.
-func (c *Config) Validate() error { return c.validate(nil) }
+func (c *Config) Validate() error { return c.validate(&loaded{}) }
 
-// validate is Validate with the keys whose values came from the environment
-// (key → variable, as Load records them), which errors then name.
-func (c *Config) validate(fromEnv map[string]string) error {
-	v := validator{env: fromEnv}
+// validate is Validate with what Load knows of the values: the keys whose
+// values came from the environment (key → variable), which errors then
+// name, and the keys written as 0, whose options hold their negative value.
+func (c *Config) validate(l *loaded) error {
+	v := validator{env: l.env, zeros: l.zeros}
 	c.validateServer(&v)
 	c.validateCache(&v)
 	// The proxy's options span [server], [cache] and [stream].
@@ -99,11 +100,15 @@ func (c *Config) validate(fromEnv map[string]string) error {
 }
 
 type validator struct {
-	errs []error
-	env  map[string]string // key → the variable its value came from
+	errs  []error
+	env   map[string]string // key → the variable its value came from
+	zeros map[string]bool   // keys written as 0 (file.go)
 }
 
 func (v *validator) add(key string, value any, problem string, args ...any) {
+	if v.zeros[key] && value != nil {
+		value = reflect.Zero(reflect.TypeOf(value)).Interface() // the 0 written (file.go)
+	}
 	v.errs = append(v.errs, &Error{Key: key, Value: value, Problem: fmt.Sprintf(problem, args...), Env: v.env[key]})
 }
 
@@ -234,47 +239,30 @@ func (c *Config) validateEmbed(v *validator) {
 }
 
 func (c *Config) validateRetry(v *validator) {
-	s := &c.Retry
-	if s.BaseDelay < 0 {
-		v.add("retry.base_delay", s.BaseDelay, "must be >= 0")
-	}
-	v.lib(c, s.Policy().Validate())
-	v.lib(c, upstream.ValidateRetryAfterCap(None(s.RetryAfterCap.D())))
+	v.lib(c, c.Retry.Validate())
+	v.lib(c, upstream.ValidateRetryAfterCap(c.Retry.RetryAfterCap))
 }
 
 func (c *Config) validateBreaker(v *validator) {
-	s := &c.Breaker
 	// The file has no "off" for the ratio rule (the option's negative).
-	if s.FailureRatio <= 0 {
+	if s := &c.Breaker; s.FailureRatio < 0 {
 		v.add("breaker.failure_ratio", s.FailureRatio, "must be in (0, 1]")
 	}
-	if s.ConsecutiveFailures < 0 {
-		v.add("breaker.consecutive_failures", s.ConsecutiveFailures, "must be >= 0 (0 disables this trigger)")
-	}
-	v.lib(c, s.Options().Validate())
+	v.lib(c, c.Breaker.Validate())
 }
 
 // validateUpstreams checks [[upstreams]] and returns the declared names.
 func (c *Config) validateUpstreams(v *validator) names {
-	declared, err := upstream.ValidateUpstreams(c.CallerUpstreams())
+	declared, err := upstream.ValidateUpstreams(c.callerUpstreams())
 	v.lib(c, err)
 	for i, u := range c.Upstreams {
-		key := fmt.Sprintf("upstreams[%d]", i)
-		envName(v, key+".api_key_env", u.APIKeyEnv)
-		if u.MaxQueue < 0 {
-			v.add(key+".max_queue", u.MaxQueue, "must be >= 0 (0: no waiting)")
-		}
-		for _, class := range slices.Sorted(maps.Keys(u.Pools)) {
-			if p := u.Pools[class]; p.MaxQueue < 0 {
-				v.add(key+".pools."+class+".max_queue", p.MaxQueue, "must be >= 0 (0: no waiting)")
-			}
-		}
+		envName(v, fmt.Sprintf("upstreams[%d].api_key_env", i), u.APIKeyEnv)
 	}
 	return declared
 }
 
 func (c *Config) validateModels(v *validator, upstreams names) {
-	v.lib(c, upstream.ValidateRoutes(c.Routes(), upstreams))
+	v.lib(c, upstream.ValidateRoutes(c.routes(), upstreams))
 }
 
 // validatePrices checks that every price is a finite number >= 0.
@@ -378,8 +366,9 @@ func apiNames() []string {
 }
 
 // lib adds the problems a library option found (its Validate), each naming
-// its key: the value shown is the file's (the option may hold it mapped by
-// None), and the variable it came from is named as for every key.
+// its key: the value shown is the file's (the option holds a 0 the file
+// writes as its negative value, or a [server], [cache] or [stream] key
+// mapped by None), and the variable it came from is named as for every key.
 func (v *validator) lib(c *Config, err error) {
 	for _, e := range setting.List(err) {
 		var se *setting.Error
@@ -391,6 +380,7 @@ func (v *validator) lib(c *Config, err error) {
 		if own, ok := c.valueAt(se.Key); ok {
 			value = own
 		}
+
 		v.add(se.Key, value, "%s", se.Problem)
 	}
 }

@@ -5,26 +5,29 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
 // validConfig is Default with two upstreams and a model routed to both, the
 // base every validation case breaks in exactly one way.
 func validConfig() *Config {
 	c := Default()
-	c.Upstreams = []Upstream{
-		{Name: "openai", BaseURL: "https://api.openai.com/v1", APIKeyEnv: "OPENAI_API_KEY",
-			Timeout: defaultUpstreamTimeout, MaxConcurrency: 64, MaxQueue: 256,
-			Pools: map[string]Pool{"realtime": {MaxConcurrency: 8, MaxQueue: 0}}},
-		{Name: "local", BaseURL: "http://localhost:8000/v1",
-			Timeout: defaultUpstreamTimeout, MaxConcurrency: 8, MaxQueue: 32},
-	}
+	openai, local := Upstream{Upstream: upstream.UpstreamDefaults()}, Upstream{Upstream: upstream.UpstreamDefaults()}
+	openai.Name, openai.BaseURL, openai.APIKeyEnv = "openai", "https://api.openai.com/v1", "OPENAI_API_KEY"
+	openai.MaxConcurrency, openai.MaxQueue = 64, 256
+	openai.Pools = map[string]Pool{"realtime": {MaxConcurrency: 8, MaxQueue: -1}}
+	local.Name, local.BaseURL, local.MaxConcurrency, local.MaxQueue = "local", "http://localhost:8000/v1", 8, 32
+	c.Upstreams = []Upstream{openai, local}
 	c.Models = []Model{{
-		Name:       "gpt-4o-mini",
-		CacheGroup: "gpt-4o-mini",
-		Targets: []Target{
-			{Upstream: "openai", Model: "gpt-4o-mini", Weight: 1},
-			{Upstream: "local", Model: "qwen2.5-7b", Priority: 1, Weight: 1},
+		Route: upstream.Route{
+			Name: "gpt-4o-mini",
+			Targets: []Target{
+				{Upstream: "openai", Model: "gpt-4o-mini", Weight: 1},
+				{Upstream: "local", Model: "qwen2.5-7b", Priority: 1, Weight: 1},
+			},
 		},
+		CacheGroup: "gpt-4o-mini",
 	}}
 	c.DefaultUpstream = "openai"
 	return c
@@ -164,14 +167,8 @@ func TestValidateErrors(t *testing.T) {
 			`config: embed.openai.dimensions = -1: must be >= 0 (0: the model's native size)`},
 
 		// [retry]
-		{"max_attempts zero", func(c *Config) { c.Retry.MaxAttempts = 0 },
-			`config: retry.max_attempts = 0: must be >= 1 (1: no retry)`},
-		{"max_delay below base_delay", func(c *Config) { c.Retry.MaxDelay = Duration(100 * time.Millisecond) },
+		{"max_delay below base_delay", func(c *Config) { c.Retry.MaxDelay = 100 * time.Millisecond },
 			`config: retry.max_delay = 100ms: must be >= retry.base_delay (200ms)`},
-		{"negative base_delay", func(c *Config) { c.Retry.BaseDelay = Duration(-time.Millisecond) },
-			`config: retry.base_delay = -1ms: must be >= 0`},
-		{"deadline zero", func(c *Config) { c.Retry.Deadline = 0 },
-			`config: retry.deadline = 0s: must be > 0`},
 		{"retry 401", func(c *Config) { c.Retry.RetryOn = []int{429, 401} },
 			`config: retry.retry_on[1] = 401: is never retried: 400, 401, 403, 404, 409, 413 and 422 would fail the same way again`},
 		{"retry 422", func(c *Config) { c.Retry.RetryOn = []int{422} },
@@ -184,18 +181,8 @@ func TestValidateErrors(t *testing.T) {
 			`config: retry.retry_on[1] = 503: listed twice`},
 
 		// [breaker], [stream]
-		{"window zero", func(c *Config) { c.Breaker.Window = 0 },
-			`config: breaker.window = 0s: must be > 0`},
-		{"min_requests zero", func(c *Config) { c.Breaker.MinRequests = 0 },
-			`config: breaker.min_requests = 0: must be >= 1`},
 		{"failure_ratio above 1", func(c *Config) { c.Breaker.FailureRatio = 1.5 },
 			`config: breaker.failure_ratio = 1.5: must be in (0, 1]`},
-		{"consecutive_failures negative", func(c *Config) { c.Breaker.ConsecutiveFailures = -1 },
-			`config: breaker.consecutive_failures = -1: must be >= 0 (0 disables this trigger)`},
-		{"open_for zero", func(c *Config) { c.Breaker.OpenFor = 0 },
-			`config: breaker.open_for = 0s: must be > 0`},
-		{"half_open_probes zero", func(c *Config) { c.Breaker.HalfOpenProbes = 0 },
-			`config: breaker.half_open_probes = 0: must be >= 1`},
 		{"idle_timeout negative", func(c *Config) { c.Stream.IdleTimeout = Duration(-time.Second) },
 			`config: stream.idle_timeout = -1s: must be >= 0 (0 disables it)`},
 
@@ -227,16 +214,6 @@ func TestValidateErrors(t *testing.T) {
 		}, `config: upstreams[1].name = "openai": another [[upstreams]] has this name`},
 		{"api key pasted into api_key_env", func(c *Config) { c.Upstreams[0].APIKeyEnv = "sk-proj-abc123" },
 			`config: upstreams[0].api_key_env is not an environment variable name: it must name the variable that holds the secret (letters, digits, '_'), not the secret itself`},
-		{"upstream timeout zero", func(c *Config) { c.Upstreams[1].Timeout = 0 },
-			`config: upstreams[1].timeout = 0s: must be > 0`},
-		{"upstream max_concurrency zero", func(c *Config) { c.Upstreams[1].MaxConcurrency = 0 },
-			`config: upstreams[1].max_concurrency = 0: must be >= 1`},
-		{"upstream max_queue negative", func(c *Config) { c.Upstreams[1].MaxQueue = -1 },
-			`config: upstreams[1].max_queue = -1: must be >= 0 (0: no waiting)`},
-		{"pool max_concurrency zero", func(c *Config) { c.Upstreams[0].Pools["realtime"] = Pool{MaxQueue: 1} },
-			`config: upstreams[0].pools.realtime.max_concurrency = 0: must be >= 1`},
-		{"pool max_queue negative", func(c *Config) { c.Upstreams[0].Pools["realtime"] = Pool{MaxConcurrency: 1, MaxQueue: -2} },
-			`config: upstreams[0].pools.realtime.max_queue = -2: must be >= 0 (0: no waiting)`},
 		{"pool class with space", func(c *Config) { c.Upstreams[0].Pools = map[string]Pool{"real time": {MaxConcurrency: 1}} },
 			`config: upstreams[0].pools = "real time": a class must be letters, digits…`},
 
@@ -251,8 +228,6 @@ func TestValidateErrors(t *testing.T) {
 			`config: models[0].name is empty: set the model name clients request, e.g. "gpt-4o-mini"`},
 		{"model without targets", func(c *Config) { c.Models[0].Targets = nil },
 			`config: models[0].targets is empty: add at least one {upstream = ..., model = ...}`},
-		{"target weight zero", func(c *Config) { c.Models[0].Targets[1].Weight = 0 },
-			`config: models[0].targets[1].weight = 0: must be > 0`},
 		{"target priority negative", func(c *Config) { c.Models[0].Targets[1].Priority = -1 },
 			`config: models[0].targets[1].priority = -1: must be >= 0 (lower is tried first)`},
 
@@ -280,6 +255,62 @@ func TestValidateErrors(t *testing.T) {
 				}
 			} else if got != tt.want {
 				t.Errorf("Validate() = %q\nwant        %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestFileZeroAndNegative: a key written as 0 reaches its option as the
+// option's negative value, which the option's rule judges (shown as the 0
+// written), and a negative value written where 0 means "none" is refused.
+func TestFileZeroAndNegative(t *testing.T) {
+	const upstreams = "[[upstreams]]\nname = \"openai\"\nbase_url = \"https://api.openai.com/v1\"\n"
+	tests := []struct{ name, file, want string }{
+		{"max_attempts zero", "[retry]\nmax_attempts = 0\n" + upstreams,
+			`config: retry.max_attempts = 0: must be >= 1 (1: no retry)`},
+		{"negative base_delay", "[retry]\nbase_delay = \"-1ms\"\n" + upstreams,
+			`config: retry.base_delay = -1ms: must be >= 0 (0: retry at once)`},
+		{"deadline zero", "[retry]\ndeadline = \"0s\"\n" + upstreams,
+			`config: retry.deadline = 0s: must be > 0`},
+		{"window zero", "[breaker]\nwindow = \"0s\"\n" + upstreams,
+			`config: breaker.window = 0s: must be > 0`},
+		{"min_requests zero", "[breaker]\nmin_requests = 0\n" + upstreams,
+			`config: breaker.min_requests = 0: must be >= 1`},
+		{"failure_ratio zero", "[breaker]\nfailure_ratio = 0.0\n" + upstreams,
+			`config: breaker.failure_ratio = 0: must be in (0, 1]`},
+		{"consecutive_failures negative", "[breaker]\nconsecutive_failures = -1\n" + upstreams,
+			`config: breaker.consecutive_failures = -1: must be >= 0 (0 disables this trigger)`},
+		{"open_for zero", "[breaker]\nopen_for = \"0s\"\n" + upstreams,
+			`config: breaker.open_for = 0s: must be > 0`},
+		{"half_open_probes zero", "[breaker]\nhalf_open_probes = 0\n" + upstreams,
+			`config: breaker.half_open_probes = 0: must be >= 1`},
+		{"upstream timeout zero", upstreams + "timeout = \"0s\"\n",
+			`config: upstreams[0].timeout = 0s: must be > 0`},
+		{"upstream max_concurrency zero", upstreams + "max_concurrency = 0\n",
+			`config: upstreams[0].max_concurrency = 0: must be >= 1`},
+		{"upstream max_queue negative", upstreams + "max_queue = -1\n",
+			`config: upstreams[0].max_queue = -1: must be >= 0 (0: no waiting)`},
+		{"pool max_concurrency zero", upstreams + "[upstreams.pools.realtime]\nmax_concurrency = 0\n",
+			`config: upstreams[0].pools.realtime.max_concurrency = 0: must be >= 1`},
+		{"pool max_queue negative", upstreams + "[upstreams.pools.realtime]\nmax_queue = -2\n",
+			`config: upstreams[0].pools.realtime.max_queue = -2: must be >= 0 (0: no waiting)`},
+		{"target weight zero", upstreams + "[[models]]\nname = \"m\"\ntargets = [{ upstream = \"openai\", weight = 0.0 }]\n",
+			`config: models[0].targets[0].weight = 0: must be > 0`},
+		{"environment zero", upstreams,
+			`config: BREAKWATER_RETRY_MAX_ATTEMPTS (retry.max_attempts) = 0: must be >= 1 (1: no retry)`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := map[string]string{}
+			if tt.name == "environment zero" {
+				env["BREAKWATER_RETRY_MAX_ATTEMPTS"] = "0"
+			}
+			_, err := Load(writeFile(t, tt.file), envOf(env))
+			if err == nil {
+				t.Fatalf("Load() = nil, want %q", tt.want)
+			}
+			if got := err.Error(); got != tt.want {
+				t.Errorf("Load() = %q\nwant     %q", got, tt.want)
 			}
 		})
 	}

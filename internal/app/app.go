@@ -256,11 +256,9 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 	uo := upstream.Options{
 		TracerProvider:    tp,
 		DefaultUpstream:   cfg.DefaultUpstream,
-		Retry:             cfg.Retry.Policy(),
-		RetryAfterCap:     config.None(cfg.Retry.RetryAfterCap.D()),
-		Breaker:           cfg.Breaker.Options(),
-		Upstreams:         cfg.CallerUpstreams(),
-		Routes:            cfg.Routes(),
+		Retry:             cfg.Retry.RetryPolicy,
+		RetryAfterCap:     cfg.Retry.RetryAfterCap,
+		Breaker:           cfg.Breaker,
 		MaxAnswerBytes:    int64(config.None(cfg.Server.MaxAnswerBytes)),
 		MaxStreamDuration: config.None(cfg.Stream.MaxDuration.D()),
 		Metrics:           upstream.NewMetrics(reg),
@@ -268,13 +266,16 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 		Seed:              seed,
 		Gate:              gate,
 	}
-	for i, u := range cfg.Upstreams {
+	for _, u := range cfg.Upstreams {
 		if u.APIKeyEnv != "" {
-			uo.Upstreams[i].APIKey = opts.Env(u.APIKeyEnv)
-			if uo.Upstreams[i].APIKey == "" {
+			if u.APIKey = opts.Env(u.APIKeyEnv); u.APIKey == "" {
 				return nil, fmt.Errorf("config: upstreams %q api_key_env = %q: the variable is not set (unset api_key_env to forward the client's Authorization instead)", u.Name, u.APIKeyEnv)
 			}
 		}
+		uo.Upstreams = append(uo.Upstreams, u.Upstream)
+	}
+	for _, m := range cfg.Models {
+		uo.Routes = append(uo.Routes, m.Route)
 	}
 	c, err := upstream.New(uo)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -13,95 +14,179 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream/lane"
 )
 
-// Target is one place a requested model can be served from.
+// The option types below are also the configuration file's [retry],
+// [[upstreams]] and [[models]] keys (the toml tags): each field's comment is
+// what an operator reads, and its Validate the rule (validate.go). A
+// field's zero is its Default…, a negative value "none" where the comment
+// says so. The file's 0 means "none" instead, or is refused: the zero tag
+// says which (config turns a 0 the file writes into the field's negative
+// value, which Validate judges), with the text of "none" for a key that
+// allows it.
+
+// Target is one place a requested model can be served from ([[models]]
+// targets).
 type Target struct {
 	// Name labels the target in stats, metrics and logs; "" means Upstream+"/"+Model
 	// (Upstream+"/*" when Model is empty). Routes that list the same name share one
 	// breaker, pacer and set of counters, so the name must always mean the same
 	// upstream and model.
-	Name string
-	// Upstream names an entry of Options.Upstreams. Required.
-	Upstream string
-	// Model replaces the body's "model" field; "" sends the requested model unchanged.
-	Model string
-	// Priority orders targets: lower numbers are tried first; targets with equal
-	// priority share traffic by Weight.
-	Priority int
-	// Weight is the target's share within its priority; 0 means
-	// DefaultWeight.
-	Weight float64
+	Name string `toml:"-"`
+	// Upstream names a declared [[upstreams]] entry (Options.Upstreams).
+	// Required.
+	Upstream string `toml:"upstream"`
+	// Model is the model name sent to that upstream (it replaces the body's
+	// "model"). Empty: the configuration sets it to the [[models]] entry's
+	// name; "" in Options sends the requested model unchanged.
+	Model string `toml:"model"`
+	// Priority orders targets: lower first; targets with equal priority
+	// share traffic by Weight. Default 0. Must be >= 0.
+	Priority int `toml:"priority"`
+	// Weight is the share of traffic among healthy targets of the same
+	// priority. Default 1 (DefaultWeight). Must be > 0.
+	Weight float64 `toml:"weight" zero:"refused"`
 }
 
-// PoolLimits bounds one concurrency pool (a request Class) of an upstream.
+// PoolLimits bounds one concurrency pool (a request Class) of an upstream
+// ([upstreams.pools.<class>]).
 type PoolLimits struct {
-	// MaxConcurrency is how many attempts of this pool may be in flight at once;
-	// 0 means the upstream's MaxConcurrency.
-	MaxConcurrency int
-	// MaxQueue is how many requests of this pool may wait for a slot; 0 means the
-	// upstream's MaxQueue, a negative value means no queue (shed at once when full).
-	MaxQueue int
+	// MaxConcurrency is this class's slots: how many attempts of this pool
+	// may be in flight at once. Default: the upstream's MaxConcurrency.
+	// Must be >= 1.
+	MaxConcurrency int `toml:"max_concurrency" zero:"refused"`
+	// MaxQueue is this class's queue: how many requests of this pool may
+	// wait for a slot. Default: the upstream's MaxQueue. 0 in the file (a
+	// negative value here): no waiting, shed at once when full.
+	MaxQueue int `toml:"max_queue" zero:"0: no waiting"`
 }
 
-// Upstream is one model API endpoint (OpenAI-compatible, Anthropic, Gemini).
+// Upstream is one model API endpoint (OpenAI-compatible, Anthropic, Gemini):
+// an [[upstreams]] entry.
 type Upstream struct {
-	// Name identifies the upstream in targets, stats and metrics. Required.
-	Name string
-	// BaseURL is the API root including the version, e.g. https://api.openai.com/v1.
-	// A request path "/v1/chat/completions" is sent to BaseURL+"/chat/completions". Required.
-	BaseURL string
+	// Name identifies the upstream in [[models]] targets, default_upstream,
+	// stats, metrics and the X-Breakwater-Upstream header. Required, unique,
+	// letters, digits, '.', '_' and '-' only.
+	Name string `toml:"name"`
+	// BaseURL is the API root INCLUDING the version prefix, e.g.
+	// "https://api.openai.com/v1"; a client's /v1/chat/completions goes to
+	// BaseURL + "/chat/completions". Required; http or https. The
+	// configuration trims a trailing slash.
+	BaseURL string `toml:"base_url"`
 	// APIKey is sent in the Auth style, replacing the client's credential headers
 	// (Authorization, x-api-key, x-goog-api-key); "" forwards the client's headers
-	// as they were sent.
-	APIKey string
-	// Auth is how APIKey is sent: AuthBearer, AuthXAPIKey or AuthXGoogAPIKey;
-	// "" means DefaultAuth.
-	Auth string
-	// Timeout bounds one attempt: the whole exchange for Do, the time to response
-	// headers for Open. 0 means only the request deadline bounds an attempt
-	// (the configuration's default is DefaultAttemptTimeout).
-	Timeout time.Duration
-	// MaxConcurrency is the ceiling of the adaptive concurrency limit of each of
-	// the upstream's lanes (a target, or a target and forwarded key), and of the
-	// attempts of the default pool in flight at once; 0 means
-	// DefaultMaxConcurrency. The limit itself is found at run time.
-	MaxConcurrency int
-	// MaxQueue is how many requests may wait for a slot of one lane, and of the
-	// default pool; 0 means DefaultMaxQueue, a negative value means no queue.
-	MaxQueue int
-	// Pools gives request classes (Request.Class, e.g. "realtime", "batch") their own
-	// slots and queue. Each pool is independent, so filling one never blocks another;
-	// the upstream sees at most the sum of its pools' MaxConcurrency. Classes not
-	// listed share the "default" pool. nil means one default pool.
-	Pools map[string]PoolLimits
+	// as they were sent. The configuration file names the variable that holds
+	// it (api_key_env), never the key.
+	APIKey string `toml:"-"`
+	// Auth is how the key is sent: "bearer" (AuthBearer, the default:
+	// Authorization: Bearer <key>), "x-api-key" (AuthXAPIKey, Anthropic) or
+	// "x-goog-api-key" (AuthXGoogAPIKey, Gemini). Empty: "bearer".
+	Auth string `toml:"auth"`
+	// Timeout bounds one attempt: the whole exchange for Do, the time to
+	// response headers for Open (streams). Default 60s in the configuration
+	// (DefaultAttemptTimeout, UpstreamDefaults); 0 in Options means only the
+	// request deadline bounds an attempt. Must be > 0 in the file.
+	Timeout time.Duration `toml:"timeout" zero:"refused"`
+	// MaxConcurrency is a ceiling, not the operating point: each lane of
+	// this upstream (a target, or a target and forwarded key) finds its
+	// concurrency limit at run time and never goes above it; it also bounds
+	// the attempts of the default pool in flight at once. Default 256
+	// (DefaultMaxConcurrency). Must be >= 1.
+	MaxConcurrency int `toml:"max_concurrency" zero:"refused"`
+	// MaxQueue is how many requests may wait for a slot of one lane (and of
+	// the default pool); beyond it requests get 429 + Retry-After at once. A
+	// request whose expected wait exceeds its deadline gets that 429
+	// earlier. Default 1024 (DefaultMaxQueue). 0 in the file (a negative
+	// value here): no waiting.
+	MaxQueue int `toml:"max_queue" zero:"0: no waiting"`
+	// Pools are per-class limits ([upstreams.pools.<class>]), chosen by a
+	// request's X-Breakwater-Class (Request.Class, e.g. "realtime",
+	// "batch"). Each pool has its own slots and queue, so filling one never
+	// blocks another; the upstream sees at most the sum of its pools'
+	// MaxConcurrency. A request without a class, or with a class not
+	// listed, uses the default pool (MaxConcurrency/MaxQueue). nil: no
+	// classes.
+	Pools map[string]PoolLimits `toml:"pools,omitempty"`
 }
 
-// Route maps a requested model to its targets.
+// UpstreamDefaults is an [[upstreams]] entry's defaults, as a configuration
+// file's entry gets them for the keys it leaves out: Options' own zero
+// fields mean the same, except Timeout, whose zero is no per-attempt bound.
+func UpstreamDefaults() Upstream {
+	return Upstream{Timeout: DefaultAttemptTimeout, MaxConcurrency: DefaultMaxConcurrency, MaxQueue: DefaultMaxQueue}
+}
+
+// WithDefaults returns u with its zero limits at their defaults and its
+// pools' zero limits at u's, as New reads them (Timeout's zero stays: no
+// bound of its own).
+func (u Upstream) WithDefaults() Upstream {
+	if u.MaxConcurrency == 0 {
+		u.MaxConcurrency = DefaultMaxConcurrency
+	}
+	if u.MaxQueue == 0 {
+		u.MaxQueue = DefaultMaxQueue
+	}
+	if u.Pools != nil {
+		pools := make(map[string]PoolLimits, len(u.Pools))
+		for name, p := range u.Pools {
+			if p.MaxConcurrency == 0 {
+				p.MaxConcurrency = u.MaxConcurrency
+			}
+			if p.MaxQueue == 0 {
+				p.MaxQueue = u.MaxQueue
+			}
+			pools[name] = p
+		}
+		u.Pools = pools
+	}
+	return u
+}
+
+// TargetDefaults is a [[models]] target's defaults for the keys a file
+// leaves out.
+func TargetDefaults() Target { return Target{Weight: DefaultWeight} }
+
+// Route maps a requested model to its targets (a [[models]] entry).
 type Route struct {
-	// Name is the model a client asks for, e.g. "gpt-4o". Required.
-	Name string
-	// Targets serve the route, tried by priority. At least one is required.
-	Targets []Target
+	// Name is the model a client requests (the body's "model"), e.g.
+	// "gpt-4o". Required, unique.
+	Name string `toml:"name"`
+	// Targets serve the route, tried by ascending Priority, weighted within
+	// a priority. At least one.
+	Targets []Target `toml:"targets"`
 }
 
-// RetryPolicy bounds retries and waits.
+// RetryPolicy bounds retries and waits ([retry]).
 type RetryPolicy struct {
-	// MaxAttempts is how many attempts one target gets before the caller falls back to
-	// the next; 0 means 3, 1 means no retries.
-	MaxAttempts int
-	// BaseDelay is the first backoff ceiling; 0 means 200ms, negative no
-	// wait between attempts.
-	BaseDelay time.Duration
-	// MaxDelay caps a computed backoff (not a server's Retry-After, which is
-	// honoured when the deadline leaves room: lib/retry); 0 means 5s,
-	// negative BaseDelay (never less).
-	MaxDelay time.Duration
-	// Deadline bounds the whole request: every attempt, wait and fallback. The
-	// context's own deadline wins when it comes first. 0 means 60s.
-	Deadline time.Duration
-	// RetryOn lists the HTTP statuses worth retrying; nil means
-	// DefaultRetryOn, an empty non-nil list none (connection errors and
-	// timeouts are retried either way).
-	RetryOn []int
+	// MaxAttempts is the number of tries per target (1 = no retry) before
+	// falling back to the next target. Default 3 (DefaultMaxAttempts).
+	MaxAttempts int `toml:"max_attempts" zero:"refused"`
+	// BaseDelay is the first backoff step (exponential, full jitter).
+	// Default 200ms (DefaultBaseDelay). 0 in the file (a negative value
+	// here): retry at once.
+	BaseDelay time.Duration `toml:"base_delay" zero:"0: retry at once"`
+	// MaxDelay caps one computed backoff wait; must be >= BaseDelay.
+	// Default 5s (DefaultMaxDelay); a negative value here: BaseDelay. A
+	// server's Retry-After above it is honoured when the deadline leaves
+	// room for it (lib/retry).
+	MaxDelay time.Duration `toml:"max_delay" zero:"refused"`
+	// Deadline bounds a whole request: every attempt, wait and fallback,
+	// the wait in the queue included. The context's own deadline wins when
+	// it comes first. Default 60s (DefaultDeadline).
+	Deadline time.Duration `toml:"deadline" zero:"refused"`
+	// RetryOn are the upstream statuses that are retried (connection errors
+	// and timeouts always are). Default [429, 500, 502, 503, 504, 529]
+	// (DefaultRetryOn; nil here). Only 4xx/5xx; 400, 401, 403, 404, 409, 413
+	// and 422 are refused because the same request would fail the same
+	// way (NeverRetry). Empty (non-nil): retry connection errors and
+	// timeouts only.
+	RetryOn []int `toml:"retry_on"`
+}
+
+// DefaultRetryPolicy is RetryPolicy with every field at its Default…, as a
+// configuration file without the keys has it.
+func DefaultRetryPolicy() RetryPolicy {
+	p := RetryPolicy{}.withDefaults()
+	p.RetryOn = slices.Clone(DefaultRetryOn)
+	return p
 }
 
 // BreakerOptions configure the per-target circuit breaker (package breaker).

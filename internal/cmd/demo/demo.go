@@ -132,7 +132,7 @@ func Demo(ctx context.Context, o Options) (*Result, error) {
 		API: o.API, Stream: o.API == loadgen.APIAnthropic,
 		Progress: o.Progress,
 		// The app waits a little longer than Breakwater's request deadline.
-		Timeout: config.Default().Retry.Deadline.D() + 5*time.Second,
+		Timeout: config.Default().Retry.Deadline + 5*time.Second,
 	}
 
 	direct := sim.New(simOpts)

@@ -236,7 +236,7 @@ type PeakResult struct {
 // deadline header, and one more run each sends X-Stainless-Timeout and
 // X-Stainless-Read-Timeout.
 func Peak(ctx context.Context, sc Scenario, logger *slog.Logger, status io.Writer) (*PeakResult, error) {
-	deadline := config.Default().Retry.Deadline.D()
+	deadline := config.Default().Retry.Deadline
 	res := &PeakResult{Scenario: sc, Deadline: deadline}
 	var err error
 	if res.Straight, err = runStraight(ctx, sc, status); err != nil {
@@ -288,7 +288,7 @@ func runStraight(ctx context.Context, sc Scenario, status io.Writer) (Side, erro
 	dsrv := httptest.NewServer(direct)
 	defer dsrv.Close()
 	statusf(status, "%s: %.0f req/s for %s straight at the model", sc.Name, sc.Rate, sc.Duration)
-	side, err := drive(ctx, sc, []string{dsrv.URL}, direct, config.Default().Retry.Deadline.D(), "")
+	side, err := drive(ctx, sc, []string{dsrv.URL}, direct, config.Default().Retry.Deadline, "")
 	if err != nil {
 		return Side{}, fmt.Errorf("drive the model: %w", err)
 	}
@@ -339,7 +339,7 @@ func runThrough(ctx context.Context, sc Scenario, replicas int, header string, l
 		what += fmt.Sprintf(", clients giving up after %s", sc.ClientTimeout)
 	}
 	statusf(status, "%s: the same load through %s (default settings)", sc.Name, what)
-	side, err := drive(ctx, sc, urls, model, config.Default().Retry.Deadline.D(), header)
+	side, err := drive(ctx, sc, urls, model, config.Default().Retry.Deadline, header)
 	if err != nil {
 		return Side{}, fmt.Errorf("drive breakwater: %w", err)
 	}

@@ -31,25 +31,36 @@ const (
 	DefaultHalfOpenProbes = 1
 )
 
-// Options configure a breaker.
+// Options configure a breaker; they are also the configuration file's
+// [breaker] keys (the toml tags; the zero tag is what the file's 0 means,
+// package upstream's options.go).
 type Options struct {
-	// Window is the rolling window over which FailureRatio is measured; 0 means 30s.
-	Window time.Duration
-	// MinRequests is how many outcomes the window needs before FailureRatio applies;
-	// 0 means 20.
-	MinRequests int
-	// FailureRatio opens the breaker when failures/outcomes in the window reach it;
-	// 0 means 0.5, a negative value disables the ratio rule.
-	FailureRatio float64
-	// ConsecutiveFailures opens the breaker after that many failures in a row; 0 means
-	// 5, a negative value disables the rule.
-	ConsecutiveFailures int
-	// OpenFor is how long an open breaker rejects before it admits probes; 0 means 15s.
-	OpenFor time.Duration
-	// HalfOpenProbes is how many probes a half-open breaker admits; that many
-	// successes close it, one failure re-opens it. 0 means 1.
-	HalfOpenProbes int
+	// Window is the rolling window over which FailureRatio is measured.
+	// Default 30s (DefaultWindow).
+	Window time.Duration `toml:"window" zero:"refused"`
+	// MinRequests is how many outcomes the window needs before FailureRatio
+	// can open the breaker. Default 20 (DefaultMinRequests). Must be >= 1.
+	MinRequests int `toml:"min_requests" zero:"refused"`
+	// FailureRatio opens the breaker when failures/outcomes in Window reach
+	// it, in (0, 1]. Default 0.5 (DefaultFailureRatio). A negative value
+	// here disables the ratio rule; the file has no "off" for it.
+	FailureRatio float64 `toml:"failure_ratio" zero:"refused"`
+	// ConsecutiveFailures opens the breaker after that many failures in a
+	// row. Default 5 (DefaultConsecutiveFailures). 0 in the file (a
+	// negative value here) disables this trigger.
+	ConsecutiveFailures int `toml:"consecutive_failures" zero:"0 disables this trigger"`
+	// OpenFor is how long an open breaker rejects before going half-open
+	// (admitting probes). Default 15s (DefaultOpenFor).
+	OpenFor time.Duration `toml:"open_for" zero:"refused"`
+	// HalfOpenProbes is how many probes a half-open breaker admits; that
+	// many successes close it, one failure re-opens it. Default 1
+	// (DefaultHalfOpenProbes). Must be >= 1.
+	HalfOpenProbes int `toml:"half_open_probes" zero:"refused"`
 }
+
+// DefaultOptions is Options with every field at its Default…, as a
+// configuration file without the keys has it.
+func DefaultOptions() Options { return Options{}.WithDefaults() }
 
 // WithDefaults returns o with its zero fields set to the defaults.
 func (b Options) WithDefaults() Options {
