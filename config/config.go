@@ -260,8 +260,10 @@ const (
 	NoVerdictThreshold = verify.NoVerdictThreshold
 )
 
-// VerifyConfig is [cache.verify].
+// VerifyConfig is [cache.verify]: the verifier's options, and the judge
+// the composition root builds.
 type VerifyConfig struct {
+	verify.Options
 	// Judge checks semantic candidates at or above MinSimilarity: "auto"
 	// (default: a short call to the model of the request's own route, with its
 	// credentials; a [[models]] judge_model may name a cheaper one), "none"
@@ -282,20 +284,9 @@ type VerifyConfig struct {
 	// APIKeyEnv names the environment variable holding the reranker's key.
 	// Empty: with URL empty, the default upstream's key; otherwise none.
 	APIKeyEnv string `toml:"api_key_env"`
-	// MinSimilarity is the lowest cosine similarity a candidate needs to be
-	// judged, in (0, 1]. Default 0.80.
-	MinSimilarity float64 `toml:"min_similarity"`
 	// MinScore accepts a reranker relevance_score at or above it. Default
 	// 0.5. 0: no minimum.
 	MinScore float64 `toml:"min_score"`
-	// Candidates is how many guarded candidates one lookup may judge. Default 1.
-	Candidates int `toml:"candidates"`
-	// Timeout bounds one judge call; past it the candidate has no verdict
-	// (see NoVerdict). Default 2s.
-	Timeout Duration `toml:"timeout"`
-	// Concurrency bounds judge calls in flight; a lookup that finds no free
-	// slot within 100ms falls back. Default 16.
-	Concurrency int `toml:"concurrency"`
 	// SampleRate is the share of would-be semantic hits answered fresh to
 	// estimate the false-hit rate, in [0, 1]. Default 0.02
 	// (verify.DefaultSampleRate); 0 turns sampling off.
@@ -311,37 +302,20 @@ type VectorConfig struct {
 	// Backend is "embedded" (default: in-process, persisted under Path) or
 	// "qdrant" (see Qdrant).
 	Backend string `toml:"backend"`
-	// Path is the embedded index's directory. Empty (default): DataDir/vectors.
-	Path string `toml:"path"`
-	// MaxEntries bounds the embedded index; the oldest entries are evicted
-	// first. Default 100000. Must be > 0.
-	MaxEntries int `toml:"max_entries"`
-	// MaxBytes bounds the embedded index's memory (vectors and payloads);
-	// the oldest entries are evicted first. Default 256 MiB
-	// (embedded.DefaultMaxBytes). Must be > 0.
-	MaxBytes Size `toml:"max_bytes"`
-	// MaxEntryBytes is the largest entry the embedded index keeps; larger
-	// ones are not stored. Default 1 MiB (embedded.DefaultMaxEntryBytes).
-	// Must be > 0.
-	MaxEntryBytes Size `toml:"max_entry_bytes"`
+	// The embedded index's options: path, max_entries, max_bytes,
+	// max_entry_bytes.
+	embedded.Options
 	// Qdrant is used only when Backend is "qdrant" ([vector.qdrant]).
 	Qdrant QdrantConfig `toml:"qdrant"`
 }
 
-// QdrantConfig is [vector.qdrant].
+// QdrantConfig is [vector.qdrant]: the Qdrant index's options, and the
+// name of the variable holding its key.
 type QdrantConfig struct {
-	// URL is Qdrant's gRPC address as host:port. Default "localhost:6334".
-	URL string `toml:"url"`
-	// Collection is created on first use with cosine distance. Default
-	// "breakwater".
-	Collection string `toml:"collection"`
+	qdrant.Options
 	// APIKeyEnv names the environment variable holding Qdrant's API key.
 	// Empty (default): no key is sent.
 	APIKeyEnv string `toml:"api_key_env"`
-	// TLS dials Qdrant over TLS. Default false.
-	TLS bool `toml:"tls"`
-	// Timeout bounds each Qdrant call. Default 2s.
-	Timeout Duration `toml:"timeout"`
 }
 
 // EmbedConfig is [embed].
@@ -361,24 +335,13 @@ type EmbedConfig struct {
 	OpenAI OpenAIEmbedConfig `toml:"openai"`
 }
 
-// OpenAIEmbedConfig is [embed.openai].
+// OpenAIEmbedConfig is [embed.openai]: the embedder's options, and the
+// name of the variable holding its key.
 type OpenAIEmbedConfig struct {
-	// BaseURL is the API root including the version prefix, e.g.
-	// "https://api.openai.com/v1" or "http://localhost:11434/v1". Empty
-	// (default): required when the provider is "openai".
-	BaseURL string `toml:"base_url"`
-	// Model is the embedding model, e.g. "text-embedding-3-small". Empty
-	// (default): required when the provider is "openai".
-	Model string `toml:"model"`
+	embed.OpenAIOptions
 	// APIKeyEnv names the environment variable holding the API key. Empty
 	// (default): no Authorization header (fine for local servers).
 	APIKeyEnv string `toml:"api_key_env"`
-	// Dimensions asks the model for shorter vectors (text-embedding-3-*).
-	// 0 (default): the model's native size, learnt from one call when the
-	// index opens (retried in the background while the endpoint is down).
-	Dimensions int `toml:"dimensions"`
-	// Timeout bounds each embeddings call. Default 10s.
-	Timeout Duration `toml:"timeout"`
 }
 
 // RetryConfig is [retry]: the upstream caller's retry policy, and the cap
@@ -538,32 +501,36 @@ func defaults() *Config {
 			DataDir:            "./data",
 			Semantic:           SemanticConfig{CrossUser: cache.DefaultCrossUser},
 			Verify: VerifyConfig{
+				Options: verify.Options{
+					MinSimilarity: verify.DefaultMinSimilarity,
+					Candidates:    verify.DefaultCandidates,
+					Timeout:       verify.DefaultTimeout,
+					Concurrency:   verify.DefaultConcurrency,
+				},
 				Judge:            JudgeAuto,
-				MinSimilarity:    verify.DefaultMinSimilarity,
 				MinScore:         verify.DefaultMinScore,
-				Candidates:       verify.DefaultCandidates,
-				Timeout:          Duration(verify.DefaultTimeout),
-				Concurrency:      verify.DefaultConcurrency,
 				SampleRate:       verify.DefaultSampleRate,
 				AnswerSimilarity: verify.DefaultAnswerSimilarity,
 			},
 		},
 		Vector: VectorConfig{
-			Backend:       BackendEmbedded,
-			MaxEntries:    embedded.DefaultMaxEntries,
-			MaxBytes:      embedded.DefaultMaxBytes,
-			MaxEntryBytes: embedded.DefaultMaxEntryBytes,
-			Qdrant: QdrantConfig{
-				URL:        qdrant.DefaultAddr,
-				Collection: qdrant.DefaultCollection,
-				Timeout:    Duration(qdrant.DefaultTimeout),
+			Backend: BackendEmbedded,
+			Options: embedded.Options{
+				MaxEntries:    embedded.DefaultMaxEntries,
+				MaxBytes:      embedded.DefaultMaxBytes,
+				MaxEntryBytes: embedded.DefaultMaxEntryBytes,
 			},
+			Qdrant: QdrantConfig{Options: qdrant.Options{
+				Addr:       qdrant.DefaultAddr,
+				Collection: qdrant.DefaultCollection,
+				Timeout:    qdrant.DefaultTimeout,
+			}},
 		},
 		Embed: EmbedConfig{
 			Provider:   ProviderBuiltin,
 			CacheBytes: embed.DefaultCacheBytes,
 			OpenAI: OpenAIEmbedConfig{
-				Timeout: Duration(embed.DefaultOpenAITimeout),
+				OpenAIOptions: embed.OpenAIOptions{Timeout: embed.DefaultOpenAITimeout},
 			},
 		},
 		Retry:   RetryConfig{RetryPolicy: upstream.DefaultRetryPolicy(), RetryAfterCap: upstream.DefaultRetryAfterCap},

@@ -81,13 +81,17 @@ func allKeys(t reflect.Type, prefix []string) [][]string {
 	var out [][]string
 	for f := range t.Fields() {
 		name := tomlName(f)
+		if f.Anonymous && name == "" {
+			out = append(out, allKeys(f.Type, prefix)...) // an embedded option type's keys
+			continue
+		}
 		if name == "" {
 			continue
 		}
 		path := append(append([]string{}, prefix...), name)
 		ft := f.Type
 		switch {
-		case ft == durationType || ft == sizeType:
+		case ft == durationType || ft == sizeType || ft == timeDuration:
 		case ft.Kind() == reflect.Struct:
 			out = append(out, allKeys(ft, path)...)
 			continue

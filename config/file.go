@@ -220,7 +220,7 @@ func (l *loaded) settleZero(f field, v reflect.Value, key string) {
 
 func isZeroNumber(v reflect.Value) bool {
 	switch v.Kind() {
-	case reflect.Int, reflect.Int64, reflect.Float64:
+	case reflect.Int, reflect.Int64, reflect.Float32, reflect.Float64:
 		return v.IsZero()
 	}
 	return false
@@ -230,14 +230,14 @@ func isNegative(v reflect.Value) bool {
 	switch v.Kind() {
 	case reflect.Int, reflect.Int64:
 		return v.Int() < 0
-	case reflect.Float64:
+	case reflect.Float32, reflect.Float64:
 		return v.Float() < 0
 	}
 	return false
 }
 
 func setNumber(v reflect.Value, n int64) {
-	if v.Kind() == reflect.Float64 {
+	if k := v.Kind(); k == reflect.Float32 || k == reflect.Float64 {
 		v.SetFloat(float64(n))
 		return
 	}

@@ -246,7 +246,7 @@ func describe(t reflect.Type) string {
 		return "true or false"
 	case reflect.Int, reflect.Int64:
 		return "an integer"
-	case reflect.Float64:
+	case reflect.Float32, reflect.Float64:
 		return "a number"
 	case reflect.Slice:
 		if t.Elem().Kind() == reflect.Struct {
@@ -415,8 +415,8 @@ func setString(v reflect.Value, file reflect.Type, s string) error {
 			return strconv.ErrRange
 		}
 		v.SetInt(n)
-	case reflect.Float64:
-		f, err := strconv.ParseFloat(s, 64)
+	case reflect.Float32, reflect.Float64:
+		f, err := strconv.ParseFloat(s, v.Type().Bits())
 		if err != nil {
 			return err
 		}

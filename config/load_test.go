@@ -108,14 +108,14 @@ func TestDefaults(t *testing.T) {
 		{"vector.backend", c.Vector.Backend, "embedded"},
 		{"vector.path", c.Vector.Path, filepath.Join("data", "vectors")},
 		{"vector.max_entries", c.Vector.MaxEntries, 100000},
-		{"vector.qdrant.url", c.Vector.Qdrant.URL, "localhost:6334"},
+		{"vector.qdrant.url", c.Vector.Qdrant.Addr, "localhost:6334"},
 		{"vector.qdrant.collection", c.Vector.Qdrant.Collection, "breakwater"},
 		{"vector.qdrant.api_key_env", c.Vector.Qdrant.APIKeyEnv, ""},
 		{"vector.qdrant.tls", c.Vector.Qdrant.TLS, false},
-		{"vector.qdrant.timeout", c.Vector.Qdrant.Timeout.D(), 2 * time.Second},
+		{"vector.qdrant.timeout", c.Vector.Qdrant.Timeout, 2 * time.Second},
 		{"embed.provider", c.Embed.Provider, "builtin"},
 		{"embed.cache_bytes", c.Embed.CacheBytes, 32 * MiB},
-		{"embed.openai.timeout", c.Embed.OpenAI.Timeout.D(), 10 * time.Second},
+		{"embed.openai.timeout", c.Embed.OpenAI.Timeout, 10 * time.Second},
 		{"retry.max_attempts", c.Retry.MaxAttempts, 3},
 		{"retry.base_delay", c.Retry.BaseDelay, 200 * time.Millisecond},
 		{"retry.max_delay", c.Retry.MaxDelay, 5 * time.Second},
@@ -384,8 +384,13 @@ func TestEnvKeys(t *testing.T) {
 func countLeaves(t reflect.Type) int {
 	n := 0
 	for f := range t.Fields() {
+		tag := f.Tag.Get("toml")
 		switch {
-		case f.Type == durationType || f.Type == sizeType:
+		case f.Anonymous && tag == "":
+			n += countLeaves(f.Type) // an embedded option type's keys
+		case tag == "" || tag == "-":
+			// a library option's field that is no key
+		case f.Type == durationType || f.Type == sizeType || f.Type == timeDuration:
 			n++
 		case f.Type.Kind() == reflect.Struct:
 			n += countLeaves(f.Type)
@@ -423,7 +428,7 @@ func TestEnvOverrideEveryKey(t *testing.T) {
 			case k.Type.Kind() == reflect.Int:
 				s = strconv.FormatInt(field.Int()+7, 10)
 				field.SetInt(field.Int() + 7)
-			case k.Type.Kind() == reflect.Float64:
+			case k.Type.Kind() == reflect.Float64, k.Type.Kind() == reflect.Float32:
 				s = "0.42"
 				field.SetFloat(0.42)
 			case k.Type == reflect.TypeFor[[]string]():
@@ -487,7 +492,7 @@ base_url = "http://localhost:8000/v1"
 		{"cache.partition_by", c.Cache.PartitionBy, []string{}},
 		{"cache.data_dir", c.Cache.DataDir, "/var/lib/breakwater"},
 		{"vector.path", c.Vector.Path, filepath.Join("/var/lib/breakwater", "vectors")},
-		{"vector.qdrant.url", c.Vector.Qdrant.URL, "qdrant.internal:6334"},
+		{"vector.qdrant.url", c.Vector.Qdrant.Addr, "qdrant.internal:6334"},
 		{"vector.qdrant.tls", c.Vector.Qdrant.TLS, true},
 		{"server.listen", c.Server.Listen, "0.0.0.0:9090"},
 		{"server.max_body_bytes", c.Server.MaxBodyBytes, 8 * MiB},

@@ -2,10 +2,6 @@ package config
 
 import (
 	"github.com/breakwater-dev/breakwater/cache"
-	"github.com/breakwater-dev/breakwater/cache/embedded"
-	"github.com/breakwater-dev/breakwater/cache/qdrant"
-	"github.com/breakwater-dev/breakwater/cache/verify"
-	"github.com/breakwater-dev/breakwater/embed"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -44,39 +40,10 @@ func (c *Config) routes() []upstream.Route {
 	return out
 }
 
-// Options is [cache.verify] as the verifier's option, without what the
-// composition root builds (the judge, its guard, metrics, pressure).
-func (v VerifyConfig) Options() verify.Options {
-	return verify.Options{
-		MinSimilarity: float32(None(v.MinSimilarity)),
-		Candidates:    None(v.Candidates),
-		Timeout:       None(v.Timeout.D()),
-		Concurrency:   None(v.Concurrency),
-		NoVerdictMiss: v.NoVerdict == NoVerdictMiss || v.NoVerdict == "" && v.Judge == JudgeAuto,
-	}
-}
-
-// OpenAIEmbedder is [embed.openai] as the embedder's option, without the
-// key, which the composition root reads from the variable api_key_env
-// names. Dimensions' 0 is the model's native size in both.
-func (o OpenAIEmbedConfig) OpenAIEmbedder() embed.OpenAIOptions {
-	return embed.OpenAIOptions{
-		BaseURL:    o.BaseURL,
-		Model:      o.Model,
-		Dimensions: o.Dimensions,
-		Timeout:    None(o.Timeout.D()),
-	}
-}
-
-// Embedded is [vector] as the embedded index's option, without what the
-// embedder decides (the dimension and its name) and the logger.
-func (v VectorConfig) Embedded() embedded.Options {
-	return embedded.Options{
-		Path:          v.Path,
-		MaxEntries:    None(v.MaxEntries),
-		MaxBytes:      int64(None(v.MaxBytes)),
-		MaxEntryBytes: int64(None(v.MaxEntryBytes)),
-	}
+// MissWithoutVerdict is [cache.verify] no_verdict as the verifier's
+// NoVerdictMiss: "miss", or "" with the auto judge.
+func (v VerifyConfig) MissWithoutVerdict() bool {
+	return v.NoVerdict == NoVerdictMiss || v.NoVerdict == "" && v.Judge == JudgeAuto
 }
 
 // Options is [cache] as the cache's option, without what the composition
@@ -116,18 +83,5 @@ func (c *Config) ProxyOptions() proxy.Options {
 		Resume:               c.Stream.Resume,
 		IdleTimeout:          None(c.Stream.IdleTimeout.D()),
 		AdminAllowNoToken:    c.Server.AdminAllowNoToken,
-	}
-}
-
-// Options is [vector.qdrant] as the Qdrant index's option, without the
-// key, which the composition root reads from the variable api_key_env
-// names, and what the embedder and the cache decide (the dimension and its
-// name, the partition secret's fingerprint, portable vectors).
-func (q QdrantConfig) Options() qdrant.Options {
-	return qdrant.Options{
-		Addr:       q.URL,
-		Collection: q.Collection,
-		TLS:        q.TLS,
-		Timeout:    None(q.Timeout.D()),
 	}
 }

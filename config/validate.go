@@ -188,7 +188,7 @@ func (c *Config) validateVerify(v *validator) {
 	if s.MinScore < 0 || s.MinScore > 1 {
 		v.add("cache.verify.min_score", s.MinScore, "must be in [0, 1] (a reranker's relevance_score)")
 	}
-	v.lib(c, s.Options().Validate())
+	v.lib(c, s.Options.Validate())
 	if s.SampleRate < 0 || s.SampleRate > 1 {
 		v.add("cache.verify.sample_rate", s.SampleRate, "must be in [0, 1] (0 turns sampling off)")
 	}
@@ -204,16 +204,16 @@ func (c *Config) validateVector(v *validator) {
 		}
 	case BackendQdrant:
 		q := &s.Qdrant
-		hostPort(v, "vector.qdrant.url", q.URL, `must be Qdrant's gRPC address as host:port, e.g. "localhost:6334" (no scheme; set tls = true for TLS)`)
+		hostPort(v, "vector.qdrant.url", q.Addr, `must be Qdrant's gRPC address as host:port, e.g. "localhost:6334" (no scheme; set tls = true for TLS)`)
 		if q.Collection == "" {
 			v.add("vector.qdrant.collection", q.Collection, `set the collection name, e.g. "breakwater"`)
 		}
 	default:
 		v.add("vector.backend", s.Backend, `must be "embedded" or "qdrant"`)
 	}
-	v.lib(c, s.Embedded().Validate())
+	v.lib(c, s.Options.Validate())
 	envName(v, "vector.qdrant.api_key_env", s.Qdrant.APIKeyEnv)
-	v.lib(c, s.Qdrant.Options().Validate())
+	v.lib(c, s.Qdrant.Options.Validate())
 }
 
 func (c *Config) validateEmbed(v *validator) {
@@ -235,7 +235,7 @@ func (c *Config) validateEmbed(v *validator) {
 	}
 	nonNegative(v, "embed.cache_bytes", s.CacheBytes, "must be >= 0 (0 disables the embedding cache)")
 	envName(v, "embed.openai.api_key_env", o.APIKeyEnv)
-	v.lib(c, o.OpenAIEmbedder().Validate())
+	v.lib(c, o.OpenAIOptions.Validate())
 }
 
 func (c *Config) validateRetry(v *validator) {
@@ -421,7 +421,7 @@ func (c *Config) valueAt(key string) (any, bool) {
 		return v.Interface(), true
 	}
 	switch v.Kind() {
-	case reflect.Int, reflect.Int64, reflect.Float64, reflect.Bool:
+	case reflect.Int, reflect.Int64, reflect.Float32, reflect.Float64, reflect.Bool:
 		return v.Interface(), true
 	}
 	return nil, false

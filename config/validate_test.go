@@ -128,22 +128,18 @@ func TestValidateErrors(t *testing.T) {
 			`config: vector.backend = "pgvector": must be "embedded" or "qdrant"`},
 		{"embedded without path", func(c *Config) { c.Vector.Path = "" },
 			`config: vector.path is empty: set the embedded index's directory (default: <cache.data_dir>/vectors)`},
-		{"max_entries zero", func(c *Config) { c.Vector.MaxEntries = 0 },
-			`config: vector.max_entries = 0: must be > 0`},
 		{"qdrant url with scheme", func(c *Config) {
 			c.Vector.Backend = BackendQdrant
-			c.Vector.Qdrant.URL = "http://qdrant:6334"
+			c.Vector.Qdrant.Addr = "http://qdrant:6334"
 		}, `config: vector.qdrant.url = "http://qdrant:6334": must be Qdrant's gRPC address as host:port…`},
 		{"qdrant without url", func(c *Config) {
 			c.Vector.Backend = BackendQdrant
-			c.Vector.Qdrant.URL = ""
+			c.Vector.Qdrant.Addr = ""
 		}, `config: vector.qdrant.url is empty: must be Qdrant's gRPC address as host:port…`},
 		{"qdrant without collection", func(c *Config) {
 			c.Vector.Backend = BackendQdrant
 			c.Vector.Qdrant.Collection = ""
 		}, `config: vector.qdrant.collection is empty: set the collection name, e.g. "breakwater"`},
-		{"qdrant timeout zero", func(c *Config) { c.Vector.Qdrant.Timeout = 0 },
-			`config: vector.qdrant.timeout = 0s: must be > 0`},
 
 		// [embed]
 		{"unknown provider", func(c *Config) { c.Embed.Provider = "cohere" },
@@ -296,6 +292,18 @@ func TestFileZeroAndNegative(t *testing.T) {
 			`config: upstreams[0].pools.realtime.max_queue = -2: must be >= 0 (0: no waiting)`},
 		{"target weight zero", upstreams + "[[models]]\nname = \"m\"\ntargets = [{ upstream = \"openai\", weight = 0.0 }]\n",
 			`config: models[0].targets[0].weight = 0: must be > 0`},
+		{"max_entries zero", "[vector]\nmax_entries = 0\n" + upstreams,
+			`config: vector.max_entries = 0: must be > 0`},
+		{"max_bytes zero", "[vector]\nmax_bytes = \"0MiB\"\n" + upstreams,
+			`config: vector.max_bytes = 0: must be > 0`},
+		{"qdrant timeout zero", "[vector.qdrant]\ntimeout = \"0s\"\n" + upstreams,
+			`config: vector.qdrant.timeout = 0s: must be > 0`},
+		{"embedder timeout zero", "[embed.openai]\ntimeout = \"0s\"\n" + upstreams,
+			`config: embed.openai.timeout = 0s: must be > 0`},
+		{"judge candidates zero", "[cache.verify]\ncandidates = 0\n" + upstreams,
+			`config: cache.verify.candidates = 0: must be >= 1`},
+		{"judge min_similarity zero", "[cache.verify]\nmin_similarity = 0.0\n" + upstreams,
+			`config: cache.verify.min_similarity = 0: must be in (0, 1]`},
 		{"environment zero", upstreams,
 			`config: BREAKWATER_RETRY_MAX_ATTEMPTS (retry.max_attempts) = 0: must be >= 1 (1: no retry)`},
 	}

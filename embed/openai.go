@@ -46,26 +46,33 @@ func (o OpenAIOptions) Validate() error {
 }
 
 // OpenAIOptions configures an embedder for an OpenAI-compatible
-// /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI, ...).
+// /v1/embeddings endpoint (OpenAI, Ollama, vLLM, TEI, ...). BaseURL, Model,
+// Dimensions and Timeout are also the configuration file's [embed.openai]
+// keys (the toml tags; zero:"refused": the file's 0 reaches Validate as a
+// negative value, which it refuses).
 type OpenAIOptions struct {
-	// BaseURL is the API root that "/embeddings" is appended to, for example
-	// "https://api.openai.com/v1" or "http://localhost:11434/v1" (Ollama).
-	// If empty, DefaultOpenAIBaseURL is used.
-	BaseURL string
-	// Model is the embedding model sent with every request. If empty,
-	// DefaultOpenAIModel is used.
-	Model string
+	// BaseURL is the API root including the version prefix, that
+	// "/embeddings" is appended to, e.g. "https://api.openai.com/v1" or
+	// "http://localhost:11434/v1" (Ollama). Empty: DefaultOpenAIBaseURL
+	// here; the configuration file requires it when the provider is
+	// "openai".
+	BaseURL string `toml:"base_url"`
+	// Model is the embedding model sent with every request, e.g.
+	// "text-embedding-3-small". Empty: DefaultOpenAIModel here; the
+	// configuration file requires it when the provider is "openai".
+	Model string `toml:"model"`
 	// APIKey is sent as "Authorization: Bearer <APIKey>". If empty, no
 	// Authorization header is sent, which is what local servers expect.
 	APIKey string
-	// Dimensions asks the model for vectors of this length (the request's
-	// "dimensions" field; text-embedding-3 and later). Every returned vector
-	// must then have this length. If 0, the field is not sent and the model's
-	// native length is learnt from the first response (see Probe).
-	Dimensions int
-	// Timeout bounds each HTTP request (one attempt, not the retries
-	// together; ctx bounds those). If 0, DefaultOpenAITimeout is used.
-	Timeout time.Duration
+	// Dimensions asks the model for shorter vectors of this length (the
+	// request's "dimensions" field; text-embedding-3 and later). Every
+	// returned vector must then have this length. 0 (default): the field is
+	// not sent and the model's native length is learnt from one call (see
+	// Probe; retried in the background while the endpoint is down).
+	Dimensions int `toml:"dimensions"`
+	// Timeout bounds each embeddings call (one attempt, not the retries
+	// together; ctx bounds those). Default 10s (DefaultOpenAITimeout).
+	Timeout time.Duration `toml:"timeout" zero:"refused"`
 	// BatchSize is the most texts sent in one request; longer inputs are sent
 	// as consecutive requests. If 0, DefaultOpenAIBatchSize is used (OpenAI
 	// accepts up to 2048).

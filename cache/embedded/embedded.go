@@ -15,10 +15,15 @@ import (
 )
 
 // Options configure Open. Every zero value means the documented default.
+//
+// Path and the bounds are also the configuration file's [vector] keys (the
+// toml tags; zero:"refused": the file's 0 reaches Validate as a negative
+// value, which it refuses).
 type Options struct {
-	// Path is the directory holding the store; it is created if missing.
-	// "" keeps the index in memory only (lost on restart).
-	Path string
+	// Path is the directory holding the store ([vector] path); it is
+	// created if missing. "" keeps the index in memory only (lost on
+	// restart); the configuration's "" is <cache.data_dir>/vectors.
+	Path string `toml:"path"`
 	// Dimension is the length of every vector. Required (> 0).
 	Dimension int
 	// EmbedderName is recorded in a new store and compared on open: a store
@@ -26,18 +31,18 @@ type Options struct {
 	// "" is a name like any other.
 	EmbedderName string
 	// MaxEntries bounds the number of entries; past it the entries with the
-	// oldest Created are evicted (not LRU: a hit does not refresh an entry,
-	// so an old answer cannot be kept alive forever by popularity). 0 means
-	// 100_000.
-	MaxEntries int
+	// oldest Created are evicted first (not LRU: a hit does not refresh an
+	// entry, so an old answer cannot be kept alive forever by popularity).
+	// Default 100000 (DefaultMaxEntries). Must be > 0.
+	MaxEntries int `toml:"max_entries" zero:"refused"`
 	// MaxBytes bounds the memory of the entries (vectors, payloads and a
 	// fixed overhead per entry); past it the oldest are evicted, as past
-	// MaxEntries. Replay at Open evicts the same way. 0 means
-	// DefaultMaxBytes.
-	MaxBytes int64
+	// MaxEntries. Replay at Open evicts the same way. Default 256 MiB
+	// (DefaultMaxBytes). Must be > 0.
+	MaxBytes int64 `toml:"max_bytes" unit:"bytes" zero:"refused"`
 	// MaxEntryBytes is the largest entry kept (same measure); Upsert skips
-	// a larger one. 0 means DefaultMaxEntryBytes.
-	MaxEntryBytes int64
+	// a larger one. Default 1 MiB (DefaultMaxEntryBytes). Must be > 0.
+	MaxEntryBytes int64 `toml:"max_entry_bytes" unit:"bytes" zero:"refused"`
 	// FlatLimit is the bucket size up to which search is an exact scan; a
 	// bucket that grows past it gets an HNSW graph, dropped again below
 	// FlatLimit/2. 0 means 2048 (an exact scan of 2048×512 floats takes

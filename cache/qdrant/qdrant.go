@@ -92,18 +92,23 @@ var ErrNotReady = errors.New("qdrant index not ready")
 // ErrClosed is returned by every method after Close.
 var ErrClosed = errors.New("qdrant index closed")
 
-// Options configures Open.
+// Options configures Open. Addr, Collection, TLS and Timeout are also the
+// configuration file's [vector.qdrant] keys (the toml tags; zero:"refused":
+// the file's 0 reaches Validate as a negative value, which it refuses).
 type Options struct {
-	// Addr is Qdrant's gRPC address, "host:port". An "http://" or "https://"
-	// prefix is accepted; "https://" turns TLS on. Empty means DefaultAddr.
-	Addr string
-	// Collection is the collection name. Empty means DefaultCollection.
-	Collection string
+	// Addr is Qdrant's gRPC address, "host:port" ([vector.qdrant] url),
+	// default "localhost:6334" (DefaultAddr). An "http://" or "https://"
+	// prefix is accepted here (the file wants none: set TLS); "https://"
+	// turns TLS on.
+	Addr string `toml:"url"`
+	// Collection is created on first use with cosine distance. Default
+	// "breakwater" (DefaultCollection).
+	Collection string `toml:"collection"`
 	// APIKey is sent as the "api-key" header on every call. Empty sends none.
 	APIKey string
-	// TLS dials with TLS (system roots, TLS 1.3 minimum unless TLSConfig
-	// says otherwise). False dials in plaintext.
-	TLS bool
+	// TLS dials Qdrant over TLS (system roots, TLS 1.3 minimum unless
+	// TLSConfig says otherwise). Default false: plaintext.
+	TLS bool `toml:"tls"`
 	// TLSConfig is used when TLS is on. Nil means the go-client's default.
 	TLSConfig *tls.Config
 	// Dimension is the embedder's vector size. Required.
@@ -124,8 +129,8 @@ type Options struct {
 	// mismatch): the tier is then off until restart, and a fleet's
 	// process supervisor should see the replica stop.
 	OnRefused func(error)
-	// Timeout bounds every call to Qdrant. Zero means DefaultTimeout.
-	Timeout time.Duration
+	// Timeout bounds each Qdrant call. Default 2s (DefaultTimeout).
+	Timeout time.Duration `toml:"timeout" zero:"refused"`
 	// SweepEvery is how often expired points are deleted. Zero means
 	// DefaultSweepEvery; negative disables the sweep.
 	SweepEvery time.Duration

@@ -85,21 +85,27 @@ type Judge interface {
 	Name() string
 }
 
-// Options configure a Verifier. Every zero value is usable.
+// Options configure a Verifier. Every zero value is usable. MinSimilarity,
+// Candidates, Timeout and Concurrency are also the configuration file's
+// [cache.verify] keys (the toml tags; zero:"refused": the file's 0 reaches
+// Validate as a negative value, which it refuses).
 type Options struct {
 	// Judge gives verdicts. Nil: no judge; Verify never gives a verdict and
 	// the cache keeps its static threshold.
 	Judge Judge
-	// MinSimilarity is the lowest similarity a candidate needs to be judged.
-	// Zero: DefaultMinSimilarity.
-	MinSimilarity float32
-	// Candidates is how many candidates one lookup may judge. Zero:
-	// DefaultCandidates.
-	Candidates int
-	// Timeout bounds one judge call. Zero: DefaultTimeout.
-	Timeout time.Duration
-	// Concurrency bounds judge calls in flight. Zero: DefaultConcurrency.
-	Concurrency int
+	// MinSimilarity is the lowest cosine similarity a candidate needs to be
+	// judged, in (0, 1]. Default 0.80 (DefaultMinSimilarity).
+	MinSimilarity float32 `toml:"min_similarity" zero:"refused"`
+	// Candidates is how many guarded candidates one lookup may judge.
+	// Default 1 (DefaultCandidates). Must be >= 1.
+	Candidates int `toml:"candidates" zero:"refused"`
+	// Timeout bounds one judge call; past it the candidate has no verdict
+	// (see NoVerdictMiss). Default 2s (DefaultTimeout).
+	Timeout time.Duration `toml:"timeout" zero:"refused"`
+	// Concurrency bounds judge calls in flight; a lookup that finds no free
+	// slot within SlotWait (100ms) falls back. Default 16
+	// (DefaultConcurrency). Must be >= 1.
+	Concurrency int `toml:"concurrency" zero:"refused"`
 	// SlotWait is how long a lookup waits for a free slot before falling
 	// back. Zero: DefaultSlotWait; negative: no wait.
 	SlotWait time.Duration

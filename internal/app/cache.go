@@ -126,7 +126,7 @@ func (a *App) newEmbedder(ctx context.Context, opts Options) (embed.Embedder, er
 		e = b
 	case config.ProviderOpenAI:
 		o := cfg.Embed.OpenAI
-		eo := o.OpenAIEmbedder()
+		eo := o.OpenAIOptions
 		eo.APIKey = envOr(opts.Env, o.APIKeyEnv)
 		oe, err := embed.NewOpenAI(eo)
 		if err != nil {
@@ -160,7 +160,7 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 	cfg := a.cfg
 	switch cfg.Vector.Backend {
 	case config.BackendEmbedded:
-		eo := cfg.Vector.Embedded()
+		eo := cfg.Vector.Options
 		eo.Dimension, eo.EmbedderName, eo.Logger = emb.Dimension(), emb.Name(), a.log
 		ix, err := embedded.Open(eo)
 		if err != nil {
@@ -169,17 +169,17 @@ func (a *App) newIndex(ctx context.Context, emb embed.Embedder, opts Options) (c
 		return ix, nil
 	case config.BackendQdrant:
 		q := cfg.Vector.Qdrant
-		qo := q.Options()
+		qo := q.Options
 		qo.APIKey = envOr(opts.Env, q.APIKeyEnv)
 		qo.Dimension, qo.EmbedderName = emb.Dimension(), emb.Name()
 		qo.SecretFingerprint, qo.PortableVectors = a.secretFP, cfg.Embed.PortableVectors
 		qo.OnRefused = func(err error) {
-			a.refuse(fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err))
+			a.refuse(fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.Addr, err))
 		}
 		qo.Logger = a.log
 		ix, err := qdrant.Open(ctx, qo)
 		if err != nil {
-			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.URL, err)
+			return nil, fmt.Errorf("open qdrant index (vector.qdrant.url = %q): %w", q.Addr, err)
 		}
 		if a.owners != nil {
 			a.owners.ix.Store(ix)

@@ -24,7 +24,7 @@ func (a *App) startLine(listen string) []any {
 	case !a.cfg.Cache.Enabled:
 		index = "off (cache disabled)"
 	case index == "qdrant":
-		index = "qdrant " + a.cfg.Vector.Qdrant.URL + " collection " + a.cfg.Vector.Qdrant.Collection
+		index = "qdrant " + a.cfg.Vector.Qdrant.Addr + " collection " + a.cfg.Vector.Qdrant.Collection
 	default:
 		index = "embedded " + a.cfg.Vector.Path
 	}

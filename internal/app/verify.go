@@ -63,8 +63,8 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 	case config.JudgeAuto:
 		judge = verify.Auto{}
 	}
-	vo := vc.Options()
-	vo.Judge, vo.Metrics = judge, m
+	vo := vc.Options
+	vo.Judge, vo.Metrics, vo.NoVerdictMiss = judge, m, vc.MissWithoutVerdict()
 	if vc.Judge == config.JudgeAuto || vc.Judge == config.JudgeLLM {
 		// A chat model's "same" on a candidate only the judged guard's
 		// slack let through is asked again, the questions swapped.
