@@ -115,16 +115,16 @@ type ServerConfig struct {
 	Listen string `toml:"listen"`
 	// MaxBodyBytes caps a request body; larger bodies get 413. Default 4 MiB.
 	// 0 means no limit.
-	MaxBodyBytes Size `toml:"max_body_bytes"`
+	MaxBodyBytes int64 `toml:"max_body_bytes" unit:"bytes" zero:"0: no limit"`
 	// MaxBodyBytesInFlight caps the request bodies the cached endpoints hold
 	// at once; a request that does not fit gets 503 + Retry-After. Default
 	// 64 MiB (proxy.DefaultMaxBodyBytesInFlight). 0 means no limit.
-	MaxBodyBytesInFlight Size `toml:"max_body_bytes_in_flight"`
+	MaxBodyBytesInFlight int64 `toml:"max_body_bytes_in_flight" unit:"bytes" zero:"0: no limit"`
 	// MaxAnswerBytes is the largest non-stream upstream answer buffered (and
 	// so cacheable and shared by coalesced requests); a larger one is relayed
 	// to its client as it arrives and never cached. Default 4 MiB
 	// (upstream.DefaultMaxAnswerBytes). 0 means no limit.
-	MaxAnswerBytes Size `toml:"max_answer_bytes"`
+	MaxAnswerBytes int64 `toml:"max_answer_bytes" unit:"bytes" zero:"0: no limit"`
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// for /admin/*. Default "BREAKWATER_ADMIN_TOKEN". When the variable (or
 	// this key) is empty, /admin/* refuses every request unless
@@ -142,21 +142,21 @@ type ServerConfig struct {
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
 	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
 	// Default 10s.
-	ReadHeaderTimeout Duration `toml:"read_header_timeout"`
+	ReadHeaderTimeout time.Duration `toml:"read_header_timeout" zero:"refused"`
 	// ReadTimeout bounds reading a whole request, body included. Default 30s
 	// (proxy.DefaultReadTimeout). 0 means none.
-	ReadTimeout Duration `toml:"read_timeout"`
+	ReadTimeout time.Duration `toml:"read_timeout" zero:"0: none"`
 	// WriteTimeout bounds each write to a client (each chunk of a stream has
 	// its own). Default 30s (proxy.DefaultWriteTimeout). 0 means none.
-	WriteTimeout Duration `toml:"write_timeout"`
+	WriteTimeout time.Duration `toml:"write_timeout" zero:"0: none"`
 	// IdleTimeout closes keep-alive connections idle this long. Default 60s
 	// (proxy.DefaultIdleTimeout). 0 means none.
-	IdleTimeout Duration `toml:"idle_timeout"`
+	IdleTimeout time.Duration `toml:"idle_timeout" zero:"0: none"`
 	// MaxConnections caps the connections served at once; at the cap the
 	// quietest connection is closed for a new one, and when none is quiet
 	// more wait to be accepted. Default 1024 (proxy.DefaultMaxConnections).
 	// 0 means no limit.
-	MaxConnections int `toml:"max_connections"`
+	MaxConnections int `toml:"max_connections" zero:"0: no limit"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string `toml:"log_level"`
 	// LogFormat is "json" (default) or "text".
@@ -169,11 +169,11 @@ type CacheConfig struct {
 	// resilient proxy only (every request is "bypass").
 	Enabled bool `toml:"enabled"`
 	// TTL is how long an entry is served. Default 24h.
-	TTL Duration `toml:"ttl"`
+	TTL time.Duration `toml:"ttl" zero:"refused"`
 	// Threshold is the minimum cosine similarity for a semantic hit, in
 	// (0, 1]. Default 0.92 (chosen on the dev set with the guard on: docs/PRECISION.md). A request's X-Breakwater-Threshold may raise it,
 	// never lower it.
-	Threshold float64 `toml:"threshold"`
+	Threshold float64 `toml:"threshold" zero:"refused"`
 	// ExactMaxBytes is the exact tier's memory budget. Default 64 MiB.
 	// 0 disables the exact tier.
 	ExactMaxBytes Size `toml:"exact_max_bytes"`
@@ -198,7 +198,7 @@ type CacheConfig struct {
 	StaleIfError bool `toml:"stale_if_error"`
 	// StaleThreshold is the minimum similarity for a stale answer, in (0, 1]
 	// and at most Threshold. Default 0.85.
-	StaleThreshold float64 `toml:"stale_threshold"`
+	StaleThreshold float64 `toml:"stale_threshold" zero:"refused"`
 	// StoreMaxTokens also stores Gemini answers cut by maxOutputTokens
 	// (finishReason MAX_TOKENS). Default false: only answers that stopped by
 	// themselves (STOP) are stored; SAFETY, RECITATION, BLOCKLIST and errors
@@ -207,11 +207,11 @@ type CacheConfig struct {
 	// WriteQueue is the capacity of the asynchronous vector-index write queue;
 	// a full queue drops (and counts) writes, never blocks a response.
 	// Default 1024. Must be >= 1.
-	WriteQueue int `toml:"write_queue"`
+	WriteQueue int `toml:"write_queue" zero:"refused"`
 	// WriteQueueBytes bounds the bytes (prompts and answers) waiting in that
 	// queue; beyond it writes are dropped and counted. Default 64 MiB
 	// (cache.DefaultQueueBytes). 0 means no limit.
-	WriteQueueBytes Size `toml:"write_queue_bytes"`
+	WriteQueueBytes int64 `toml:"write_queue_bytes" unit:"bytes" zero:"0: no limit"`
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
@@ -286,7 +286,7 @@ type VerifyConfig struct {
 	APIKeyEnv string `toml:"api_key_env"`
 	// MinScore accepts a reranker relevance_score at or above it. Default
 	// 0.5. 0: no minimum.
-	MinScore float64 `toml:"min_score"`
+	MinScore float64 `toml:"min_score" zero:"0: no minimum"`
 	// SampleRate is the share of would-be semantic hits answered fresh to
 	// estimate the false-hit rate, in [0, 1]. Default 0.02
 	// (verify.DefaultSampleRate); 0 turns sampling off.
@@ -366,19 +366,19 @@ type StreamConfig struct {
 	// IdleTimeout is the longest gap between two chunks of an upstream stream
 	// before it counts as cut. Default 30s. 0 disables it (Retry.Deadline
 	// still applies).
-	IdleTimeout Duration `toml:"idle_timeout"`
+	IdleTimeout time.Duration `toml:"idle_timeout" zero:"0 disables it"`
 	// MaxBytes caps one upstream stream (resumed parts included); beyond it
 	// the client gets an SSE error event and nothing is cached. Default
 	// 16 MiB (proxy.DefaultMaxStreamBytes). 0 means no limit.
-	MaxBytes Size `toml:"max_bytes"`
+	MaxBytes int64 `toml:"max_bytes" unit:"bytes" zero:"0: no limit"`
 	// MaxEventBytes caps one SSE event of an upstream stream. Default 1 MiB
 	// (proxy.DefaultMaxEventBytes). 0 means no limit.
-	MaxEventBytes Size `toml:"max_event_bytes"`
+	MaxEventBytes int `toml:"max_event_bytes" unit:"bytes" zero:"0: no limit"`
 	// MaxDuration bounds one stream, counted from the request; never less
 	// than Retry.Deadline, which bounds the wait for its first byte.
 	// Default 10m (upstream.DefaultMaxStreamDuration). 0 means
 	// Retry.Deadline alone.
-	MaxDuration Duration `toml:"max_duration"`
+	MaxDuration time.Duration `toml:"max_duration" zero:"0: retry.deadline alone"`
 }
 
 // Upstream is one [[upstreams]] entry: a model API endpoint (OpenAI-compatible,
@@ -476,10 +476,10 @@ func defaults() *Config {
 			MaxBodyBytes:         proxy.DefaultMaxBodyBytes,
 			AdminTokenEnv:        "BREAKWATER_ADMIN_TOKEN",
 			ShutdownTimeout:      Duration(15 * time.Second),
-			ReadHeaderTimeout:    Duration(proxy.DefaultReadHeaderTimeout),
-			ReadTimeout:          Duration(proxy.DefaultReadTimeout),
-			WriteTimeout:         Duration(proxy.DefaultWriteTimeout),
-			IdleTimeout:          Duration(proxy.DefaultIdleTimeout),
+			ReadHeaderTimeout:    proxy.DefaultReadHeaderTimeout,
+			ReadTimeout:          proxy.DefaultReadTimeout,
+			WriteTimeout:         proxy.DefaultWriteTimeout,
+			IdleTimeout:          proxy.DefaultIdleTimeout,
 			MaxConnections:       proxy.DefaultMaxConnections,
 			MaxBodyBytesInFlight: proxy.DefaultMaxBodyBytesInFlight,
 			MaxAnswerBytes:       upstream.DefaultMaxAnswerBytes,
@@ -488,7 +488,7 @@ func defaults() *Config {
 		},
 		Cache: CacheConfig{
 			Enabled:            true,
-			TTL:                Duration(proxy.DefaultTTL),
+			TTL:                proxy.DefaultTTL,
 			Threshold:          cache.DefaultThreshold,
 			ExactMaxBytes:      Size(cache.DefaultExactMaxBytes),
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
@@ -537,10 +537,10 @@ func defaults() *Config {
 		Breaker: breaker.DefaultOptions(),
 		Stream: StreamConfig{
 			Resume:        true,
-			IdleTimeout:   Duration(proxy.DefaultStreamIdleTimeout),
+			IdleTimeout:   proxy.DefaultStreamIdleTimeout,
 			MaxBytes:      proxy.DefaultMaxStreamBytes,
 			MaxEventBytes: proxy.DefaultMaxEventBytes,
-			MaxDuration:   Duration(upstream.DefaultMaxStreamDuration),
+			MaxDuration:   upstream.DefaultMaxStreamDuration,
 		},
 	}
 }

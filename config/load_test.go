@@ -88,14 +88,14 @@ func TestDefaults(t *testing.T) {
 		got, want any
 	}{
 		{"server.listen", c.Server.Listen, "127.0.0.1:8080"},
-		{"server.max_body_bytes", c.Server.MaxBodyBytes, 4 * MiB},
+		{"server.max_body_bytes", c.Server.MaxBodyBytes, int64(4 * MiB)},
 		{"server.admin_token_env", c.Server.AdminTokenEnv, "BREAKWATER_ADMIN_TOKEN"},
 		{"server.shutdown_timeout", c.Server.ShutdownTimeout.D(), 15 * time.Second},
-		{"server.read_header_timeout", c.Server.ReadHeaderTimeout.D(), 10 * time.Second},
+		{"server.read_header_timeout", c.Server.ReadHeaderTimeout, 10 * time.Second},
 		{"server.log_level", c.Server.LogLevel, "info"},
 		{"server.log_format", c.Server.LogFormat, "json"},
 		{"cache.enabled", c.Cache.Enabled, true},
-		{"cache.ttl", c.Cache.TTL.D(), 24 * time.Hour},
+		{"cache.ttl", c.Cache.TTL, 24 * time.Hour},
 		{"cache.threshold", c.Cache.Threshold, 0.92},
 		{"cache.exact_max_bytes", c.Cache.ExactMaxBytes, 64 * MiB},
 		{"cache.partition_by", c.Cache.PartitionBy, []string{"authorization", "namespace"}},
@@ -128,7 +128,7 @@ func TestDefaults(t *testing.T) {
 		{"breaker.open_for", c.Breaker.OpenFor, 15 * time.Second},
 		{"breaker.half_open_probes", c.Breaker.HalfOpenProbes, 1},
 		{"stream.resume", c.Stream.Resume, true},
-		{"stream.idle_timeout", c.Stream.IdleTimeout.D(), 30 * time.Second},
+		{"stream.idle_timeout", c.Stream.IdleTimeout, 30 * time.Second},
 		{"default_upstream", c.DefaultUpstream, "default"},
 	}
 	for _, tt := range tests {
@@ -209,7 +209,7 @@ idle_timeout = "0s"
 	if got := c.Retry.RetryOn; len(got) != 0 {
 		t.Errorf("retry_on = %v, want empty", got)
 	}
-	if got, want := c.Stream.IdleTimeout, Duration(0); got != want {
+	if got, want := c.Stream.IdleTimeout, time.Duration(-1); got != want {
 		t.Errorf("idle_timeout = %v, want %v", got, want)
 	}
 }
@@ -495,7 +495,7 @@ base_url = "http://localhost:8000/v1"
 		{"vector.qdrant.url", c.Vector.Qdrant.Addr, "qdrant.internal:6334"},
 		{"vector.qdrant.tls", c.Vector.Qdrant.TLS, true},
 		{"server.listen", c.Server.Listen, "0.0.0.0:9090"},
-		{"server.max_body_bytes", c.Server.MaxBodyBytes, 8 * MiB},
+		{"server.max_body_bytes", c.Server.MaxBodyBytes, int64(8 * MiB)},
 		{"retry.retry_on", c.Retry.RetryOn, []int{429, 503}},
 		{"retry.base_delay", c.Retry.BaseDelay, 50 * time.Millisecond},
 		{"default_upstream", c.DefaultUpstream, "local"},

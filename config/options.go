@@ -6,20 +6,6 @@ import (
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
-// None carries the configuration's one meaning of zero to the libraries.
-// A config key that allows 0 means "none" by it: no limit, no timeout, no
-// wait, the trigger off (Config holds every default already, so a zero
-// there is always a choice). A library option's zero means its Default…
-// instead, and a negative value "none", or a value its Validate refuses
-// where the key has no "none". Every config number that reaches a library
-// option goes through None, so that a library rule judges the file's 0.
-func None[T ~int | ~int64 | ~float64](v T) T {
-	if v == 0 {
-		return -1
-	}
-	return v
-}
-
 // callerUpstreams is [[upstreams]] as the upstream caller's option,
 // without the keys (APIKey), which the composition root reads from the
 // variables api_key_env names.
@@ -51,10 +37,10 @@ func (v VerifyConfig) MissWithoutVerdict() bool {
 // verifier, the end users' secret).
 func (c CacheConfig) Options() cache.Options {
 	return cache.Options{
-		Threshold:  float32(None(c.Threshold)),
-		TTL:        None(c.TTL.D()),
-		QueueSize:  None(c.WriteQueue),
-		QueueBytes: int64(None(c.WriteQueueBytes)),
+		Threshold:  float32(c.Threshold),
+		TTL:        c.TTL,
+		QueueSize:  c.WriteQueue,
+		QueueBytes: c.WriteQueueBytes,
 		CrossUser:  c.Semantic.CrossUser,
 	}
 }
@@ -66,22 +52,22 @@ func (c CacheConfig) Options() cache.Options {
 func (c *Config) ProxyOptions() proxy.Options {
 	return proxy.Options{
 		EndUserHeader:        c.Cache.EndUserHeader,
-		MaxBodyBytes:         int64(None(c.Server.MaxBodyBytes)),
-		MaxBodyBytesInFlight: int64(None(c.Server.MaxBodyBytesInFlight)),
-		ReadHeaderTimeout:    None(c.Server.ReadHeaderTimeout.D()),
-		ReadTimeout:          None(c.Server.ReadTimeout.D()),
-		WriteTimeout:         None(c.Server.WriteTimeout.D()),
-		ConnIdleTimeout:      None(c.Server.IdleTimeout.D()),
-		MaxConnections:       None(c.Server.MaxConnections),
-		MaxStreamBytes:       int64(None(c.Stream.MaxBytes)),
-		MaxEventBytes:        int(None(c.Stream.MaxEventBytes)),
-		TTL:                  None(c.Cache.TTL.D()),
+		MaxBodyBytes:         c.Server.MaxBodyBytes,
+		MaxBodyBytesInFlight: c.Server.MaxBodyBytesInFlight,
+		ReadHeaderTimeout:    c.Server.ReadHeaderTimeout,
+		ReadTimeout:          c.Server.ReadTimeout,
+		WriteTimeout:         c.Server.WriteTimeout,
+		ConnIdleTimeout:      c.Server.IdleTimeout,
+		MaxConnections:       c.Server.MaxConnections,
+		MaxStreamBytes:       c.Stream.MaxBytes,
+		MaxEventBytes:        c.Stream.MaxEventBytes,
+		TTL:                  c.Cache.TTL,
 		MaxTemperature:       c.Cache.MaxTemperature,
 		StaleIfError:         c.Cache.StaleIfError,
-		StaleThreshold:       float32(None(c.Cache.StaleThreshold)),
+		StaleThreshold:       float32(c.Cache.StaleThreshold),
 		StoreMaxTokens:       c.Cache.StoreMaxTokens,
 		Resume:               c.Stream.Resume,
-		IdleTimeout:          None(c.Stream.IdleTimeout.D()),
+		IdleTimeout:          c.Stream.IdleTimeout,
 		AdminAllowNoToken:    c.Server.AdminAllowNoToken,
 	}
 }

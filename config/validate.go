@@ -65,11 +65,6 @@ func (c *Config) validate(l *loaded) error {
 	c.validateEmbed(&v)
 	c.validateRetry(&v)
 	c.validateBreaker(&v)
-	if c.Stream.IdleTimeout < 0 {
-		v.add("stream.idle_timeout", c.Stream.IdleTimeout, "must be >= 0 (0 disables it)")
-	}
-	nonNegative(&v, "stream.max_bytes", c.Stream.MaxBytes, "must be >= 0 (0: no limit)")
-	nonNegative(&v, "stream.max_event_bytes", c.Stream.MaxEventBytes, "must be >= 0 (0: no limit)")
 	upstreams := c.validateUpstreams(&v)
 	c.validateModels(&v, upstreams)
 	c.validatePrices(&v)
@@ -125,27 +120,13 @@ func (n names) String() string {
 func (c *Config) validateServer(v *validator) {
 	s := &c.Server
 	hostPort(v, "server.listen", s.Listen, `must be host:port, e.g. "127.0.0.1:8080" or ":8080"`)
-	nonNegative(v, "server.max_body_bytes", s.MaxBodyBytes, "must be >= 0 (0: no limit)")
 	envName(v, "server.admin_token_env", s.AdminTokenEnv)
 	positive(v, "server.shutdown_timeout", s.ShutdownTimeout)
-	nonNegative(v, "server.max_body_bytes_in_flight", s.MaxBodyBytesInFlight, "must be >= 0 (0: no limit)")
-	nonNegative(v, "server.max_answer_bytes", s.MaxAnswerBytes, "must be >= 0 (0: no limit)")
-	for _, d := range []struct {
-		key string
-		d   Duration
-	}{{"server.read_timeout", s.ReadTimeout}, {"server.write_timeout", s.WriteTimeout}, {"server.idle_timeout", s.IdleTimeout}} {
-		if d.d < 0 {
-			v.add(d.key, d.d, "must be >= 0 (0: none)")
-		}
-	}
 	if s.AdminListen != "" {
 		hostPort(v, "server.admin_listen", s.AdminListen, `must be host:port, e.g. "127.0.0.1:9901", or "" to serve admin paths on server.listen`)
 		if s.AdminListen == s.Listen && !strings.HasSuffix(s.Listen, ":0") {
 			v.add("server.admin_listen", s.AdminListen, "must differ from server.listen")
 		}
-	}
-	if s.MaxConnections < 0 {
-		v.add("server.max_connections", s.MaxConnections, "must be >= 0 (0: no limit)")
 	}
 	oneOf(v, "server.log_level", s.LogLevel, "debug", "info", "warn", "error")
 	oneOf(v, "server.log_format", s.LogFormat, "json", "text")
@@ -155,7 +136,6 @@ func (c *Config) validateCache(v *validator) {
 	s := &c.Cache
 	v.lib(c, s.Options().Validate())
 	nonNegative(v, "cache.exact_max_bytes", s.ExactMaxBytes, "must be >= 0 (0 disables the exact tier)")
-	nonNegative(v, "cache.write_queue_bytes", s.WriteQueueBytes, "must be >= 0 (0: no limit)")
 	v.lib(c, cache.ValidatePartitionBy(s.PartitionBy))
 	envName(v, "cache.partition_secret_env", s.PartitionSecretEnv)
 	// Each threshold's own range is the libraries' rule (the proxy's, the
@@ -185,7 +165,7 @@ func (c *Config) validateVerify(v *validator) {
 		}
 	}
 	envName(v, "cache.verify.api_key_env", s.APIKeyEnv)
-	if s.MinScore < 0 || s.MinScore > 1 {
+	if s.MinScore > 1 {
 		v.add("cache.verify.min_score", s.MinScore, "must be in [0, 1] (a reranker's relevance_score)")
 	}
 	v.lib(c, s.Options.Validate())

@@ -48,7 +48,7 @@ func newVerify(cfg *config.Config, opts Options, caller *upstream.Caller, emb ca
 			}
 		}
 		r, err := verify.NewRerank(verify.RerankOptions{
-			URL: url, Model: vc.Model, APIKey: envOr(opts.Env, keyEnv), MinScore: config.None(vc.MinScore),
+			URL: url, Model: vc.Model, APIKey: envOr(opts.Env, keyEnv), MinScore: vc.MinScore,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("config: cache.verify: %w", err)
