@@ -6,17 +6,29 @@
 // a model's target model from its name, …), then Validate. Library packages
 // never import this package: main turns a *Config into constructor arguments.
 //
-// Zero has one meaning here: a count, size or duration that allows 0 (or a
-// list that may be empty) means "none" by it (no limit, no timeout, no wait,
-// the trigger off), never "the default", since Load fills every default
-// before the file and the environment are read over them. The libraries'
-// options read 0 as their Default… and a negative value as "none"; None
-// carries the one to the other where a section becomes a library's options
-// (options.go), and the composition root (internal/app) uses the same.
+// Each setting is written once, in the library's options type where one
+// can hold its section: [retry] is upstream.RetryPolicy, [breaker]
+// breaker.Options, an [[upstreams]] entry embeds upstream.Upstream, a
+// [[models]] entry upstream.Route, [vector] embedded.Options, [vector.qdrant]
+// qdrant.Options, [embed.openai] embed.OpenAIOptions, [cache.verify]
+// verify.Options. Their fields carry the keys (toml tags), the comments
+// operators read, the defaults (the Default… constants, the types'
+// Default… functions) and the rules (Validate, naming the key: lib/setting).
+// [server], [cache] and [stream] span several libraries' options
+// (proxy.Options, cache.Options, upstream.Options) and stay types of their
+// own here, holding the options' values.
+//
+// Zero has one meaning, given in one place (file.go): a key the file or the
+// environment writes as 0 whose field has a zero tag reaches the option as
+// its negative value, "none" (no limit, no timeout, no wait, the trigger
+// off) where the tag says what 0 means and a value Validate refuses where
+// it says "refused"; a key left out keeps its default. So Config holds the
+// options' own values (0: the default, negative: none) and the composition
+// root (internal/app) passes them on unchanged.
 //
 // Each library's options validate themselves, naming the config key
 // (lib/setting); Validate calls them and adds what only the file knows:
-// the one meaning of zero, the variable a value came from, and the checks
+// the variable a value came from, the 0 that was written, and the checks
 // across sections.
 //
 // config.example.toml at the repository root documents every key; a test

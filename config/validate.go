@@ -346,9 +346,9 @@ func apiNames() []string {
 }
 
 // lib adds the problems a library option found (its Validate), each naming
-// its key: the value shown is the file's (the option holds a 0 the file
-// writes as its negative value, or a [server], [cache] or [stream] key
-// mapped by None), and the variable it came from is named as for every key.
+// its key: the value shown is the file's (Config's, or the 0 written where
+// the option holds its negative value: add), and the variable it came from
+// is named as for every key.
 func (v *validator) lib(c *Config, err error) {
 	for _, e := range setting.List(err) {
 		var se *setting.Error
