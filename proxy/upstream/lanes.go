@@ -135,23 +135,11 @@ type upstream struct {
 }
 
 func newUpstream(u Upstream, m *Metrics) *upstream {
-	if u.MaxConcurrency == 0 {
-		u.MaxConcurrency = DefaultMaxConcurrency
-	}
-	if u.MaxQueue == 0 {
-		u.MaxQueue = DefaultMaxQueue
-	}
+	u = u.WithDefaults()
 	up := &upstream{cfg: u, pools: make(map[string]*lane.Pool, len(u.Pools)+1)}
 	up.pools[defaultPool] = newPool(u.Name, defaultPool, u.MaxConcurrency, u.MaxQueue, m)
 	for name, l := range u.Pools {
-		conc, queue := l.MaxConcurrency, l.MaxQueue
-		if conc == 0 {
-			conc = u.MaxConcurrency
-		}
-		if queue == 0 {
-			queue = u.MaxQueue
-		}
-		up.pools[name] = newPool(u.Name, name, conc, queue, m)
+		up.pools[name] = newPool(u.Name, name, l.MaxConcurrency, l.MaxQueue, m)
 	}
 	return up
 }
