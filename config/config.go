@@ -11,12 +11,12 @@
 // breaker.Options, an [[upstreams]] entry embeds upstream.Upstream, a
 // [[models]] entry upstream.Route, [vector] embedded.Options, [vector.qdrant]
 // qdrant.Options, [embed.openai] embed.OpenAIOptions, [cache.verify]
-// verify.Options. Their fields carry the keys (toml tags), the comments
-// operators read, the defaults (the Default… constants, the types'
-// Default… functions) and the rules (Validate, naming the key: lib/setting).
-// [server], [cache] and [stream] span several libraries' options
-// (proxy.Options, cache.Options, upstream.Options) and stay types of their
-// own here, holding the options' values.
+// verify.Options, [stream] proxy.StreamOptions. Their fields carry the keys
+// (toml tags), the comments operators read, the defaults (the Default…
+// constants, the types' Default… functions) and the rules (Validate,
+// naming the key: lib/setting). [server] and [cache] span several
+// libraries' options (proxy.Options, cache.Options, upstream.Options) and
+// stay types of their own here, holding the options' values.
 //
 // Zero has one meaning, given in one place (file.go): a key the file or the
 // environment writes as 0 whose field has a zero tag reaches the option as
@@ -369,27 +369,14 @@ type RetryConfig struct {
 // BreakerConfig is [breaker]: the per-target circuit breaker's options.
 type BreakerConfig = upstream.BreakerOptions
 
-// StreamConfig is [stream].
+// StreamConfig is [stream]: the proxy's stream options, and the bound of
+// a stream's time (upstream.Options.MaxStreamDuration).
 type StreamConfig struct {
-	// Resume continues a stream cut after its first byte on the next target
-	// (partial answer sent as an assistant prefix). Default true; false sends
-	// the client an SSE error event instead.
-	Resume bool `toml:"resume"`
-	// IdleTimeout is the longest gap between two chunks of an upstream stream
-	// before it counts as cut. Default 30s. 0 disables it (Retry.Deadline
-	// still applies).
-	IdleTimeout time.Duration `toml:"idle_timeout" zero:"0 disables it"`
-	// MaxBytes caps one upstream stream (resumed parts included); beyond it
-	// the client gets an SSE error event and nothing is cached. Default
-	// 16 MiB (proxy.DefaultMaxStreamBytes). 0 means no limit.
-	MaxBytes int64 `toml:"max_bytes" unit:"bytes" zero:"0: no limit"`
-	// MaxEventBytes caps one SSE event of an upstream stream. Default 1 MiB
-	// (proxy.DefaultMaxEventBytes). 0 means no limit.
-	MaxEventBytes int `toml:"max_event_bytes" unit:"bytes" zero:"0: no limit"`
+	proxy.StreamOptions
 	// MaxDuration bounds one stream, counted from the request; never less
-	// than Retry.Deadline, which bounds the wait for its first byte.
+	// than retry.deadline, which bounds the wait for its first byte.
 	// Default 10m (upstream.DefaultMaxStreamDuration). 0 means
-	// Retry.Deadline alone.
+	// retry.deadline alone.
 	MaxDuration time.Duration `toml:"max_duration" zero:"0: retry.deadline alone"`
 }
 
@@ -547,13 +534,7 @@ func defaults() *Config {
 		},
 		Retry:   RetryConfig{RetryPolicy: upstream.DefaultRetryPolicy(), RetryAfterCap: upstream.DefaultRetryAfterCap},
 		Breaker: breaker.DefaultOptions(),
-		Stream: StreamConfig{
-			Resume:        true,
-			IdleTimeout:   proxy.DefaultStreamIdleTimeout,
-			MaxBytes:      proxy.DefaultMaxStreamBytes,
-			MaxEventBytes: proxy.DefaultMaxEventBytes,
-			MaxDuration:   upstream.DefaultMaxStreamDuration,
-		},
+		Stream: StreamConfig{StreamOptions: proxy.DefaultStreamOptions(), MaxDuration: upstream.DefaultMaxStreamDuration},
 	}
 }
 

@@ -59,15 +59,12 @@ func (c *Config) ProxyOptions() proxy.Options {
 		WriteTimeout:         c.Server.WriteTimeout,
 		ConnIdleTimeout:      c.Server.IdleTimeout,
 		MaxConnections:       c.Server.MaxConnections,
-		MaxStreamBytes:       c.Stream.MaxBytes,
-		MaxEventBytes:        c.Stream.MaxEventBytes,
 		TTL:                  c.Cache.TTL,
 		MaxTemperature:       c.Cache.MaxTemperature,
 		StaleIfError:         c.Cache.StaleIfError,
 		StaleThreshold:       float32(c.Cache.StaleThreshold),
 		StoreMaxTokens:       c.Cache.StoreMaxTokens,
-		Resume:               c.Stream.Resume,
-		IdleTimeout:          c.Stream.IdleTimeout,
+		StreamOptions:        c.Stream.StreamOptions,
 		AdminAllowNoToken:    c.Server.AdminAllowNoToken,
 	}
 }

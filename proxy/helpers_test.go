@@ -269,10 +269,10 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	}
 	opts := Options{
 		Cache: e.cache, Caller: caller, Partitioner: part, Models: []string{"gpt-test"},
-		MaxBodyBytes: 64 << 10, TTL: time.Hour, MaxTemperature: 1, Resume: true,
-		Logger:      slog.New(slog.DiscardHandler),
-		IdleTimeout: 2 * time.Second,
-		APIs:        apis.All,
+		MaxBodyBytes: 64 << 10, TTL: time.Hour, MaxTemperature: 1,
+		StreamOptions: StreamOptions{Resume: true, IdleTimeout: 2 * time.Second},
+		Logger:        slog.New(slog.DiscardHandler),
+		APIs:          apis.All,
 	}
 	if eo.proxy != nil {
 		eo.proxy(&opts)

@@ -134,12 +134,6 @@ type Options struct {
 	// MaxConnections bounds the connections Listener serves at once. Zero:
 	// DefaultMaxConnections. Negative: no limit.
 	MaxConnections int
-	// MaxStreamBytes bounds one upstream stream; MaxEventBytes one SSE
-	// event of it. Beyond either the client gets an error event and nothing
-	// is cached. Zero: DefaultMaxStreamBytes, DefaultMaxEventBytes.
-	// Negative: no limit.
-	MaxStreamBytes int64
-	MaxEventBytes  int
 	// TTL is how long a stored entry is served. Zero: 24h.
 	TTL time.Duration
 	// MaxTemperature: requests with a higher temperature bypass the cache
@@ -151,18 +145,14 @@ type Options struct {
 	// (zero: the cache's threshold) when no upstream can answer.
 	StaleIfError   bool
 	StaleThreshold float32
-	// Resume continues a stream cut after its first byte on the next target
-	// (partial answer as an assistant prefix); false sends an SSE error event.
-	Resume bool
 	// StoreMaxTokens also stores answers cut by the output-token limit
 	// (wire.Host.StoreMaxTokens, for the APIs that tell such answers
 	// apart); false stores only those that stopped by themselves.
 	StoreMaxTokens bool
+	// StreamOptions are the handling of streamed answers ([stream]).
+	StreamOptions
 	// MaxResumes bounds resumptions of one stream. Zero: 2.
 	MaxResumes int
-	// IdleTimeout cuts an upstream stream that sends nothing for this long.
-	// Zero: 30s. Negative: never.
-	IdleTimeout time.Duration
 	// AdminToken protects /admin/*. Empty: /admin/* refuses every request,
 	// unless AdminAllowNoToken.
 	AdminToken string
@@ -186,6 +176,39 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+}
+
+// StreamOptions are the handling of streamed (SSE) answers; they are also
+// the configuration file's [stream] keys (the toml tags; the zero tag is
+// what the file's 0 means: "none", the option's negative value, and a
+// negative value written is refused).
+type StreamOptions struct {
+	// Resume continues a stream cut after its first byte on the next target
+	// (partial answer sent as an assistant prefix); false sends the client
+	// an SSE error event instead. Default true in the configuration
+	// (DefaultStreamOptions); the option's zero is false.
+	Resume bool `toml:"resume"`
+	// IdleTimeout is the longest gap between two chunks of an upstream
+	// stream before it counts as cut. Default 30s
+	// (DefaultStreamIdleTimeout). 0 in the file (a negative value here)
+	// disables it (retry.deadline still applies).
+	IdleTimeout time.Duration `toml:"idle_timeout" zero:"0 disables it"`
+	// MaxStreamBytes caps one upstream stream (resumed parts included);
+	// beyond it the client gets an SSE error event and nothing is cached.
+	// Default 16 MiB (DefaultMaxStreamBytes). 0 in the file (a negative
+	// value here): no limit.
+	MaxStreamBytes int64 `toml:"max_bytes" unit:"bytes" zero:"0: no limit"`
+	// MaxEventBytes caps one SSE event of an upstream stream, as
+	// MaxStreamBytes does. Default 1 MiB (DefaultMaxEventBytes). 0 in the
+	// file (a negative value here): no limit.
+	MaxEventBytes int `toml:"max_event_bytes" unit:"bytes" zero:"0: no limit"`
+}
+
+// DefaultStreamOptions is StreamOptions at the defaults, as a
+// configuration file without the keys has them.
+func DefaultStreamOptions() StreamOptions {
+	return StreamOptions{Resume: true, IdleTimeout: DefaultStreamIdleTimeout,
+		MaxStreamBytes: DefaultMaxStreamBytes, MaxEventBytes: DefaultMaxEventBytes}
 }
 
 // Server is the HTTP front of Breakwater: routes, limits, the APIs' mounting
