@@ -534,7 +534,7 @@ func defaults() *Config {
 		},
 		Retry:   RetryConfig{RetryPolicy: upstream.DefaultRetryPolicy(), RetryAfterCap: upstream.DefaultRetryAfterCap},
 		Breaker: breaker.DefaultOptions(),
-		Stream: StreamConfig{StreamOptions: proxy.DefaultStreamOptions(), MaxDuration: upstream.DefaultMaxStreamDuration},
+		Stream:  StreamConfig{StreamOptions: proxy.DefaultStreamOptions(), MaxDuration: upstream.DefaultMaxStreamDuration},
 	}
 }
 
