@@ -57,9 +57,9 @@ type field struct {
 func fields(t reflect.Type) []field {
 	var out []field
 	for f := range t.Fields() {
-		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		name := tomlName(f)
 		switch {
-		case name == "-" || !f.IsExported():
+		case !f.IsExported() || f.Tag.Get("toml") == "-":
 		case f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct:
 			for _, sub := range fields(f.Type) {
 				sub.Index = append([]int{f.Index[0]}, sub.Index...)
@@ -70,6 +70,15 @@ func fields(t reflect.Type) []field {
 		}
 	}
 	return out
+}
+
+// tomlName is f's key: its toml tag's name, "" for none or "-".
+func tomlName(f reflect.StructField) string {
+	name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+	if name == "-" {
+		return ""
+	}
+	return name
 }
 
 // fileType is how the file writes f: a Duration for a time.Duration, a

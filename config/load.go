@@ -223,14 +223,6 @@ func typeAt(t reflect.Type, key []string) (reflect.Type, bool) {
 	return t, true
 }
 
-func tomlName(f reflect.StructField) string {
-	name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
-	if name == "-" {
-		return ""
-	}
-	return name
-}
-
 // describe says in words what a key of type t accepts.
 func describe(t reflect.Type) string {
 	switch t {
