@@ -97,7 +97,11 @@ type Verifier interface {
 	Verify(ctx context.Context, partition, query string, cands []Entry) (verdicts []bool, ok bool)
 }
 
-// Options configure a Cache. Every zero value is usable.
+// Options configure a Cache. Every zero value is usable. Threshold, TTL,
+// QueueSize and QueueBytes are also the configuration file's [cache] keys
+// (the toml tags; the zero tag is what the file's 0 means: "refused", a
+// negative value Validate refuses, or the text of "none", the option's
+// negative value, where a negative value written is refused).
 type Options struct {
 	// Exact is the exact tier. If nil, New creates one of
 	// DefaultExactMaxBytes, which Close then closes; an Exact passed in is
@@ -114,20 +118,27 @@ type Options struct {
 	OpenIndex func(ctx context.Context) (Index, error)
 	// Embedder embeds query texts for Index. If nil there is no semantic tier.
 	Embedder Embedder
-	// Threshold is the minimum cosine similarity of a semantic hit, in (0,1].
-	// Zero means DefaultThreshold. Lookups may raise it, never lower it.
-	Threshold float32
-	// TTL is how long a stored entry is served, counted from Entry.Created,
-	// when Store is given an entry without Expires. Zero means such entries
-	// never expire (they are still bounded by the tiers' sizes).
-	TTL time.Duration
-	// QueueSize bounds the index writes waiting to be embedded and upserted;
-	// beyond it writes are dropped and counted. Zero means DefaultQueueSize.
-	QueueSize int
-	// QueueBytes bounds the bytes (prompts and answers) of those writes,
-	// dropped and counted beyond it like a full queue: a long prompt can be
-	// a few MiB. Zero means DefaultQueueBytes; negative, no limit.
-	QueueBytes int64
+	// Threshold is the minimum cosine similarity for a semantic hit, in
+	// (0, 1]. Default 0.92 (DefaultThreshold, chosen on the dev set with the
+	// guard on: docs/PRECISION.md). A request's X-Breakwater-Threshold may
+	// raise it, never lower it.
+	Threshold float32 `toml:"threshold" zero:"refused"`
+	// TTL is how long an entry is served, counted from Entry.Created, when
+	// Store is given an entry without Expires. Default 24h in the
+	// configuration (proxy.DefaultTTL, which the proxy sets on every entry);
+	// the option's zero: such entries never expire (they are still bounded
+	// by the tiers' sizes).
+	TTL time.Duration `toml:"ttl" zero:"refused"`
+	// QueueSize is the capacity of the asynchronous vector-index write
+	// queue (writes waiting to be embedded and upserted); a full queue
+	// drops (and counts) writes, never blocks a response. Default 1024
+	// (DefaultQueueSize). Must be >= 1.
+	QueueSize int `toml:"write_queue" zero:"refused"`
+	// QueueBytes bounds the bytes (prompts and answers) waiting in that
+	// queue, dropped and counted beyond it like a full queue: a long prompt
+	// can be a few MiB. Default 64 MiB (DefaultQueueBytes). 0 in the file
+	// (a negative value here): no limit.
+	QueueBytes int64 `toml:"write_queue_bytes" unit:"bytes" zero:"0: no limit"`
 	// Logger receives degraded-tier warnings; it never sees prompt text or
 	// headers. Nil discards.
 	Logger *slog.Logger

@@ -11,12 +11,13 @@
 // breaker.Options, an [[upstreams]] entry embeds upstream.Upstream, a
 // [[models]] entry upstream.Route, [vector] embedded.Options, [vector.qdrant]
 // qdrant.Options, [embed.openai] embed.OpenAIOptions, [cache.verify]
-// verify.Options, [stream] proxy.StreamOptions. Their fields carry the keys
-// (toml tags), the comments operators read, the defaults (the Default…
-// constants, the types' Default… functions) and the rules (Validate,
-// naming the key: lib/setting). [server] and [cache] span several
-// libraries' options (proxy.Options, cache.Options, upstream.Options) and
-// stay types of their own here, holding the options' values.
+// verify.Options, [stream] proxy.StreamOptions, [cache] cache.Options. Their
+// fields carry the keys (toml tags), the comments operators read, the
+// defaults (the Default… constants, the types' Default… functions) and the
+// rules (Validate, naming the key: lib/setting). [server], and the keys of
+// [cache] that proxy.Options reads, span several libraries' options
+// (proxy.Options, upstream.Options) and stay fields of their own here,
+// holding the options' values.
 //
 // Zero has one meaning, given in one place (file.go): a key the file or the
 // environment writes as 0 whose field has a zero tag reaches the option as
@@ -180,12 +181,8 @@ type CacheConfig struct {
 	// Enabled turns both tiers on. Default true; false makes Breakwater a
 	// resilient proxy only (every request is "bypass").
 	Enabled bool `toml:"enabled"`
-	// TTL is how long an entry is served. Default 24h.
-	TTL time.Duration `toml:"ttl" zero:"refused"`
-	// Threshold is the minimum cosine similarity for a semantic hit, in
-	// (0, 1]. Default 0.92 (chosen on the dev set with the guard on: docs/PRECISION.md). A request's X-Breakwater-Threshold may raise it,
-	// never lower it.
-	Threshold float64 `toml:"threshold" zero:"refused"`
+	// The cache's options: ttl, threshold, write_queue, write_queue_bytes.
+	cache.Options
 	// ExactMaxBytes is the exact tier's memory budget. Default 64 MiB.
 	// 0 disables the exact tier.
 	ExactMaxBytes Size `toml:"exact_max_bytes"`
@@ -216,14 +213,6 @@ type CacheConfig struct {
 	// themselves (STOP) are stored; SAFETY, RECITATION, BLOCKLIST and errors
 	// never are.
 	StoreMaxTokens bool `toml:"store_max_tokens"`
-	// WriteQueue is the capacity of the asynchronous vector-index write queue;
-	// a full queue drops (and counts) writes, never blocks a response.
-	// Default 1024. Must be >= 1.
-	WriteQueue int `toml:"write_queue" zero:"refused"`
-	// WriteQueueBytes bounds the bytes (prompts and answers) waiting in that
-	// queue; beyond it writes are dropped and counted. Default 64 MiB
-	// (cache.DefaultQueueBytes). 0 means no limit.
-	WriteQueueBytes int64 `toml:"write_queue_bytes" unit:"bytes" zero:"0: no limit"`
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
@@ -486,17 +475,19 @@ func defaults() *Config {
 			LogFormat:            "json",
 		},
 		Cache: CacheConfig{
-			Enabled:            true,
-			TTL:                proxy.DefaultTTL,
-			Threshold:          cache.DefaultThreshold,
+			Enabled: true,
+			Options: cache.Options{
+				Threshold:  cache.DefaultThreshold,
+				TTL:        proxy.DefaultTTL,
+				QueueSize:  cache.DefaultQueueSize,
+				QueueBytes: cache.DefaultQueueBytes,
+			},
 			ExactMaxBytes:      Size(cache.DefaultExactMaxBytes),
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
 			PartitionSecretEnv: "BREAKWATER_PARTITION_SECRET",
 			MaxTemperature:     proxy.DefaultMaxTemperature,
 			StaleIfError:       true,
 			StaleThreshold:     proxy.DefaultStaleThreshold,
-			WriteQueue:         cache.DefaultQueueSize,
-			WriteQueueBytes:    cache.DefaultQueueBytes,
 			DataDir:            "./data",
 			Semantic:           SemanticConfig{CrossUser: cache.DefaultCrossUser},
 			Verify: VerifyConfig{

@@ -26,7 +26,7 @@ func TestDefaultsAgreeWithLibraries(t *testing.T) {
 	}{
 		{"cache.threshold", float32(c.Cache.Threshold), float32(cache.DefaultThreshold)},
 		{"cache.exact_max_bytes", int64(c.Cache.ExactMaxBytes), int64(cache.DefaultExactMaxBytes)},
-		{"cache.write_queue", c.Cache.WriteQueue, cache.DefaultQueueSize},
+		{"cache.write_queue", c.Cache.QueueSize, cache.DefaultQueueSize},
 		{"cache.semantic.cross_user", c.Cache.Semantic.CrossUser, cache.DefaultCrossUser},
 		{"vector.max_entries", c.Vector.MaxEntries, embedded.DefaultMaxEntries},
 		{"vector.qdrant.url", c.Vector.Qdrant.Addr, qdrant.DefaultAddr},

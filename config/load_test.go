@@ -75,7 +75,7 @@ func TestLoadNoFile(t *testing.T) {
 	})
 	t.Run("section overrides apply", func(t *testing.T) {
 		c := mustLoad(t, "", map[string]string{"BREAKWATER_CACHE_THRESHOLD": "0.97"})
-		if got, want := c.Cache.Threshold, 0.97; got != want {
+		if got, want := c.Cache.Threshold, float32(0.97); got != want {
 			t.Errorf("cache.threshold = %v, want %v", got, want)
 		}
 	})
@@ -96,14 +96,14 @@ func TestDefaults(t *testing.T) {
 		{"server.log_format", c.Server.LogFormat, "json"},
 		{"cache.enabled", c.Cache.Enabled, true},
 		{"cache.ttl", c.Cache.TTL, 24 * time.Hour},
-		{"cache.threshold", c.Cache.Threshold, 0.92},
+		{"cache.threshold", c.Cache.Threshold, float32(0.92)},
 		{"cache.exact_max_bytes", c.Cache.ExactMaxBytes, 64 * MiB},
 		{"cache.partition_by", c.Cache.PartitionBy, []string{"authorization", "namespace"}},
 		{"cache.partition_secret_env", c.Cache.PartitionSecretEnv, "BREAKWATER_PARTITION_SECRET"},
 		{"cache.max_temperature", c.Cache.MaxTemperature, 1.0},
 		{"cache.stale_if_error", c.Cache.StaleIfError, true},
 		{"cache.stale_threshold", c.Cache.StaleThreshold, 0.85},
-		{"cache.write_queue", c.Cache.WriteQueue, 1024},
+		{"cache.write_queue", c.Cache.QueueSize, 1024},
 		{"cache.data_dir", c.Cache.DataDir, "./data"},
 		{"vector.backend", c.Vector.Backend, "embedded"},
 		{"vector.path", c.Vector.Path, filepath.Join("data", "vectors")},
@@ -488,7 +488,7 @@ base_url = "http://localhost:8000/v1"
 		key       string
 		got, want any
 	}{
-		{"cache.threshold", c.Cache.Threshold, 0.95},
+		{"cache.threshold", c.Cache.Threshold, float32(0.95)},
 		{"cache.partition_by", c.Cache.PartitionBy, []string{}},
 		{"cache.data_dir", c.Cache.DataDir, "/var/lib/breakwater"},
 		{"vector.path", c.Vector.Path, filepath.Join("/var/lib/breakwater", "vectors")},

@@ -1,7 +1,6 @@
 package config
 
 import (
-	"github.com/breakwater-dev/breakwater/cache"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
@@ -30,19 +29,6 @@ func (c *Config) routes() []upstream.Route {
 // NoVerdictMiss: "miss", or "" with the auto judge.
 func (v VerifyConfig) MissWithoutVerdict() bool {
 	return v.NoVerdict == NoVerdictMiss || v.NoVerdict == "" && v.Judge == JudgeAuto
-}
-
-// Options is [cache] as the cache's option, without what the composition
-// root builds (the tiers, the embedder and index, the guards, the
-// verifier, the end users' secret).
-func (c CacheConfig) Options() cache.Options {
-	return cache.Options{
-		Threshold:  float32(c.Threshold),
-		TTL:        c.TTL,
-		QueueSize:  c.WriteQueue,
-		QueueBytes: c.WriteQueueBytes,
-		CrossUser:  c.Semantic.CrossUser,
-	}
 }
 
 // ProxyOptions is what [server], [cache] and [stream] set of the proxy's

@@ -134,13 +134,13 @@ func (c *Config) validateServer(v *validator) {
 
 func (c *Config) validateCache(v *validator) {
 	s := &c.Cache
-	v.lib(c, s.Options().Validate())
+	v.lib(c, s.Options.Validate())
 	nonNegative(v, "cache.exact_max_bytes", s.ExactMaxBytes, "must be >= 0 (0 disables the exact tier)")
 	v.lib(c, cache.ValidatePartitionBy(s.PartitionBy))
 	envName(v, "cache.partition_secret_env", s.PartitionSecretEnv)
 	// Each threshold's own range is the libraries' rule (the proxy's, the
 	// cache's); how the two compare is this file's.
-	if inUnit(s.Threshold) && inUnit(s.StaleThreshold) && s.StaleThreshold > s.Threshold {
+	if inUnit(float64(s.Threshold)) && inUnit(s.StaleThreshold) && float32(s.StaleThreshold) > s.Threshold { // compared as the proxy and the cache hold them
 		v.add("cache.stale_threshold", s.StaleThreshold, "must be <= cache.threshold (%v): a stale answer is a fallback, not a stricter match", s.Threshold)
 	}
 	if s.DataDir == "" {

@@ -366,7 +366,7 @@ func TestValidateReportsEveryProblem(t *testing.T) {
 	if got, want := first.Key, "cache.threshold"; got != want {
 		t.Errorf("first problem key = %q, want %q", got, want)
 	}
-	if got, want := first.Value, any(1.5); got != want {
+	if got, want := first.Value, any(float32(1.5)); got != want {
 		t.Errorf("first problem value = %v, want %v", got, want)
 	}
 }
@@ -379,6 +379,7 @@ func TestValidateAcceptsEdges(t *testing.T) {
 		{"shared cache", func(c *Config) { c.Cache.PartitionBy = []string{} }},
 		{"header partition", func(c *Config) { c.Cache.PartitionBy = []string{"header:X-Tenant-ID", "namespace"} }},
 		{"threshold 1 and stale equal", func(c *Config) { c.Cache.Threshold, c.Cache.StaleThreshold = 1, 1 }},
+		{"stale equal to a threshold float32 rounds down", func(c *Config) { c.Cache.Threshold, c.Cache.StaleThreshold = 0.9, 0.9 }},
 		{"no retry statuses", func(c *Config) { c.Retry.RetryOn = nil }},
 		{"retry 408 and 529", func(c *Config) { c.Retry.RetryOn = []int{408, 529} }},
 		{"max_delay equals base_delay", func(c *Config) { c.Retry.MaxDelay = c.Retry.BaseDelay }},

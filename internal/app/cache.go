@@ -47,8 +47,9 @@ func (a *App) newCache(ctx context.Context, opts Options, caller *upstream.Calle
 	if err != nil {
 		return nil, nil, err
 	}
-	co := cfg.Cache.Options()
+	co := cfg.Cache.Options
 	co.Exact, co.Logger, co.Guard = exact, a.log, guard.New(guard.Options{}).Check
+	co.CrossUser = cfg.Cache.Semantic.CrossUser
 	// End users are hashed under the partition secret, so their hashes
 	// survive restarts and agree between replicas sharing an index.
 	co.UserSecret = secret
