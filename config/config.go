@@ -11,13 +11,13 @@
 // breaker.Options, an [[upstreams]] entry embeds upstream.Upstream, a
 // [[models]] entry upstream.Route, [vector] embedded.Options, [vector.qdrant]
 // qdrant.Options, [embed.openai] embed.OpenAIOptions, [cache.verify]
-// verify.Options, [stream] proxy.StreamOptions, [cache] cache.Options. Their
-// fields carry the keys (toml tags), the comments operators read, the
-// defaults (the Default… constants, the types' Default… functions) and the
-// rules (Validate, naming the key: lib/setting). [server], and the keys of
-// [cache] that proxy.Options reads, span several libraries' options
-// (proxy.Options, upstream.Options) and stay fields of their own here,
-// holding the options' values.
+// verify.Options, [stream] proxy.StreamOptions, [server]
+// proxy.ServerOptions, [cache] cache.Options. Their fields carry the keys
+// (toml tags), the comments operators read, the defaults (the Default…
+// constants, the types' Default… functions) and the rules (Validate,
+// naming the key: lib/setting). A few keys whose option is one field of
+// proxy.Options or upstream.Options among others' stay fields here, beside
+// their section's option type, holding the option's value.
 //
 // Zero has one meaning, given in one place (file.go): a key the file or the
 // environment writes as 0 whose field has a zero tag reaches the option as
@@ -126,13 +126,10 @@ type ServerConfig struct {
 	// sidecar answers its neighbour, not the network); ":8080" listens on
 	// every interface.
 	Listen string `toml:"listen"`
-	// MaxBodyBytes caps a request body; larger bodies get 413. Default 4 MiB.
-	// 0 means no limit.
-	MaxBodyBytes int64 `toml:"max_body_bytes" unit:"bytes" zero:"0: no limit"`
-	// MaxBodyBytesInFlight caps the request bodies the cached endpoints hold
-	// at once; a request that does not fit gets 503 + Retry-After. Default
-	// 64 MiB (proxy.DefaultMaxBodyBytesInFlight). 0 means no limit.
-	MaxBodyBytesInFlight int64 `toml:"max_body_bytes_in_flight" unit:"bytes" zero:"0: no limit"`
+	// The proxy's limits: max_body_bytes, max_body_bytes_in_flight,
+	// read_header_timeout, read_timeout, write_timeout, idle_timeout,
+	// max_connections, admin_allow_no_token.
+	proxy.ServerOptions
 	// MaxAnswerBytes is the largest non-stream upstream answer buffered (and
 	// so cacheable and shared by coalesced requests); a larger one is relayed
 	// to its client as it arrives and never cached. Default 4 MiB
@@ -143,9 +140,6 @@ type ServerConfig struct {
 	// this key) is empty, /admin/* refuses every request unless
 	// AdminAllowNoToken.
 	AdminTokenEnv string `toml:"admin_token_env"`
-	// AdminAllowNoToken lets loopback clients use /admin/* when no admin
-	// token is set. Default false.
-	AdminAllowNoToken bool `toml:"admin_allow_no_token"`
 	// AdminListen moves /stats, /metrics, /dashboard and /admin/* to a
 	// listener of their own (host:port), off the API port. Default "": one
 	// listener serves everything.
@@ -153,23 +147,6 @@ type ServerConfig struct {
 	// ShutdownTimeout bounds graceful shutdown (drain requests, flush index
 	// writes). Default 15s.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
-	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
-	// Default 10s.
-	ReadHeaderTimeout time.Duration `toml:"read_header_timeout" zero:"refused"`
-	// ReadTimeout bounds reading a whole request, body included. Default 30s
-	// (proxy.DefaultReadTimeout). 0 means none.
-	ReadTimeout time.Duration `toml:"read_timeout" zero:"0: none"`
-	// WriteTimeout bounds each write to a client (each chunk of a stream has
-	// its own). Default 30s (proxy.DefaultWriteTimeout). 0 means none.
-	WriteTimeout time.Duration `toml:"write_timeout" zero:"0: none"`
-	// IdleTimeout closes keep-alive connections idle this long. Default 60s
-	// (proxy.DefaultIdleTimeout). 0 means none.
-	IdleTimeout time.Duration `toml:"idle_timeout" zero:"0: none"`
-	// MaxConnections caps the connections served at once; at the cap the
-	// quietest connection is closed for a new one, and when none is quiet
-	// more wait to be accepted. Default 1024 (proxy.DefaultMaxConnections).
-	// 0 means no limit.
-	MaxConnections int `toml:"max_connections" zero:"0: no limit"`
 	// LogLevel is "debug", "info" (default), "warn" or "error".
 	LogLevel string `toml:"log_level"`
 	// LogFormat is "json" (default) or "text".
@@ -460,19 +437,13 @@ func defaults() *Config {
 	return &Config{
 		Fleet: defaultFleet(),
 		Server: ServerConfig{
-			Listen:               "127.0.0.1:8080",
-			MaxBodyBytes:         proxy.DefaultMaxBodyBytes,
-			AdminTokenEnv:        "BREAKWATER_ADMIN_TOKEN",
-			ShutdownTimeout:      Duration(15 * time.Second),
-			ReadHeaderTimeout:    proxy.DefaultReadHeaderTimeout,
-			ReadTimeout:          proxy.DefaultReadTimeout,
-			WriteTimeout:         proxy.DefaultWriteTimeout,
-			IdleTimeout:          proxy.DefaultIdleTimeout,
-			MaxConnections:       proxy.DefaultMaxConnections,
-			MaxBodyBytesInFlight: proxy.DefaultMaxBodyBytesInFlight,
-			MaxAnswerBytes:       upstream.DefaultMaxAnswerBytes,
-			LogLevel:             "info",
-			LogFormat:            "json",
+			Listen:          "127.0.0.1:8080",
+			ServerOptions:   proxy.DefaultServerOptions(),
+			MaxAnswerBytes:  upstream.DefaultMaxAnswerBytes,
+			AdminTokenEnv:   "BREAKWATER_ADMIN_TOKEN",
+			ShutdownTimeout: Duration(15 * time.Second),
+			LogLevel:        "info",
+			LogFormat:       "json",
 		},
 		Cache: CacheConfig{
 			Enabled: true,

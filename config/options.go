@@ -37,20 +37,13 @@ func (v VerifyConfig) MissWithoutVerdict() bool {
 // prices, the admin token read from its variable, the observers).
 func (c *Config) ProxyOptions() proxy.Options {
 	return proxy.Options{
-		EndUserHeader:        c.Cache.EndUserHeader,
-		MaxBodyBytes:         c.Server.MaxBodyBytes,
-		MaxBodyBytesInFlight: c.Server.MaxBodyBytesInFlight,
-		ReadHeaderTimeout:    c.Server.ReadHeaderTimeout,
-		ReadTimeout:          c.Server.ReadTimeout,
-		WriteTimeout:         c.Server.WriteTimeout,
-		ConnIdleTimeout:      c.Server.IdleTimeout,
-		MaxConnections:       c.Server.MaxConnections,
-		TTL:                  c.Cache.TTL,
-		MaxTemperature:       c.Cache.MaxTemperature,
-		StaleIfError:         c.Cache.StaleIfError,
-		StaleThreshold:       float32(c.Cache.StaleThreshold),
-		StoreMaxTokens:       c.Cache.StoreMaxTokens,
-		StreamOptions:        c.Stream.StreamOptions,
-		AdminAllowNoToken:    c.Server.AdminAllowNoToken,
+		EndUserHeader:  c.Cache.EndUserHeader,
+		ServerOptions:  c.Server.ServerOptions,
+		TTL:            c.Cache.TTL,
+		MaxTemperature: c.Cache.MaxTemperature,
+		StaleIfError:   c.Cache.StaleIfError,
+		StaleThreshold: float32(c.Cache.StaleThreshold),
+		StoreMaxTokens: c.Cache.StoreMaxTokens,
+		StreamOptions:  c.Stream.StreamOptions,
 	}
 }

@@ -114,26 +114,8 @@ type Options struct {
 	APIUpstreams map[string]string
 	// Transport is used for pass-through. Nil: http.DefaultTransport.
 	Transport http.RoundTripper
-	// MaxBodyBytes bounds request bodies (413 beyond). Zero:
-	// DefaultMaxBodyBytes. Negative: none.
-	MaxBodyBytes int64
-	// MaxBodyBytesInFlight bounds the request bodies of the cached endpoints
-	// held at once (503 + Retry-After beyond). Zero:
-	// DefaultMaxBodyBytesInFlight. Negative: no limit.
-	MaxBodyBytesInFlight int64
-	// ReadHeaderTimeout, ReadTimeout and ConnIdleTimeout go to the
-	// *http.Server built by HTTPServer. Zero: DefaultReadHeaderTimeout,
-	// DefaultReadTimeout and DefaultIdleTimeout. Negative: none, except
-	// for ReadHeaderTimeout, which Validate refuses (slowloris).
-	ReadHeaderTimeout time.Duration
-	ReadTimeout       time.Duration
-	ConnIdleTimeout   time.Duration
-	// WriteTimeout bounds each write to a client. Zero: DefaultWriteTimeout.
-	// Negative: none.
-	WriteTimeout time.Duration
-	// MaxConnections bounds the connections Listener serves at once. Zero:
-	// DefaultMaxConnections. Negative: no limit.
-	MaxConnections int
+	// ServerOptions are the HTTP server's limits ([server]).
+	ServerOptions
 	// TTL is how long a stored entry is served. Zero: 24h.
 	TTL time.Duration
 	// MaxTemperature: requests with a higher temperature bypass the cache
@@ -156,10 +138,6 @@ type Options struct {
 	// AdminToken protects /admin/*. Empty: /admin/* refuses every request,
 	// unless AdminAllowNoToken.
 	AdminToken string
-	// AdminAllowNoToken lets loopback clients call /admin/* when AdminToken
-	// is empty (an explicit opt-in: behind a reverse proxy on the same host,
-	// every client is loopback).
-	AdminAllowNoToken bool
 	// Logger receives one line per request. Nil: slog.Default().
 	Logger *slog.Logger
 	// Metrics records Prometheus metrics. Nil: none.
@@ -176,6 +154,56 @@ type Options struct {
 	TracerProvider trace.TracerProvider
 	// Now is the clock. Nil: time.Now.
 	Now func() time.Time
+}
+
+// ServerOptions are the HTTP server's limits; they are also the
+// configuration file's [server] keys of the proxy (the toml tags; the zero
+// tag is what the file's 0 means: "refused", a negative value Validate
+// refuses, or the text of "none", the option's negative value, where a
+// negative value written is refused).
+type ServerOptions struct {
+	// MaxBodyBytes caps a request body; larger bodies get 413. Default
+	// 4 MiB (DefaultMaxBodyBytes). 0 in the file (a negative value here):
+	// no limit.
+	MaxBodyBytes int64 `toml:"max_body_bytes" unit:"bytes" zero:"0: no limit"`
+	// MaxBodyBytesInFlight caps the request bodies the cached endpoints hold
+	// at once; a request that does not fit gets 503 + Retry-After. Default
+	// 64 MiB (DefaultMaxBodyBytesInFlight). 0 in the file (a negative value
+	// here): no limit.
+	MaxBodyBytesInFlight int64 `toml:"max_body_bytes_in_flight" unit:"bytes" zero:"0: no limit"`
+	// ReadHeaderTimeout bounds reading a request's headers (slowloris).
+	// Default 10s (DefaultReadHeaderTimeout); Validate refuses a negative
+	// one. It, ReadTimeout and ConnIdleTimeout go to the *http.Server built
+	// by HTTPServer.
+	ReadHeaderTimeout time.Duration `toml:"read_header_timeout" zero:"refused"`
+	// ReadTimeout bounds reading a whole request, body included. Default
+	// 30s (DefaultReadTimeout). 0 in the file (a negative value here): none.
+	ReadTimeout time.Duration `toml:"read_timeout" zero:"0: none"`
+	// WriteTimeout bounds each write to a client (each chunk of a stream
+	// has its own). Default 30s (DefaultWriteTimeout). 0 in the file (a
+	// negative value here): none.
+	WriteTimeout time.Duration `toml:"write_timeout" zero:"0: none"`
+	// ConnIdleTimeout closes keep-alive connections idle this long
+	// ([server] idle_timeout). Default 60s (DefaultIdleTimeout). 0 in the
+	// file (a negative value here): none.
+	ConnIdleTimeout time.Duration `toml:"idle_timeout" zero:"0: none"`
+	// MaxConnections caps the connections Listener serves at once; at the
+	// cap the quietest connection is closed for a new one, and when none is
+	// quiet more wait to be accepted. Default 1024 (DefaultMaxConnections).
+	// 0 in the file (a negative value here): no limit.
+	MaxConnections int `toml:"max_connections" zero:"0: no limit"`
+	// AdminAllowNoToken lets loopback clients use /admin/* when no admin
+	// token is set (an explicit opt-in: behind a reverse proxy on the same
+	// host, every client is loopback). Default false.
+	AdminAllowNoToken bool `toml:"admin_allow_no_token"`
+}
+
+// DefaultServerOptions is ServerOptions at the defaults, as a
+// configuration file without the keys has them.
+func DefaultServerOptions() ServerOptions {
+	return ServerOptions{MaxBodyBytes: DefaultMaxBodyBytes, MaxBodyBytesInFlight: DefaultMaxBodyBytesInFlight,
+		ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout, WriteTimeout: DefaultWriteTimeout,
+		ConnIdleTimeout: DefaultIdleTimeout, MaxConnections: DefaultMaxConnections}
 }
 
 // StreamOptions are the handling of streamed (SSE) answers; they are also

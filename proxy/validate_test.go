@@ -27,7 +27,7 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"zero", Options{}, ""},
 		{"edges", Options{MaxTemperature: 2, StaleThreshold: 1, EndUserHeader: "X-End-User-ID"}, ""},
-		{"negative read_header_timeout", Options{ReadHeaderTimeout: -time.Second}, "server.read_header_timeout"},
+		{"negative read_header_timeout", Options{ServerOptions: ServerOptions{ReadHeaderTimeout: -time.Second}}, "server.read_header_timeout"},
 		{"end_user_header with a space", Options{EndUserHeader: "X End User"}, "cache.end_user_header"},
 		{"max_temperature above 2", Options{MaxTemperature: 2.5}, "cache.max_temperature"},
 		{"negative max_temperature", Options{MaxTemperature: -1}, "cache.max_temperature"},
