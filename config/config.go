@@ -12,12 +12,14 @@
 // [[models]] entry upstream.Route, [vector] embedded.Options, [vector.qdrant]
 // qdrant.Options, [embed.openai] embed.OpenAIOptions, [cache.verify]
 // verify.Options, [stream] proxy.StreamOptions, [server]
-// proxy.ServerOptions, [cache] cache.Options. Their fields carry the keys
-// (toml tags), the comments operators read, the defaults (the Default…
-// constants, the types' Default… functions) and the rules (Validate,
-// naming the key: lib/setting). A few keys whose option is one field of
-// proxy.Options or upstream.Options among others' stay fields here, beside
-// their section's option type, holding the option's value.
+// proxy.ServerOptions, [cache] cache.Options and proxy.CacheOptions. Their
+// fields carry the keys (toml tags), the comments operators read, the
+// defaults (the Default… constants, the types' Default… functions) and the
+// rules (Validate, naming the key: lib/setting). The few keys whose option
+// is one field of upstream.Options among the caller's others
+// (server.max_answer_bytes, retry.retry_after_cap, stream.max_duration)
+// stay fields here, beside their section's option type, holding the
+// option's value.
 //
 // Zero has one meaning, given in one place (file.go): a key the file or the
 // environment writes as 0 whose field has a zero tag reaches the option as
@@ -160,6 +162,9 @@ type CacheConfig struct {
 	Enabled bool `toml:"enabled"`
 	// The cache's options: ttl, threshold, write_queue, write_queue_bytes.
 	cache.Options
+	// The proxy's: end_user_header, max_temperature, stale_if_error,
+	// stale_threshold, store_max_tokens.
+	proxy.CacheOptions
 	// ExactMaxBytes is the exact tier's memory budget. Default 64 MiB.
 	// 0 disables the exact tier.
 	ExactMaxBytes Size `toml:"exact_max_bytes"`
@@ -173,32 +178,9 @@ type CacheConfig struct {
 	// variable (or this key) is empty, a secret is generated once and kept
 	// in DataDir; replicas sharing a Qdrant collection must share the secret.
 	PartitionSecretEnv string `toml:"partition_secret_env"`
-	// MaxTemperature: requests whose temperature is above it bypass the cache
-	// (neither read nor written). A request without temperature counts as 1.0,
-	// the API default. Default 1.0, so only deliberately creative requests
-	// bypass; 0 caches only deterministic requests. Allowed [0, 2].
-	MaxTemperature float64 `toml:"max_temperature"`
-	// StaleIfError serves the best near match (down to StaleThreshold, and
-	// expired entries) when every target is open or failing, with
-	// X-Breakwater-Cache: stale. Default true.
-	StaleIfError bool `toml:"stale_if_error"`
-	// StaleThreshold is the minimum similarity for a stale answer, in (0, 1]
-	// and at most Threshold. Default 0.85.
-	StaleThreshold float64 `toml:"stale_threshold" zero:"refused"`
-	// StoreMaxTokens also stores Gemini answers cut by maxOutputTokens
-	// (finishReason MAX_TOKENS). Default false: only answers that stopped by
-	// themselves (STOP) are stored; SAFETY, RECITATION, BLOCKLIST and errors
-	// never are.
-	StoreMaxTokens bool `toml:"store_max_tokens"`
 	// DataDir holds the generated partition secret and the embedded vector
 	// index. Default "./data" (relative to the working directory).
 	DataDir string `toml:"data_dir"`
-	// EndUserHeader names a request header carrying the end user's
-	// identity, for every API (Gemini's requests carry none in the body);
-	// when present it wins over the body's fields (OpenAI safety_identifier
-	// and user, Anthropic metadata.user_id). Default "": the body's fields.
-	// Only a keyed hash of the identity is kept (docs/SECURITY.md).
-	EndUserHeader string `toml:"end_user_header"`
 	// Semantic is the semantic tier's scope between end users
 	// ([cache.semantic]).
 	Semantic SemanticConfig `toml:"semantic"`
@@ -456,9 +438,7 @@ func defaults() *Config {
 			ExactMaxBytes:      Size(cache.DefaultExactMaxBytes),
 			PartitionBy:        []string{PartitionAuthorization, PartitionNamespace},
 			PartitionSecretEnv: "BREAKWATER_PARTITION_SECRET",
-			MaxTemperature:     proxy.DefaultMaxTemperature,
-			StaleIfError:       true,
-			StaleThreshold:     proxy.DefaultStaleThreshold,
+			CacheOptions:       proxy.DefaultCacheOptions(),
 			DataDir:            "./data",
 			Semantic:           SemanticConfig{CrossUser: cache.DefaultCrossUser},
 			Verify: VerifyConfig{

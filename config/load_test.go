@@ -102,7 +102,7 @@ func TestDefaults(t *testing.T) {
 		{"cache.partition_secret_env", c.Cache.PartitionSecretEnv, "BREAKWATER_PARTITION_SECRET"},
 		{"cache.max_temperature", c.Cache.MaxTemperature, 1.0},
 		{"cache.stale_if_error", c.Cache.StaleIfError, true},
-		{"cache.stale_threshold", c.Cache.StaleThreshold, 0.85},
+		{"cache.stale_threshold", c.Cache.StaleThreshold, float32(0.85)},
 		{"cache.write_queue", c.Cache.QueueSize, 1024},
 		{"cache.data_dir", c.Cache.DataDir, "./data"},
 		{"vector.backend", c.Vector.Backend, "embedded"},

@@ -37,13 +37,9 @@ func (v VerifyConfig) MissWithoutVerdict() bool {
 // prices, the admin token read from its variable, the observers).
 func (c *Config) ProxyOptions() proxy.Options {
 	return proxy.Options{
-		EndUserHeader:  c.Cache.EndUserHeader,
-		ServerOptions:  c.Server.ServerOptions,
-		TTL:            c.Cache.TTL,
-		MaxTemperature: c.Cache.MaxTemperature,
-		StaleIfError:   c.Cache.StaleIfError,
-		StaleThreshold: float32(c.Cache.StaleThreshold),
-		StoreMaxTokens: c.Cache.StoreMaxTokens,
-		StreamOptions:  c.Stream.StreamOptions,
+		ServerOptions: c.Server.ServerOptions,
+		TTL:           c.Cache.TTL,
+		CacheOptions:  c.Cache.CacheOptions,
+		StreamOptions: c.Stream.StreamOptions,
 	}
 }

@@ -140,7 +140,7 @@ func (c *Config) validateCache(v *validator) {
 	envName(v, "cache.partition_secret_env", s.PartitionSecretEnv)
 	// Each threshold's own range is the libraries' rule (the proxy's, the
 	// cache's); how the two compare is this file's.
-	if inUnit(float64(s.Threshold)) && inUnit(s.StaleThreshold) && float32(s.StaleThreshold) > s.Threshold { // compared as the proxy and the cache hold them
+	if inUnit(float64(s.Threshold)) && inUnit(float64(s.StaleThreshold)) && s.StaleThreshold > s.Threshold {
 		v.add("cache.stale_threshold", s.StaleThreshold, "must be <= cache.threshold (%v): a stale answer is a fallback, not a stricter match", s.Threshold)
 	}
 	if s.DataDir == "" {

@@ -269,7 +269,7 @@ func newEnv(t *testing.T, eo envOptions) *env {
 	}
 	opts := Options{
 		Cache: e.cache, Caller: caller, Partitioner: part, Models: []string{"gpt-test"},
-		ServerOptions: ServerOptions{MaxBodyBytes: 64 << 10}, TTL: time.Hour, MaxTemperature: 1,
+		ServerOptions: ServerOptions{MaxBodyBytes: 64 << 10}, TTL: time.Hour, CacheOptions: CacheOptions{MaxTemperature: 1},
 		StreamOptions: StreamOptions{Resume: true, IdleTimeout: 2 * time.Second},
 		Logger:        slog.New(slog.DiscardHandler),
 		APIs:          apis.All,

@@ -69,11 +69,6 @@ type Options struct {
 	// Partitioner says which tenant a request belongs to. Nil means one
 	// shared partition for everybody (only for tests and explicit opt-in).
 	Partitioner *cache.Partitioner
-	// EndUserHeader names a request header that carries the end user's
-	// identity, for any API (Gemini's requests carry none): when present it
-	// is the end user, over the body's own fields (cache.Key.EndUser).
-	// Empty: the body's fields only.
-	EndUserHeader string
 	// Group maps a requested model to its cache group (models that may share
 	// answers). Nil: the model name itself.
 	Group func(model string) string
@@ -118,19 +113,8 @@ type Options struct {
 	ServerOptions
 	// TTL is how long a stored entry is served. Zero: 24h.
 	TTL time.Duration
-	// MaxTemperature: requests with a higher temperature bypass the cache
-	// (their answers are meant to vary); a request without one counts as
-	// 1.0, the API's default. Zero caches only temperature-0 requests.
-	// Validate refuses a value outside [0, 2], the APIs' range.
-	MaxTemperature float64
-	// StaleIfError serves the nearest cached answer down to StaleThreshold
-	// (zero: the cache's threshold) when no upstream can answer.
-	StaleIfError   bool
-	StaleThreshold float32
-	// StoreMaxTokens also stores answers cut by the output-token limit
-	// (wire.Host.StoreMaxTokens, for the APIs that tell such answers
-	// apart); false stores only those that stopped by themselves.
-	StoreMaxTokens bool
+	// CacheOptions are what the proxy reads of [cache].
+	CacheOptions
 	// StreamOptions are the handling of streamed answers ([stream]).
 	StreamOptions
 	// MaxResumes bounds resumptions of one stream. Zero: 2.
@@ -204,6 +188,50 @@ func DefaultServerOptions() ServerOptions {
 	return ServerOptions{MaxBodyBytes: DefaultMaxBodyBytes, MaxBodyBytesInFlight: DefaultMaxBodyBytesInFlight,
 		ReadHeaderTimeout: DefaultReadHeaderTimeout, ReadTimeout: DefaultReadTimeout, WriteTimeout: DefaultWriteTimeout,
 		ConnIdleTimeout: DefaultIdleTimeout, MaxConnections: DefaultMaxConnections}
+}
+
+// CacheOptions are what the proxy decides of caching; they are also the
+// configuration file's [cache] keys of the proxy (the toml tags; the zero
+// tag is what the file's 0 means: "refused", a negative value Validate
+// refuses).
+type CacheOptions struct {
+	// EndUserHeader names a request header carrying the end user's
+	// identity, for every API (Gemini's requests carry none in the body);
+	// when present it is the end user, over the body's fields (OpenAI
+	// safety_identifier and user, Anthropic metadata.user_id;
+	// cache.Key.EndUser). Default "": the body's fields only. Only a keyed
+	// hash of the identity is kept (docs/SECURITY.md).
+	EndUserHeader string `toml:"end_user_header"`
+	// MaxTemperature: requests whose temperature is above it bypass the
+	// cache (neither read nor written: their answers are meant to vary). A
+	// request without temperature counts as 1.0, the APIs' default.
+	// Default 1.0 in the configuration (DefaultMaxTemperature), so only
+	// deliberately creative requests bypass; 0 (the option's zero too)
+	// caches only deterministic requests. Validate refuses a value outside
+	// [0, 2], the APIs' range.
+	MaxTemperature float64 `toml:"max_temperature"`
+	// StaleIfError serves the best near match (down to StaleThreshold, and
+	// expired entries) when every target is open or failing, with
+	// X-Breakwater-Cache: stale. Default true in the configuration; the
+	// option's zero is false.
+	StaleIfError bool `toml:"stale_if_error"`
+	// StaleThreshold is the minimum similarity for a stale answer, in
+	// (0, 1] and at most [cache] threshold. Default 0.85 in the
+	// configuration (DefaultStaleThreshold); the option's zero: the cache's
+	// threshold.
+	StaleThreshold float32 `toml:"stale_threshold" zero:"refused"`
+	// StoreMaxTokens also stores answers cut by the output-token limit
+	// (wire.Host.StoreMaxTokens, for the APIs that tell such answers apart:
+	// Gemini's finishReason MAX_TOKENS). Default false: only answers that
+	// stopped by themselves (STOP) are stored; SAFETY, RECITATION,
+	// BLOCKLIST and errors never are.
+	StoreMaxTokens bool `toml:"store_max_tokens"`
+}
+
+// DefaultCacheOptions is CacheOptions at the defaults, as a configuration
+// file without the keys has them.
+func DefaultCacheOptions() CacheOptions {
+	return CacheOptions{MaxTemperature: DefaultMaxTemperature, StaleIfError: true, StaleThreshold: DefaultStaleThreshold}
 }
 
 // StreamOptions are the handling of streamed (SSE) answers; they are also

@@ -26,13 +26,13 @@ func TestOptionsValidate(t *testing.T) {
 		key  string // "": valid
 	}{
 		{"zero", Options{}, ""},
-		{"edges", Options{MaxTemperature: 2, StaleThreshold: 1, EndUserHeader: "X-End-User-ID"}, ""},
+		{"edges", Options{CacheOptions: CacheOptions{MaxTemperature: 2, StaleThreshold: 1, EndUserHeader: "X-End-User-ID"}}, ""},
 		{"negative read_header_timeout", Options{ServerOptions: ServerOptions{ReadHeaderTimeout: -time.Second}}, "server.read_header_timeout"},
-		{"end_user_header with a space", Options{EndUserHeader: "X End User"}, "cache.end_user_header"},
-		{"max_temperature above 2", Options{MaxTemperature: 2.5}, "cache.max_temperature"},
-		{"negative max_temperature", Options{MaxTemperature: -1}, "cache.max_temperature"},
-		{"stale_threshold above 1", Options{StaleThreshold: 1.5}, "cache.stale_threshold"},
-		{"negative stale_threshold", Options{StaleThreshold: -1}, "cache.stale_threshold"},
+		{"end_user_header with a space", Options{CacheOptions: CacheOptions{EndUserHeader: "X End User"}}, "cache.end_user_header"},
+		{"max_temperature above 2", Options{CacheOptions: CacheOptions{MaxTemperature: 2.5}}, "cache.max_temperature"},
+		{"negative max_temperature", Options{CacheOptions: CacheOptions{MaxTemperature: -1}}, "cache.max_temperature"},
+		{"stale_threshold above 1", Options{CacheOptions: CacheOptions{StaleThreshold: 1.5}}, "cache.stale_threshold"},
+		{"negative stale_threshold", Options{CacheOptions: CacheOptions{StaleThreshold: -1}}, "cache.stale_threshold"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

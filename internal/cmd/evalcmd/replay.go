@@ -293,7 +293,7 @@ func replayMode(ctx context.Context, trace []TraceLine, emb embed.Embedder, newI
 	var rngMu sync.Mutex
 	rng := newSplitMix(o.Seed ^ 0x73616d706c65)
 	srv, err := proxy.New(proxy.Options{
-		Cache: c, Caller: caller, Partitioner: part, MaxTemperature: 1, APIs: apis.All,
+		Cache: c, Caller: caller, Partitioner: part, CacheOptions: proxy.CacheOptions{MaxTemperature: 1}, APIs: apis.All,
 		Logger: slog.New(slog.DiscardHandler),
 		Verify: &proxy.Verify{
 			Rate: o.SampleRate, Estimator: est, Judge: v, Compare: cmp.Same, Auto: mode == ModeVerified,
