@@ -367,6 +367,7 @@ func (a *aimd) capAt(c float64) bool {
 	if moved {
 		a.limit, a.beyond = c, time.Time{}
 	}
+	a.high = 0 // the share is the level, not what the model took before the gate
 	if !a.cut || !a.counted || a.refusedAt != c {
 		a.cut, a.refusedAt, a.counted, a.probeWait = true, c, true, countedProbeWait
 		if a.limit < c {

@@ -151,7 +151,19 @@ type waiter struct {
 	// back); budgetShed is set, before ready is closed, when it is turned
 	// away for that instead of granted a slot.
 	noWait, budgetShed bool
-	ready              chan struct{}
+	// holdUntil is when the first hold or clock it waited for ends (the
+	// one in force when it queued, or the first one set after); zero until
+	// it waits for one.
+	holdUntil time.Time
+	ready     chan struct{}
+}
+
+// heldBy records, for a request of a lone lane (alone), the end of the
+// first hold or clock it waits for.
+func (w *waiter) heldBy(alone bool, end time.Time) {
+	if alone && w.holdUntil.IsZero() {
+		w.holdUntil = end
+	}
 }
 
 // Retry budget: retries of congestion refusals (429, 529, an overload 503)
@@ -369,7 +381,13 @@ func (l *Lane) AcquireCost(ctx context.Context, rank int, retry, mayWait bool, d
 		// Not even an answer's time is left: an attempt would be cut by the
 		// deadline, after costing the upstream the work.
 		reason = ShedWaitBeyond
-	case alone && ahead == 0 && fits && l.inflight < l.loneSlots() && l.pace.wait(now) == 0 && !l.clocked(now):
+	case alone && ahead == 0 && fits && l.inflight < l.loneSlots():
+		// A lone lane's retry goes when its own Retry-After has passed
+		// (the caller waited it), whatever hold or clock a later refusal
+		// of another of the lane's few requests set: four prompts refused
+		// together, whose retries reached the lane a millisecond apart,
+		// sent one and held the rest for another second behind its
+		// refusal (2.1 s answers became 3.1 to 5.1 s).
 		l.grantLone(now, retry, cost)
 		l.mu.Unlock()
 		return nil
@@ -391,6 +409,9 @@ func (l *Lane) AcquireCost(ctx context.Context, rank int, retry, mayWait bool, d
 		return shed
 	}
 	w := &waiter{rank: rank, queued: now, deadline: deadline, retry: retry, cost: cost, noWait: !mayWait, ready: make(chan struct{})}
+	if end := maxTime(now.Add(l.pace.wait(now)), l.clockedUntil); end.After(now) {
+		w.holdUntil = end
+	}
 	e := l.insert(w, now)
 	if retry && !alone && l.budget < retryCost {
 		l.t.BudgetWaited()
@@ -699,7 +720,8 @@ func (l *Lane) dispatch(now time.Time) { l.dispatchChain(now, false) }
 // slot, which a chain (see chainLen) takes at once with a single token, as
 // does a lane behind. The caller holds l.mu.
 func (l *Lane) dispatchChain(now time.Time, chained bool) {
-	if !chained && l.clocked(now) && !l.owed {
+	lone := l.lone(now)
+	if !chained && l.clocked(now) && !l.owed && !lone {
 		l.wakeIn(now, l.clockedUntil.Sub(now))
 		return
 	}
@@ -725,14 +747,27 @@ func (l *Lane) dispatchChain(now time.Time, chained bool) {
 		w := e.Value.(*waiter)
 		// See lone: the hold is the only pacing of a lone lane's retries,
 		// and of the requests that came with those the model refused.
-		alone := l.lone(now) && (w.retry || l.burst())
+		alone := lone && (w.retry || l.burst())
 		if !alone && l.inflight >= l.lim.slots() {
 			return
 		}
-		if hold := l.pace.wait(now); hold > 0 {
-			l.restartBucket(now.Add(hold))
-			l.wakeIn(now, hold)
-			return
+		// A lone lane's request waits out one hold or clock, the first it
+		// meets, not those that later refusals of the lane's retries set:
+		// four prompts at once, one of them a millisecond behind the first
+		// refusal, waited two holds and was answered after 4.1 s where
+		// the others took 2.1 s.
+		if !alone || w.holdUntil.IsZero() || now.Before(w.holdUntil) {
+			if !chained && l.clocked(now) && !l.owed {
+				w.heldBy(alone, l.clockedUntil)
+				l.wakeIn(now, l.clockedUntil.Sub(now))
+				return
+			}
+			if hold := l.pace.wait(now); hold > 0 {
+				w.heldBy(alone, now.Add(hold))
+				l.restartBucket(now.Add(hold))
+				l.wakeIn(now, hold)
+				return
+			}
 		}
 		need := 1.0
 		if l.chains() && !chained && l.urgency(now) <= 1 {
@@ -924,6 +959,14 @@ func (l *Lane) gaveUp(d time.Duration) {
 	l.mu.Unlock()
 }
 
+// maxTime is the later of a and b.
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
 // minTime is the sooner of a and b.
 func minTime(a, b time.Time) time.Time {
 	if b.Before(a) {
@@ -973,8 +1016,9 @@ func (l *Lane) Idle(now time.Time) bool {
 // Clock is Hold for a refusal for want of room at the model (its
 // concurrency or overload limit) that comes back until t: while the lane has
 // other attempts at the model, it sends, until t, only into the slot one of
-// its own answers frees, the moment that answer comes (as TCP's sends are
-// clocked by acknowledgements after a loss, RFC 5681 §3.2); a lane with no
+// its own answers frees, the moment that answer comes, or when its pacing
+// next has a token (owed), the limit being cut (as TCP's sends are clocked
+// by acknowledgements after a loss, RFC 5681 §3.2); a lane with no
 // other attempt in flight is held until t, as Hold does, since no answer of
 // its own will come to clock it. Held outright, a lane idles the slots its
 // answers free for the whole Retry-After: six sidecars starting together,

@@ -18,10 +18,12 @@ func refusedTwice(l *Lane, hold time.Duration) {
 	l.pace.hold(now.Add(hold))
 }
 
-// TestLoneLaneRetriesWhenTheHoldEnds: in a lane holding one request, the
-// retry of a refusal goes the moment the refusal's Retry-After has passed,
-// though the lane's pace would make it wait seconds more and its retry
-// budget is spent; in a crowd the same lane keeps it waiting.
+// TestLoneLaneRetriesWhenTheHoldEnds: in a lane holding a few requests,
+// the retry of a refusal goes when it comes (the caller has waited its own
+// refusal's Retry-After), though a later refusal of another of the lane's
+// requests holds the lane, its pace would make it wait seconds more and its
+// retry budget is spent; in a crowd the same lane keeps it waiting until
+// the hold ends, and then for its budget and pace.
 func TestLoneLaneRetriesWhenTheHoldEnds(t *testing.T) {
 	for _, tt := range []struct {
 		name    string
@@ -42,28 +44,32 @@ func TestLoneLaneRetriesWhenTheHoldEnds(t *testing.T) {
 				l.crowdAt = time.Now().Add(-tt.crowdAt)
 			}
 			l.budget = 0
-			const hold = 50 * time.Millisecond
+			hold := 50 * time.Millisecond
+			if tt.sent {
+				hold = time.Minute // another request's refusal holds the lane
+			}
 			refusedTwice(l, hold)
-			start := time.Now()
 			done := acquireAsync(l, true)
-			waitUntil(t, func() bool { return stats(l).queued.Load() == 1 }) // held
-			waitUntil(t, func() bool { return l.pace.wait(time.Now()) == 0 })
-			// What the wake timer does when the hold ends.
-			l.mu.Lock()
-			l.dispatch(time.Now())
-			inflight := l.inflight
-			l.mu.Unlock()
 			if !tt.sent {
+				waitUntil(t, func() bool { return stats(l).queued.Load() == 1 }) // held
+				waitUntil(t, func() bool { return l.pace.wait(time.Now()) == 0 })
+				// What the wake timer does when the hold ends.
+				l.mu.Lock()
+				l.dispatch(time.Now())
+				inflight := l.inflight
+				l.mu.Unlock()
 				if inflight != 0 || stats(l).queued.Load() != 1 {
 					t.Errorf("in flight %d, queued %d after the hold; want the crowd's retry waiting for its budget and pace", inflight, stats(l).queued.Load())
 				}
 				return
 			}
-			if err := <-done; err != nil {
-				t.Fatal(err)
-			}
-			if took := time.Since(start); took < hold {
-				t.Errorf("sent after %s, before the %s hold ended", took, hold)
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("the lone retry waited for the hold another refusal set")
 			}
 			if ts := stats(l); ts.loneRetries.Load() != 1 || ts.retries.Load() != 0 || l.budget != 0 {
 				t.Errorf("lone retries %d, budgeted retries %d, budget %d; want 1, 0, 0 (a lone retry spends no budget)",
@@ -171,5 +177,33 @@ func TestRetryWaitingForBudgetGoesWhenTheLaneTurnsLone(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the retry still waits for a budget after the lane turned lone")
+	}
+}
+
+// TestLoneLaneBurstWaitsOneHold: a request that came with a lone lane's
+// refused ones waits out the hold it met, not the longer one a later
+// refusal of the lane's retries sets.
+func TestLoneLaneBurstWaitsOneHold(t *testing.T) {
+	l := testLane(t, 1)
+	now := time.Now()
+	l.mu.Lock()
+	l.present, l.arrived, l.firstArrived = 2, now, now // two prompts at once: a lone lane's burst
+	l.pace.hold(now.Add(100 * time.Millisecond))
+	l.mu.Unlock()
+	done := acquireAsync(l, false)
+	waitUntil(t, func() bool { return stats(l).queued.Load() == 1 })
+	l.mu.Lock()
+	l.pace.hold(time.Now().Add(time.Minute)) // a retry refused again
+	l.mu.Unlock()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the burst's request waited for the hold a later refusal set")
+	}
+	if d := time.Since(now); d < 90*time.Millisecond {
+		t.Errorf("sent %s after the first hold began, before its 100 ms ended", d)
 	}
 }
