@@ -12,14 +12,15 @@
 // [[models]] entry upstream.Route, [vector] embedded.Options, [vector.qdrant]
 // qdrant.Options, [embed.openai] embed.OpenAIOptions, [cache.verify]
 // verify.Options, [stream] proxy.StreamOptions, [server]
-// proxy.ServerOptions, [cache] cache.Options and proxy.CacheOptions. Their
+// proxy.ServerOptions, [cache] cache.Options and proxy.CacheOptions,
+// [fleet] fleet.StoreOptions and a [[budgets]] entry fleet.Budget. Their
 // fields carry the keys (toml tags), the comments operators read, the
 // defaults (the Default… constants, the types' Default… functions) and the
-// rules (Validate, naming the key: lib/setting). The few keys whose option
+// rules (Validate, naming the key: lib/setting). The two keys whose option
 // is one field of upstream.Options among the caller's others
-// (server.max_answer_bytes, retry.retry_after_cap, stream.max_duration)
-// stay fields here, beside their section's option type, holding the
-// option's value.
+// (server.max_answer_bytes, stream.max_duration), in sections whose type
+// is the proxy's, stay fields here, beside their section's option type,
+// holding the option's value.
 //
 // Zero has one meaning, given in one place (file.go): a key the file or the
 // environment writes as 0 whose field has a zero tag reaches the option as
@@ -50,6 +51,7 @@ import (
 	"github.com/breakwater-dev/breakwater/cache/qdrant"
 	"github.com/breakwater-dev/breakwater/cache/verify"
 	"github.com/breakwater-dev/breakwater/embed"
+	"github.com/breakwater-dev/breakwater/fleet"
 	"github.com/breakwater-dev/breakwater/proxy"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 	"github.com/breakwater-dev/breakwater/proxy/upstream/breaker"
@@ -99,9 +101,9 @@ type Config struct {
 	// Tracing exports OpenTelemetry traces ([tracing]). Off by default.
 	Tracing TracingConfig `toml:"tracing"`
 	// Fleet is what replicas share ([fleet]): the budgets' Redis.
-	Fleet FleetConfig `toml:"fleet"`
+	Fleet fleet.StoreOptions `toml:"fleet"`
 	// Budgets cap what tenants and classes send upstream ([[budgets]]).
-	Budgets []BudgetConfig `toml:"budgets,omitempty"`
+	Budgets []fleet.Budget `toml:"budgets,omitempty"`
 }
 
 // Price is one model's price in USD per million tokens.
@@ -304,15 +306,9 @@ type OpenAIEmbedConfig struct {
 	APIKeyEnv string `toml:"api_key_env"`
 }
 
-// RetryConfig is [retry]: the upstream caller's retry policy, and the cap
-// of its holds (upstream.Options.RetryAfterCap).
-type RetryConfig struct {
-	upstream.RetryPolicy
-	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
-	// reset holds a target (or a forwarded key) back or delays a retry.
-	// Default 5m (upstream.DefaultRetryAfterCap). Must be >= 1s.
-	RetryAfterCap time.Duration `toml:"retry_after_cap" zero:"refused"`
-}
+// RetryConfig is [retry]: the upstream caller's retry policy, the cap of
+// its holds included.
+type RetryConfig = upstream.RetryPolicy
 
 // BreakerConfig is [breaker]: the per-target circuit breaker's options.
 type BreakerConfig = upstream.BreakerOptions
@@ -417,7 +413,7 @@ func Default() *Config {
 // decodes a file over it so absent section keys keep their defaults.
 func defaults() *Config {
 	return &Config{
-		Fleet: defaultFleet(),
+		Fleet: fleet.DefaultStoreOptions(),
 		Server: ServerConfig{
 			Listen:          "127.0.0.1:8080",
 			ServerOptions:   proxy.DefaultServerOptions(),
@@ -474,7 +470,7 @@ func defaults() *Config {
 				OpenAIOptions: embed.OpenAIOptions{Timeout: embed.DefaultOpenAITimeout},
 			},
 		},
-		Retry:   RetryConfig{RetryPolicy: upstream.DefaultRetryPolicy(), RetryAfterCap: upstream.DefaultRetryAfterCap},
+		Retry:   upstream.DefaultRetryPolicy(),
 		Breaker: breaker.DefaultOptions(),
 		Stream:  StreamConfig{StreamOptions: proxy.DefaultStreamOptions(), MaxDuration: upstream.DefaultMaxStreamDuration},
 	}

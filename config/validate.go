@@ -220,7 +220,6 @@ func (c *Config) validateEmbed(v *validator) {
 
 func (c *Config) validateRetry(v *validator) {
 	v.lib(c, c.Retry.Validate())
-	v.lib(c, upstream.ValidateRetryAfterCap(c.Retry.RetryAfterCap))
 }
 
 func (c *Config) validateBreaker(v *validator) {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/breakwater-dev/breakwater/fleet"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -215,6 +216,14 @@ func TestValidateErrors(t *testing.T) {
 		{"target priority negative", func(c *Config) { c.Models[0].Targets[1].Priority = -1 },
 			`config: models[0].targets[1].priority = -1: must be >= 0 (lower is tried first)`},
 
+		// [fleet], [[budgets]]: fleet.StoreOptions.Validate, fleet.ValidateBudgets
+		{"redis_url http", func(c *Config) { c.Fleet.RedisURL = "http://redis:6379" },
+			`config: fleet.redis_url = "http://redis:6379": must be a redis:// or rediss:// URL, e.g. "redis://redis:6379/0"`},
+		{"redis_prefix empty", func(c *Config) { c.Fleet.Prefix = "" },
+			`config: fleet.redis_prefix is empty: must not be empty`},
+		{"budget without a limit", func(c *Config) { c.Budgets = []fleet.Budget{{Name: "team"}} },
+			`config: budgets[0] = "team": set requests_per_minute, tokens_per_minute or tokens_per_day`},
+
 		// default_upstream
 		{"default_upstream unknown", func(c *Config) { c.DefaultUpstream = "anthropic" },
 			`config: default_upstream = "anthropic": no [[upstreams]] named "anthropic" (have: openai, local)`},
@@ -302,6 +311,12 @@ func TestFileZeroAndNegative(t *testing.T) {
 			`config: cache.stale_threshold = 0: must be in (0, 1]`},
 		{"write_queue zero", "[cache]\nwrite_queue = 0\n" + upstreams,
 			`config: cache.write_queue = 0: must be >= 1`},
+		{"retry_after_cap zero", "[retry]\nretry_after_cap = \"0s\"\n" + upstreams,
+			`config: retry.retry_after_cap = 0s: must be >= 1s`},
+		{"redis_timeout zero", "[fleet]\nredis_timeout = \"0s\"\n" + upstreams,
+			`config: fleet.redis_timeout = 0s: must be > 0`},
+		{"budget limit negative", upstreams + "[[budgets]]\nname = \"b\"\ntokens_per_minute = -1\n",
+			`config: budgets[0] = "b": limits must be >= 0 (0: no limit)`},
 		{"idle_timeout negative", "[stream]\nidle_timeout = \"-1s\"\n" + upstreams,
 			`config: stream.idle_timeout = -1s: must be >= 0 (0 disables it)`},
 		{"environment zero", upstreams,

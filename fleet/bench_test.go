@@ -54,7 +54,7 @@ func benchPerRequest(b *testing.B, work func(i int)) {
 // benchFleet is a fleet on a real redis-server on loopback, up.
 func benchFleet(b *testing.B, bs []Budget) *Fleet {
 	r := redistest.Start(b)
-	f, err := New(Options{RedisURL: r.URL(), Budgets: bs})
+	f, err := New(Options{StoreOptions: StoreOptions{RedisURL: r.URL()}, Budgets: bs})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,23 +17,27 @@ import (
 const Any = "*"
 
 // Budget is one [[budgets]] entry: the requests and tokens the requests it
-// matches may send upstream. A limit of zero is no limit.
+// matches may send upstream. A limit of 0 is no limit, in the file as here.
 type Budget struct {
-	// Name labels the budget in headers, /stats and /metrics. Empty:
-	// "budget<N>" by its position.
-	Name string
-	// Tenant is a cache partition as /stats and the metrics name it (the
-	// HMAC of the client's key and partition headers), Any for every
-	// tenant, each its own bucket, or empty for every tenant together.
-	Tenant string
-	// Class is an X-Breakwater-Class value ("default" for a request naming
-	// none), Any for every class, each its own bucket, or empty for every
-	// class together.
-	Class string
-	// RequestsPerMinute, TokensPerMinute and TokensPerDay are the limits.
-	RequestsPerMinute int64
-	TokensPerMinute   int64
-	TokensPerDay      int64
+	// Name labels the budget in headers, /stats and /metrics. Empty
+	// (default): "budget<N>" by its position.
+	Name string `toml:"name"`
+	// Tenant is the partition the budget applies to: a cache partition as
+	// /stats and the metrics name it (the HMAC of the client's key and
+	// partition headers), Any ("*") for each tenant separately, or empty
+	// (default) for all tenants together.
+	Tenant string `toml:"tenant"`
+	// Class is the X-Breakwater-Class it applies to ("default" for a
+	// request naming none), Any ("*") for each class separately, or empty
+	// (default) for all classes together.
+	Class string `toml:"class"`
+	// RequestsPerMinute, TokensPerMinute and TokensPerDay are the limits:
+	// requests sent upstream per minute, tokens (input + output, as the
+	// answers report them) per minute and per day. 0 (default): no limit
+	// on that one; at least one must be set.
+	RequestsPerMinute int64 `toml:"requests_per_minute"`
+	TokensPerMinute   int64 `toml:"tokens_per_minute"`
+	TokensPerDay      int64 `toml:"tokens_per_day"`
 }
 
 // ValidateBudgets reports every problem of bs, each a *setting.Error

@@ -19,12 +19,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/breakwater-dev/breakwater/lib/setting"
 	"github.com/breakwater-dev/breakwater/proxy/upstream"
 )
 
@@ -44,17 +46,55 @@ const (
 // does not make the fleet look smaller.
 const replicaTTL = 6
 
+// StoreOptions are the shared store's ([fleet] in the configuration file:
+// the toml tags are its keys, the comments what an operator reads).
+type StoreOptions struct {
+	// RedisURL is the shared store of the fleet's budgets and capacity
+	// estimate (redis://[user:password@]host:port/db, rediss:// for TLS,
+	// unix:// for a socket). Empty (default): nothing is shared, budgets
+	// apply per replica.
+	RedisURL string `toml:"redis_url"`
+	// Timeout bounds every Redis call; past it a request is decided by
+	// this replica's share. Default 50ms (DefaultTimeout). Must be > 0.
+	Timeout time.Duration `toml:"redis_timeout" zero:"refused"`
+	// Prefix starts every key written in Redis, so that fleets can share
+	// one Redis. Default "breakwater" (DefaultPrefix; empty here means it).
+	Prefix string `toml:"redis_prefix"`
+}
+
+// DefaultStoreOptions are StoreOptions with every field at its Default…,
+// as a configuration file without [fleet] has them.
+func DefaultStoreOptions() StoreOptions {
+	return StoreOptions{Timeout: DefaultTimeout, Prefix: DefaultPrefix}
+}
+
+// Validate reports every problem of o, each a *setting.Error naming the
+// [fleet] key. It judges o as New uses it, after New's defaults (a zero
+// Timeout is DefaultTimeout, an empty Prefix DefaultPrefix): a file's
+// section starts at DefaultStoreOptions, so an empty prefix there is one
+// the file wrote, and refused.
+func (o StoreOptions) Validate() error {
+	var es setting.Errors
+	if u := o.RedisURL; u != "" {
+		// go-redis's ParseURL takes these schemes (redis.ParseURL); a
+		// host is required but for a socket.
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "redis" && p.Scheme != "rediss" && p.Scheme != "unix") || (p.Host == "" && p.Scheme != "unix") {
+			es.Add("fleet.redis_url", u, `must be a redis:// or rediss:// URL, e.g. "redis://redis:6379/0"`)
+		}
+	}
+	setting.Negative(&es, "fleet.redis_timeout", o.Timeout, "must be > 0")
+	if o.Prefix == "" {
+		es.Add("fleet.redis_prefix", o.Prefix, "must not be empty")
+	}
+	return es.Err()
+}
+
 // Options configure a Fleet. Zero values are documented per field.
 type Options struct {
-	// RedisURL is the shared store (redis://[user:password@]host:port/db,
-	// rediss:// for TLS). Empty: budgets apply per replica.
-	RedisURL string
-	// Timeout bounds each Redis call. Zero: DefaultTimeout.
-	Timeout time.Duration
+	// The shared store: RedisURL, Timeout, Prefix.
+	StoreOptions
 	// Heartbeat is the beat's period. Zero: DefaultHeartbeat.
 	Heartbeat time.Duration
-	// Prefix starts every key in Redis. Empty: DefaultPrefix.
-	Prefix string
 	// Budgets are the [[budgets]]. None: Wrap returns the caller unchanged.
 	Budgets []Budget
 	// Logger receives Redis going down and coming back. Nil: discarded.
@@ -93,7 +133,7 @@ type Fleet struct {
 // not wait for Redis: a replica starts with its local share and joins the
 // fleet's budgets at its first successful beat.
 func New(opts Options) (*Fleet, error) {
-	if opts.Timeout <= 0 {
+	if opts.Timeout == 0 {
 		opts.Timeout = DefaultTimeout
 	}
 	if opts.Heartbeat <= 0 {
@@ -105,11 +145,11 @@ func New(opts Options) (*Fleet, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
-	f := &Fleet{opts: opts, id: rand.Text(), stop: make(chan struct{}), done: make(chan struct{})}
-	f.live.Store(1)
-	if err := ValidateBudgets(opts.Budgets); err != nil {
+	if err := errors.Join(opts.StoreOptions.Validate(), ValidateBudgets(opts.Budgets)); err != nil {
 		return nil, fmt.Errorf("new fleet: %w", err)
 	}
+	f := &Fleet{opts: opts, id: rand.Text(), stop: make(chan struct{}), done: make(chan struct{})}
+	f.live.Store(1)
 	for i, b := range opts.Budgets {
 		if b.Name == "" {
 			b.Name = fmt.Sprintf("budget%d", i+1)

@@ -14,7 +14,7 @@ import (
 
 func newFleet(t *testing.T, url string, bs ...Budget) *Fleet {
 	t.Helper()
-	f, err := New(Options{RedisURL: url, Budgets: bs, Prefix: "t" + t.Name()})
+	f, err := New(Options{StoreOptions: StoreOptions{RedisURL: url, Prefix: "t" + t.Name()}, Budgets: bs})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -64,7 +64,7 @@ func newFullModel(t *testing.T, capacity int64, answer time.Duration) *fullModel
 // past the gate (the bound itself is TestGateSlowRedisNeverDelays').
 func gatedFleet(t *testing.T, url string) *Fleet {
 	t.Helper()
-	f, err := New(Options{RedisURL: url, Prefix: "t" + t.Name(), Timeout: time.Second})
+	f, err := New(Options{StoreOptions: StoreOptions{RedisURL: url, Prefix: "t" + t.Name(), Timeout: time.Second}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +202,7 @@ func TestGateSlowRedisNeverDelays(t *testing.T) {
 	r := redistest.Start(t)
 	d := redistest.NewDelay(t, r.Addr)
 	const bound = 100 * time.Millisecond
-	f, err := New(Options{RedisURL: "redis://" + d.Addr, Prefix: "t" + t.Name(), Timeout: bound})
+	f, err := New(Options{StoreOptions: StoreOptions{RedisURL: "redis://" + d.Addr, Prefix: "t" + t.Name(), Timeout: bound}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -256,8 +256,7 @@ func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp t
 	uo := upstream.Options{
 		TracerProvider:    tp,
 		DefaultUpstream:   cfg.DefaultUpstream,
-		Retry:             cfg.Retry.RetryPolicy,
-		RetryAfterCap:     cfg.Retry.RetryAfterCap,
+		Retry:             cfg.Retry,
 		Breaker:           cfg.Breaker,
 		MaxAnswerBytes:    cfg.Server.MaxAnswerBytes,
 		MaxStreamDuration: cfg.Stream.MaxDuration,

@@ -62,11 +62,9 @@ func (a *App) addFleet(po *proxy.Options, p *cache.Partitioner) error {
 		return nil
 	}
 	f, err := bwfleet.New(bwfleet.Options{
-		RedisURL: a.cfg.Fleet.RedisURL,
-		Timeout:  a.cfg.Fleet.RedisTimeout.D(),
-		Prefix:   a.cfg.Fleet.RedisPrefix,
-		Budgets:  a.cfg.FleetBudgets(),
-		Logger:   a.log,
+		StoreOptions: a.cfg.Fleet,
+		Budgets:      a.cfg.Budgets,
+		Logger:       a.log,
 	})
 	if err != nil {
 		return err

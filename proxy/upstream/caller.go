@@ -76,7 +76,7 @@ func New(opts Options) (*Caller, error) {
 	c := &Caller{
 		retry: opts.Retry.withDefaults(), check: opts.CheckRetry, backoff: opts.Backoff,
 		transport: opts.Transport, metrics: opts.Metrics, log: opts.Logger, now: opts.Now, rand: opts.Rand,
-		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.RetryAfterCap, seed: opts.Seed, gate: opts.Gate,
+		routes: make(map[string]*route, len(opts.Routes)), raCap: opts.Retry.RetryAfterCap, seed: opts.Seed, gate: opts.Gate,
 		tracer: tracerOf(opts.TracerProvider),
 	}
 	if c.raCap <= 0 {

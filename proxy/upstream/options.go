@@ -179,6 +179,11 @@ type RetryPolicy struct {
 	// way (NeverRetry). Empty (non-nil): retry connection errors and
 	// timeouts only.
 	RetryOn []int `toml:"retry_on"`
+	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
+	// reset holds a target (or a forwarded key's lane) back or delays a
+	// retry. Default 5m (DefaultRetryAfterCap). Must be >= 1s
+	// (MinRetryAfterCap).
+	RetryAfterCap time.Duration `toml:"retry_after_cap" zero:"refused"`
 }
 
 // DefaultRetryPolicy is RetryPolicy with every field at its Default…, as a
@@ -212,9 +217,6 @@ type Options struct {
 	// CheckRetry decides whether an attempt is retried; nil means
 	// RetryOnStatus(Retry.RetryOn), which is DefaultCheckRetry for the default list.
 	CheckRetry CheckRetry
-	// RetryAfterCap bounds how long an upstream's Retry-After or rate-limit
-	// reset can hold a lane back or delay a retry; 0 means DefaultRetryAfterCap.
-	RetryAfterCap time.Duration
 	// Backoff computes the wait before a retry; nil means DefaultBackoff.
 	Backoff Backoff
 	// MaxAnswerBytes is the largest non-stream answer buffered whole; a
@@ -290,6 +292,9 @@ func (p RetryPolicy) withDefaults() RetryPolicy {
 	}
 	if p.Deadline <= 0 {
 		p.Deadline = defaultDeadline
+	}
+	if p.RetryAfterCap <= 0 {
+		p.RetryAfterCap = DefaultRetryAfterCap
 	}
 	return p
 }

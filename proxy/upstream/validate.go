@@ -45,6 +45,9 @@ func (p RetryPolicy) Validate() error {
 			es.Add(key, code, "listed twice")
 		}
 	}
+	if p.RetryAfterCap != 0 && p.RetryAfterCap < MinRetryAfterCap {
+		es.Add("retry.retry_after_cap", p.RetryAfterCap, "must be >= 1s")
+	}
 	return es.Err()
 }
 
@@ -52,15 +55,6 @@ func (p RetryPolicy) Validate() error {
 // turn a server's "Retry-After: 1" (RFC 9110 §10.2.3, whole seconds) into a
 // retry the server said to wait for.
 const MinRetryAfterCap = time.Second
-
-// ValidateRetryAfterCap reports a RetryAfterCap under MinRetryAfterCap
-// (retry.retry_after_cap); 0 is DefaultRetryAfterCap.
-func ValidateRetryAfterCap(d time.Duration) error {
-	if d != 0 && d < MinRetryAfterCap {
-		return &setting.Error{Key: "retry.retry_after_cap", Value: d, Problem: "must be >= 1s"}
-	}
-	return nil
-}
 
 // ValidateUpstreams reports every problem of ups ([[upstreams]], the
 // entries' keys indexed in order) and returns the valid names declared.
@@ -146,7 +140,7 @@ func ValidateRoutes(routes []Route, upstreams []string) error {
 // beyond them.
 func (o *Options) validate() error {
 	names, uerr := ValidateUpstreams(o.Upstreams)
-	errs := []error{o.Retry.Validate(), ValidateRetryAfterCap(o.RetryAfterCap), o.Breaker.Validate(), uerr,
+	errs := []error{o.Retry.Validate(), o.Breaker.Validate(), uerr,
 		ValidateRoutes(o.Routes, names)}
 	switch {
 	case o.DefaultUpstream != "" && !slices.Contains(names, o.DefaultUpstream):

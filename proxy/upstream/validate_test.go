@@ -19,9 +19,8 @@ func validOptions() Options {
 		},
 		Routes: []Route{{Name: "gpt-4o-mini", Targets: []Target{
 			{Upstream: "openai", Model: "gpt-4o-mini"}, {Upstream: "local", Priority: 1, Weight: 0.5}}}},
-		Retry:         RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second, MaxDelay: 2 * time.Second, Deadline: time.Minute, RetryOn: []int{429, 503}},
-		Breaker:       BreakerOptions{Window: time.Minute, MinRequests: 5, FailureRatio: 0.3, OpenFor: time.Second, HalfOpenProbes: 2},
-		RetryAfterCap: time.Minute,
+		Retry:   RetryPolicy{MaxAttempts: 2, BaseDelay: time.Second, MaxDelay: 2 * time.Second, Deadline: time.Minute, RetryOn: []int{429, 503}, RetryAfterCap: time.Minute},
+		Breaker: BreakerOptions{Window: time.Minute, MinRequests: 5, FailureRatio: 0.3, OpenFor: time.Second, HalfOpenProbes: 2},
 	}
 }
 
@@ -42,7 +41,7 @@ func TestOptionsValidateNamesTheKey(t *testing.T) {
 		{"retry_on 302", func(o *Options) { o.Retry.RetryOn = []int{302} }, `retry.retry_on[0] = 302: must be a 4xx or 5xx status`},
 		{"retry_on 401", func(o *Options) { o.Retry.RetryOn = []int{429, 401} }, `retry.retry_on[1] = 401: is never retried: 400, 401, 403, 404, 409, 413 and 422 would fail the same way again`},
 		{"retry_on twice", func(o *Options) { o.Retry.RetryOn = []int{503, 503} }, `retry.retry_on[1] = 503: listed twice`},
-		{"retry_after_cap under 1s", func(o *Options) { o.RetryAfterCap = time.Millisecond }, `retry.retry_after_cap = 1ms: must be >= 1s`},
+		{"retry_after_cap under 1s", func(o *Options) { o.Retry.RetryAfterCap = time.Millisecond }, `retry.retry_after_cap = 1ms: must be >= 1s`},
 		{"window negative", func(o *Options) { o.Breaker.Window = -time.Second }, `breaker.window = -1s: must be > 0`},
 		{"min_requests negative", func(o *Options) { o.Breaker.MinRequests = -1 }, `breaker.min_requests = -1: must be >= 1`},
 		{"failure_ratio above 1", func(o *Options) { o.Breaker.FailureRatio = 1.5 }, `breaker.failure_ratio = 1.5: must be in (0, 1]`},
@@ -96,7 +95,7 @@ func TestOptionsValidateNamesTheKey(t *testing.T) {
 	o := validOptions()
 	o.Retry = RetryPolicy{BaseDelay: -1, MaxDelay: -1, RetryOn: []int{}}
 	o.Breaker = BreakerOptions{FailureRatio: -1, ConsecutiveFailures: -1}
-	o.RetryAfterCap = 0
+	o.Retry.RetryAfterCap = 0
 	o.Upstreams[0].Timeout, o.Upstreams[0].MaxConcurrency, o.Upstreams[0].MaxQueue = 0, 0, -1
 	o.Routes[0].Targets[1].Weight = 0
 	if err := o.validate(); err != nil {

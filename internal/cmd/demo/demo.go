@@ -195,7 +195,7 @@ func Config(o Options, upstreamURL, dataDir string) *config.Config {
 		cfg.Cache.Verify.Judge = o.Judge
 	}
 	if o.RedisURL != "" {
-		cfg.Fleet.RedisURL, cfg.Fleet.RedisPrefix = o.RedisURL, o.RedisPrefix
+		cfg.Fleet.RedisURL, cfg.Fleet.Prefix = o.RedisURL, o.RedisPrefix
 	}
 	return cfg
 }
