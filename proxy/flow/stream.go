@@ -283,6 +283,17 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 func (s *Flow) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
+		if cut != nil && errors.Is(cut, context.Canceled) && !resumed && asm.Complete() {
+			// Every event came, and then the last listener left before
+			// the upstream's end of stream was read: the provider made and
+			// bills the whole answer, whose usage still corrects the
+			// lane's budgets (the answer is not stored: the stream was cut).
+			if body, err := asm.Body(); err == nil {
+				if u := job.format.Usage(body); u.Known {
+					sr.Usage(int(u.Input), int(u.Output))
+				}
+			}
+		}
 		if cut == nil && asm.Complete() {
 			// The answer's usage goes to the caller before the body is
 			// closed (which ends the attempt): it corrects the lane's token

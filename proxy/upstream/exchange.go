@@ -251,10 +251,12 @@ func (k *call) send(x *exchange) result {
 				if o == outSuccess && over {
 					o = status
 				}
-				if in, out, ok := r.used.get(); ok && o == outSuccess {
+				if in, out, ok := r.used.get(); ok && (o == outSuccess || o == outCanceled) {
 					// The stream's own usage (its final usage chunk,
 					// message_delta or usageMetadata) corrects the charge,
-					// as a JSON answer's does below.
+					// as a JSON answer's does below. It is reported only for
+					// a complete answer, also one whose client left after
+					// its last event (canceled).
 					x.lane.Reconcile(k.req.Cost, in, out)
 				}
 				release(o.verdict(), o)
