@@ -129,8 +129,10 @@ const (
 	coldFloor     = 0.25
 
 	// What the model answered at once is remembered for highMemory
-	// (three or more, after the cold burst: a fleet's lanes rarely hold
-	// three), and grown back to once recoverWait passes without a refusal.
+	// (three or more, within the lane's own slots, after the cold burst:
+	// a fleet's lanes rarely hold three, and a lone lane's few beyond its
+	// limit, or a gated lane's beyond its share, say nothing of the
+	// model), and grown back to once recoverWait passes without a refusal.
 	highMemory  = 10 * time.Second
 	recoverWait = 500 * time.Millisecond
 )
@@ -197,7 +199,7 @@ func (a *aimd) answered(d time.Duration, inflight int, urgency float64, now time
 	} else {
 		a.serviceHi += alpha / 4 * (s - a.serviceHi)
 	}
-	if n := float64(inflight); n >= 3 && a.n > ColdSlots && (n >= a.high || now.Sub(a.highAt) > highMemory) {
+	if n := float64(inflight); n >= 3 && n <= float64(a.slots()) && a.n > ColdSlots && (n >= a.high || now.Sub(a.highAt) > highMemory) {
 		a.high, a.highAt = n, now
 	}
 	if float64(inflight)*2 < a.limit {
@@ -223,14 +225,15 @@ func (a *aimd) answered(d time.Duration, inflight int, urgency float64, now time
 			inc = growSlow
 		}
 		if since := now.Sub(a.lastCut) - a.probeWait; since > 0 {
-			// Long since the cut, and still below the level: grow as a
-			// probe does, the growth doubling every probeEvery, as CUBIC's
+			// Long since the cut, and still below the level: grow back to
+			// it as a probe does, the growth doubling every probeEvery (the
+			// level's own plateau and probes come after), as CUBIC's
 			// window is a function of the time since the last reduction
 			// (RFC 9438 §4.2). Three sidecars in front of a model that takes
 			// four each crept from 0.9 towards their refused level of one
 			// slot at growSlow for 18 s, leaving the fourth slot idle (149–164
 			// answers to clients that give up after 3 s, straight 189).
-			inc = max(inc, a.probeGrowth(since, urgency))
+			inc = max(inc, min(a.probeGrowth(since, urgency), a.refusedAt-a.limit))
 		}
 	default:
 		// At the refused level it stays for probeWait (CUBIC's plateau),
