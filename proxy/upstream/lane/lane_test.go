@@ -53,6 +53,20 @@ func waitUntil(t *testing.T, cond func() bool) {
 	}
 }
 
+// waitGranted waits up to 10 s for an acquire started by acquireAsync, failing
+// with why when it does not come.
+func waitGranted(t *testing.T, done chan error, why string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal(why)
+	}
+}
+
 func near(a, b float64) bool { return a-b < 1e-9 && b-a < 1e-9 }
 
 // TestLaneQueuesInClassOrder: with the one slot taken, waiters are served
@@ -173,14 +187,7 @@ func TestClockedLaneSendsIntoItsOwnAnswers(t *testing.T) {
 		t.Fatalf("in flight %d, hold %s after the refusal; want 2 (the free slot unused) and no hold of the lane", inflight, l.Wait(time.Now()))
 	}
 	l.Done(sent, 10*time.Millisecond, Answered) // one of its own answers frees a slot
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the queued request was not sent into the slot the lane's own answer freed")
-	}
+	waitGranted(t, done, "the queued request was not sent into the slot the lane's own answer freed")
 
 	alone := testLane(t, 3)
 	if err := alone.Acquire(t.Context(), 2, false, true, time.Now().Add(time.Minute)); err != nil {
@@ -214,14 +221,7 @@ func TestClockedLaneSendsIntoItsOwnAnswerWhenPaced(t *testing.T) {
 	l.mu.Unlock()
 	answered := time.Now()
 	l.Done(sent, 10*time.Millisecond, Answered) // its own answer frees a slot
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the queued request waited for the end of the Retry-After, not for the pacing token")
-	}
+	waitGranted(t, done, "the queued request waited for the end of the Retry-After, not for the pacing token")
 	l.mu.Lock()
 	pace := l.lim.pace()
 	l.mu.Unlock()

@@ -63,14 +63,7 @@ func TestLoneLaneRetriesWhenTheHoldEnds(t *testing.T) {
 				}
 				return
 			}
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatal(err)
-				}
-			case <-time.After(10 * time.Second):
-				t.Fatal("the lone retry waited for the hold another refusal set")
-			}
+			waitGranted(t, done, "the lone retry waited for the hold another refusal set")
 			if ts := stats(l); ts.loneRetries.Load() != 1 || ts.retries.Load() != 0 || l.budget != 0 {
 				t.Errorf("lone retries %d, budgeted retries %d, budget %d; want 1, 0, 0 (a lone retry spends no budget)",
 					ts.loneRetries.Load(), ts.retries.Load(), l.budget)
@@ -170,14 +163,7 @@ func TestRetryWaitingForBudgetGoesWhenTheLaneTurnsLone(t *testing.T) {
 	l.crowdAt = time.Now().Add(-crowdMemory + 100*time.Millisecond)
 	l.budget = 0
 	done := acquireAsync(l, true)
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the retry still waits for a budget after the lane turned lone")
-	}
+	waitGranted(t, done, "the retry still waits for a budget after the lane turned lone")
 }
 
 // TestLoneLaneBurstWaitsOneHold: a request that came with a lone lane's
@@ -195,14 +181,7 @@ func TestLoneLaneBurstWaitsOneHold(t *testing.T) {
 	l.mu.Lock()
 	l.pace.hold(time.Now().Add(time.Minute)) // a retry refused again
 	l.mu.Unlock()
-	select {
-	case err := <-done:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatal("the burst's request waited for the hold a later refusal set")
-	}
+	waitGranted(t, done, "the burst's request waited for the hold a later refusal set")
 	if d := time.Since(now); d < 90*time.Millisecond {
 		t.Errorf("sent %s after the first hold began, before its 100 ms ended", d)
 	}
