@@ -16,11 +16,9 @@
 // [fleet] fleet.StoreOptions and a [[budgets]] entry fleet.Budget. Their
 // fields carry the keys (toml tags), the comments operators read, the
 // defaults (the Default… constants, the types' Default… functions) and the
-// rules (Validate, naming the key: lib/setting). The two keys whose option
-// is one field of upstream.Options among the caller's others
-// (server.max_answer_bytes, stream.max_duration), in sections whose type
-// is the proxy's, stay fields here, beside their section's option type,
-// holding the option's value.
+// rules (Validate, naming the key: lib/setting). [server] and [stream]
+// also embed the caller's upstream.AnswerBound and upstream.StreamBound
+// (max_answer_bytes, max_duration), which upstream.Options embeds too.
 //
 // Zero has one meaning, given in one place (file.go): a key the file or the
 // environment writes as 0 whose field has a zero tag reaches the option as
@@ -134,11 +132,8 @@ type ServerConfig struct {
 	// read_header_timeout, read_timeout, write_timeout, idle_timeout,
 	// max_connections, admin_allow_no_token.
 	proxy.ServerOptions
-	// MaxAnswerBytes is the largest non-stream upstream answer buffered (and
-	// so cacheable and shared by coalesced requests); a larger one is relayed
-	// to its client as it arrives and never cached. Default 4 MiB
-	// (upstream.DefaultMaxAnswerBytes). 0 means no limit.
-	MaxAnswerBytes int64 `toml:"max_answer_bytes" unit:"bytes" zero:"0: no limit"`
+	// The caller's bound on a buffered answer: max_answer_bytes.
+	upstream.AnswerBound
 	// AdminTokenEnv names the environment variable holding the bearer token
 	// for /admin/*. Default "BREAKWATER_ADMIN_TOKEN". When the variable (or
 	// this key) is empty, /admin/* refuses every request unless
@@ -313,15 +308,11 @@ type RetryConfig = upstream.RetryPolicy
 // BreakerConfig is [breaker]: the per-target circuit breaker's options.
 type BreakerConfig = upstream.BreakerOptions
 
-// StreamConfig is [stream]: the proxy's stream options, and the bound of
-// a stream's time (upstream.Options.MaxStreamDuration).
+// StreamConfig is [stream]: the proxy's stream options, and the caller's
+// bound of a stream's time (max_duration).
 type StreamConfig struct {
 	proxy.StreamOptions
-	// MaxDuration bounds one stream, counted from the request; never less
-	// than retry.deadline, which bounds the wait for its first byte.
-	// Default 10m (upstream.DefaultMaxStreamDuration). 0 means
-	// retry.deadline alone.
-	MaxDuration time.Duration `toml:"max_duration" zero:"0: retry.deadline alone"`
+	upstream.StreamBound
 }
 
 // Upstream is one [[upstreams]] entry: a model API endpoint (OpenAI-compatible,
@@ -417,7 +408,7 @@ func defaults() *Config {
 		Server: ServerConfig{
 			Listen:          "127.0.0.1:8080",
 			ServerOptions:   proxy.DefaultServerOptions(),
-			MaxAnswerBytes:  upstream.DefaultMaxAnswerBytes,
+			AnswerBound:     upstream.DefaultAnswerBound(),
 			AdminTokenEnv:   "BREAKWATER_ADMIN_TOKEN",
 			ShutdownTimeout: Duration(15 * time.Second),
 			LogLevel:        "info",
@@ -472,7 +463,7 @@ func defaults() *Config {
 		},
 		Retry:   upstream.DefaultRetryPolicy(),
 		Breaker: breaker.DefaultOptions(),
-		Stream:  StreamConfig{StreamOptions: proxy.DefaultStreamOptions(), MaxDuration: upstream.DefaultMaxStreamDuration},
+		Stream:  StreamConfig{StreamOptions: proxy.DefaultStreamOptions(), StreamBound: upstream.DefaultStreamBound()},
 	}
 }
 

@@ -39,6 +39,8 @@ func TestDefaultsAgreeWithLibraries(t *testing.T) {
 		{"retry.max_delay (embedder)", c.Retry.MaxDelay, embed.DefaultOpenAIMaxDelay},
 		{"retry.deadline", c.Retry.Deadline, upstream.DefaultDeadline},
 		{"retry.retry_on", slices.Equal(c.Retry.RetryOn, retry.DefaultStatuses) && slices.Equal(upstream.DefaultRetryOn, retry.DefaultStatuses), true},
+		{"server.max_answer_bytes", c.Server.MaxAnswerBytes, int64(upstream.DefaultMaxAnswerBytes)},
+		{"stream.max_duration", c.Stream.MaxStreamDuration, upstream.DefaultMaxStreamDuration},
 		{"breaker.window", c.Breaker.Window, upstream.DefaultBreakerWindow},
 		{"breaker.min_requests", c.Breaker.MinRequests, upstream.DefaultBreakerMinRequests},
 		{"breaker.failure_ratio", c.Breaker.FailureRatio, upstream.DefaultBreakerFailureRatio},

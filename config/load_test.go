@@ -199,6 +199,10 @@ retry_on = []
 [stream]
 resume = false
 idle_timeout = "0s"
+max_duration = "0s"
+
+[server]
+max_answer_bytes = 0
 `), nil)
 	if c.Cache.Enabled || c.Cache.StaleIfError || c.Stream.Resume {
 		t.Errorf("enabled, stale_if_error, resume = %v, %v, %v; want all false", c.Cache.Enabled, c.Cache.StaleIfError, c.Stream.Resume)
@@ -211,6 +215,13 @@ idle_timeout = "0s"
 	}
 	if got, want := c.Stream.IdleTimeout, time.Duration(-1); got != want {
 		t.Errorf("idle_timeout = %v, want %v", got, want)
+	}
+	// The caller's bounds, embedded in [stream] and [server]: 0 is none.
+	if got, want := c.Stream.MaxStreamDuration, time.Duration(-1); got != want {
+		t.Errorf("max_duration = %v, want %v", got, want)
+	}
+	if got, want := c.Server.MaxAnswerBytes, int64(-1); got != want {
+		t.Errorf("max_answer_bytes = %v, want %v", got, want)
 	}
 }
 

@@ -254,16 +254,16 @@ func (a *App) closeAll() {
 
 func newCaller(cfg *config.Config, opts Options, reg prometheus.Registerer, tp trace.TracerProvider, seed func(string) (float64, time.Duration), gate upstream.Gate) (*upstream.Caller, error) {
 	uo := upstream.Options{
-		TracerProvider:    tp,
-		DefaultUpstream:   cfg.DefaultUpstream,
-		Retry:             cfg.Retry,
-		Breaker:           cfg.Breaker,
-		MaxAnswerBytes:    cfg.Server.MaxAnswerBytes,
-		MaxStreamDuration: cfg.Stream.MaxDuration,
-		Metrics:           upstream.NewMetrics(reg),
-		Logger:            opts.Logger,
-		Seed:              seed,
-		Gate:              gate,
+		TracerProvider:  tp,
+		DefaultUpstream: cfg.DefaultUpstream,
+		Retry:           cfg.Retry,
+		Breaker:         cfg.Breaker,
+		AnswerBound:     cfg.Server.AnswerBound,
+		StreamBound:     cfg.Stream.StreamBound,
+		Metrics:         upstream.NewMetrics(reg),
+		Logger:          opts.Logger,
+		Seed:            seed,
+		Gate:            gate,
 	}
 	for _, u := range cfg.Upstreams {
 		if u.APIKeyEnv != "" {

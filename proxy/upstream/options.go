@@ -219,14 +219,10 @@ type Options struct {
 	CheckRetry CheckRetry
 	// Backoff computes the wait before a retry; nil means DefaultBackoff.
 	Backoff Backoff
-	// MaxAnswerBytes is the largest non-stream answer buffered whole; a
-	// longer one comes back as Response.Rest. 0 means DefaultMaxAnswerBytes,
-	// negative no limit.
-	MaxAnswerBytes int64
-	// MaxStreamDuration bounds a live stream, counted from the request's
-	// start; never less than the request deadline. 0 means
-	// DefaultMaxStreamDuration, negative: the request deadline alone.
-	MaxStreamDuration time.Duration
+	// AnswerBound (MaxAnswerBytes) and StreamBound (MaxStreamDuration)
+	// bound what an answer may take; 0 means the default, negative none.
+	AnswerBound
+	StreamBound
 	// Transport sends attempts; nil means a clone of http.DefaultTransport that
 	// keeps many idle connections per host. Its own retry of a request on a
 	// reused connection is limited to idempotent requests (net/http's
