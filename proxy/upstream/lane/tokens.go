@@ -207,6 +207,15 @@ type tokens struct {
 	// whole: the lane takes the provider's whole budget as its own and
 	// measures no share of it (WholeBudget).
 	whole bool
+	// keepsReserve: the provider keeps the output a request reserved
+	// (max_tokens) whatever its answer used, as OpenAI does: it charges a
+	// request at admission and "unsuccessful requests contribute to your
+	// per-minute limit" (https://platform.openai.com/docs/guides/rate-limits),
+	// and Azure OpenAI counts prompt plus max_tokens. Learnt from OpenAI's
+	// x-ratelimit-*-tokens headers; Anthropic corrects its output estimate
+	// once the answer is made (https://docs.anthropic.com/en/api/rate-limits),
+	// so its lanes give the unused reservation back.
+	keepsReserve bool
 }
 
 // spentHist bounds the history of what a lane spent: the grants of the
@@ -312,21 +321,33 @@ func (t *tokens) measureShare(dim int, sent time.Time, rem float64) {
 	sh := b.part()
 	switch {
 	case all < bindsAt*refill:
-		// The fleet left part of the budget unspent: take more of it.
+		// The fleet left part of the budget unspent: take more of it (a
+		// lane left alone on it grows so, as its share leaves the rest
+		// unspent).
 		sh += shareStep
 	case mine >= bindsAt*all:
-		// The budget binds, and the lane spent about all of it: it is
-		// alone on the budget (or was, this once).
-		sh += (1 - sh) / 2
+		// The budget binds, and the lane spent about all of it: it keeps
+		// its share. (Grown then, a lane that alone sent in a reading,
+		// one long request among a lumpy mix, took more than its part:
+		// three replicas' shares reached 1, 0.3 and 0.2.)
+	case b.share == 0:
+		// The budget binds, and others spend it too, the first time: a
+		// lane that took the whole budget goes at once down to what it
+		// spent of it (a fleet that begins together finds its shares in
+		// one reading).
+		sh = min(sh*(1-shareCut), mine/all)
 	default:
 		// The budget binds, and others spend it too: give up a part of
-		// the share, and at once down to what the lane spent of it (a
-		// fleet that begins together, each replica taking the whole
-		// budget, finds its shares in one reading). Cut by a part of each
-		// share and grown by the same step, the replicas' shares meet
-		// (additive increase, multiplicative decrease, as TCP's
-		// congestion windows share a link).
-		sh = min(sh*(1-shareCut), mine/all)
+		// the share. Cut by a part of each share and grown by the same
+		// step, the replicas' shares meet (additive increase,
+		// multiplicative decrease, as TCP's congestion windows share a
+		// link). Cut down to what the lane spent in the reading, as the
+		// first is, they did not: a reading spans a second or two, a few
+		// requests of a lumpy mix, and a lane cut to its part of one that
+		// others' long requests filled sent little in the next, and was
+		// cut again (three replicas' shares stayed 0.05–0.15 against one
+		// at 0.9, and it answered 83 to their 104).
+		sh *= 1 - shareCut
 	}
 	b.share = min(max(sh, minShare), 1)
 }
@@ -390,13 +411,20 @@ func (l *Lane) Reconcile(c Cost, input, output int) {
 	defer l.mu.Unlock()
 	charged := l.tok.costOf(c)
 	used := perDim{float64(input + output), float64(input), float64(output)}
+	back := perDim{0, charged[dimInput] - used[dimInput], charged[dimOutput] - used[dimOutput]}
+	if l.tok.keepsReserve && c.Output > 0 && back[dimOutput] > 0 {
+		// The provider kept the reservation: giving it back would send
+		// requests its budget refuses until its next remaining count.
+		back[dimOutput] = 0
+	}
+	back[dimTokens] = back[dimInput] + back[dimOutput]
 	for i := range l.tok.b {
 		b := &l.tok.b[i]
 		if b.limit <= 0 {
 			continue
 		}
 		b.fill(now)
-		b.level = min(b.ceil(), b.level+charged[i]-used[i])
+		b.level = min(b.ceil(), b.level+back[i])
 		if !b.learnt {
 			// A limit learnt from what the provider admitted before it
 			// refused, with nothing else to go by, grows with every answer
@@ -461,6 +489,9 @@ func headerCount(h http.Header, name string) (float64, bool) {
 // request, sent at sent: what the lane's bucket refilled since is added.
 // The caller holds l.mu.
 func (t *tokens) observe(now, sent time.Time, h http.Header) {
+	if h.Get("X-Ratelimit-Remaining-Tokens") != "" {
+		t.keepsReserve = true
+	}
 	for _, th := range tokenHeaders {
 		limit, ok := headerCount(h, th.limit)
 		if !ok || limit <= 0 {

@@ -3,6 +3,7 @@ package lane
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"testing"
 	"time"
@@ -170,6 +171,79 @@ func TestTokenBudgetAboveAnEstimatedLimit(t *testing.T) {
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("sent after %s, want once the bucket is full, in half a second", d)
+	}
+}
+
+// TestShareOfAFleetsBudget: a lane's share of a budget its fleet spends
+// grows by a step while the fleet leaves part of it unspent, is cut by a
+// part of itself while others spend it too (at once to what the lane spent
+// only the first time, when it took the whole budget), and holds while the
+// lane alone spent it. Cut to what it spent in each reading, or grown when
+// it alone sent in one, three replicas' shares on the token peak drifted
+// apart (0.05 against 0.9) and one answered 83 to the others' 104.
+func TestShareOfAFleetsBudget(t *testing.T) {
+	tests := []struct {
+		name      string
+		share     float64
+		all, mine float64 // spent between the two readings, by the fleet and by the lane
+		want      float64
+	}{
+		{"unspent", 0.3, 1000, 900, 0.4},
+		{"others spent it", 0.3, 2000, 100, 0.24},
+		{"others spent it, the first time", 0, 2000, 100, 0.05},
+		{"the lane alone spent it", 0.3, 2000, 1900, 0.3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var tk tokens
+			tk.b[dimTokens] = bucket{limit: 60_000, learnt: true, share: tt.share} // 1000 a second
+			t0 := time.Now()
+			tk.take(t0, perDim{})
+			tk.measureShare(dimTokens, t0, 10_000)
+			tk.take(t0.Add(time.Second), perDim{tt.mine})
+			// Two seconds refilled 2000; the fleet spent all of them.
+			tk.measureShare(dimTokens, t0.Add(2*time.Second), 10_000+2000-tt.all)
+			if got := tk.b[dimTokens].share; math.Abs(got-tt.want) > 1e-9 {
+				t.Errorf("share %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestReconcileKeepsWhatTheProviderKeeps: OpenAI keeps a request's
+// max_tokens reservation whatever its answer used, so a lane that reads
+// OpenAI's headers gives none of it back (it gave it back, and sent
+// requests the provider refused until its next remaining count: the
+// token peak's 13 and 14 upstream 429s through one sidecar, where the
+// target is 10); Anthropic corrects its output estimate, so its lanes do.
+func TestReconcileKeepsWhatTheProviderKeeps(t *testing.T) {
+	for _, tt := range []struct {
+		name          string
+		limit, remain string
+		want          float64
+	}{
+		{"openai", "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", 0},
+		{"anthropic", "Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", 390},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			l := tokenLane(t, 600, 600) // 10 a second
+			c := Cost{Input: 100, Output: 400}
+			if err := l.AcquireCost(t.Context(), 2, false, true, time.Now().Add(time.Minute), c); err != nil {
+				t.Fatal(err)
+			}
+			sent := time.Now() // as the caller sends: once the lane admitted it
+			h := http.Header{}
+			h.Set(tt.limit, "600")
+			h.Set(tt.remain, "100")
+			l.Observe(time.Now(), sent, h, time.Minute)
+			l.Release()
+			before := l.Snapshot(time.Now()).Tokens.Left[LimitTokens]
+			l.Reconcile(c, 100, 10)
+			got := l.Snapshot(time.Now()).Tokens.Left[LimitTokens] - before
+			if got < tt.want || got > tt.want+20 {
+				t.Errorf("given back %v tokens, want %v (10 a second refill aside)", got, tt.want)
+			}
+		})
 	}
 }
 
