@@ -77,12 +77,15 @@ func tokensLeftAtLeast(t *testing.T, e *env, limit string, want float64) float64
 	}
 }
 
-// A streamed answer's usage reaches the lane's token budget when the
-// stream ends, as a JSON answer's does: a stream that reserved 50,000
-// output tokens of a 60,000 budget and used a few dozen gives the rest
-// back. Without it, the budget stays spent until it refills (1,000 tokens
-// a second: the check would pass only after half a minute). A first JSON
-// request teaches the lane the budget from the headers.
+// A streamed answer's usage reaches the lane when the stream ends, as a
+// JSON answer's does; against OpenAI, which keeps the max_tokens a request
+// reserved whatever it used, the reservation stays spent: a stream that
+// reserved 50,000 output tokens of a 60,000 budget and used a few dozen
+// leaves the budget spent but for its refill (1,000 tokens a second). It
+// gave the rest back before, and the lane sent what the provider refused
+// (the token peak's upstream 429s). A first JSON request teaches the lane
+// the budget from the headers. (TestStreamUsageReconcilesAnthropic checks
+// the give-back a stream's usage brings where the provider corrects.)
 func TestStreamUsageReconcilesOpenAI(t *testing.T) {
 	e := newEnv(t, envOptions{})
 	budgetModel(e, usageAPIs[0]) // Chat: 11 in, 22 out
@@ -103,8 +106,10 @@ func TestStreamUsageReconcilesOpenAI(t *testing.T) {
 		t.Fatalf("streamed usage %+v, want the provider's 22 output tokens", usage)
 	}
 	e.waitStreams()
-	if left := tokensLeftAtLeast(t, e, "tokens", streamBudget-streamReserve/5); left < streamBudget-streamReserve/5 {
-		t.Errorf("tokens left after the stream = %.0f of %d, want the %d reserved given back but the 33 used", left, streamBudget, streamReserve)
+	// Given back, 49,967 would be left at once; kept, 10,000 and its
+	// refill, which takes 25 s to reach 35,000.
+	if left := tokensLeft(t, e, "tokens"); left > streamBudget-streamReserve/2 {
+		t.Errorf("tokens left after the stream = %.0f of %d, want the %d reserved kept spent, as OpenAI keeps it", left, streamBudget, streamReserve)
 	}
 }
 

@@ -283,33 +283,26 @@ var errIdle = errors.New("the upstream stream stalled beyond stream.idle_timeout
 func (s *Flow) copyStream(sr *upstream.StreamResponse, b *broadcast, asm StreamAssembler, resumed bool, job *streamJob) (cut error) {
 	body := newIdleBody(sr.Body, s.opts.IdleTimeout)
 	defer func() {
-		if cut != nil && errors.Is(cut, context.Canceled) && !resumed && asm.Complete() {
-			// Every event came, and then the last listener left before
-			// the upstream's end of stream was read: the provider made and
-			// bills the whole answer, whose usage still corrects the
-			// lane's budgets (the answer is not stored: the stream was cut).
-			if body, err := asm.Body(); err == nil {
-				if u := job.format.Usage(body); u.Known {
-					sr.Usage(int(u.Input), int(u.Output))
-				}
+		// The answer's usage goes to the caller before the body is closed
+		// (which ends the attempt): it corrects the lane's token budgets,
+		// and with tracing on the attempt's span records it. So it does
+		// when the last listener left after every event came, before the
+		// upstream's end was read: the provider bills the whole answer
+		// (not stored: the stream was cut). A resumed stream's usage is
+		// the continuation's or both parts': the estimate stands.
+		left := cut != nil && errors.Is(cut, context.Canceled) && !resumed
+		if (cut == nil || left) && asm.Complete() {
+			assembled, err := asm.Body()
+			if cut == nil {
+				job.assembled, job.assembleErr, job.didAssemble = assembled, err, true
 			}
-		}
-		if cut == nil && asm.Complete() {
-			// The answer's usage goes to the caller before the body is
-			// closed (which ends the attempt): it corrects the lane's token
-			// budgets, and with tracing on the attempt's span records it.
-			// A resumed stream's usage is the continuation's or both
-			// parts', which matches no one attempt's charge: the estimate
-			// stands.
-			job.assembled, job.assembleErr = asm.Body()
-			job.didAssemble = true
-			if job.assembleErr == nil {
-				u := job.format.Usage(job.assembled)
+			if err == nil {
+				u := job.format.Usage(assembled)
 				if u.Known && !resumed {
 					sr.Usage(int(u.Input), int(u.Output))
 				}
-				if tok := job.req.GenAI.Stream; tok != nil {
-					*tok = upstream.Tokens{Input: u.Input, Output: u.Output, Model: responseModel(job.assembled), Known: u.Known}
+				if tok := job.req.GenAI.Stream; tok != nil && cut == nil {
+					*tok = upstream.Tokens{Input: u.Input, Output: u.Output, Model: responseModel(assembled), Known: u.Known}
 				}
 			}
 		}
