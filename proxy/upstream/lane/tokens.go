@@ -458,15 +458,17 @@ func (l *Lane) Reconcile(c Cost, input, output int) {
 // (https://platform.openai.com/docs/guides/rate-limits) and Anthropic's
 // anthropic-ratelimit-{tokens,input-tokens,output-tokens}-{limit,remaining}
 // (https://docs.anthropic.com/en/api/rate-limits), whose remaining counts
-// are rounded.
+// are rounded. keepsReserve marks the provider that keeps a request's
+// output reservation (see tokens.keepsReserve).
 var tokenHeaders = [...]struct {
 	dim              int
 	limit, remaining string
+	keepsReserve     bool
 }{
-	{dimTokens, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens"},
-	{dimTokens, "Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining"},
-	{dimInput, "Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining"},
-	{dimOutput, "Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining"},
+	{dimTokens, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", true},
+	{dimTokens, "Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", false},
+	{dimInput, "Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", false},
+	{dimOutput, "Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", false},
 }
 
 func headerCount(h http.Header, name string) (float64, bool) {
@@ -489,14 +491,12 @@ func headerCount(h http.Header, name string) (float64, bool) {
 // request, sent at sent: what the lane's bucket refilled since is added.
 // The caller holds l.mu.
 func (t *tokens) observe(now, sent time.Time, h http.Header) {
-	if h.Get("X-Ratelimit-Remaining-Tokens") != "" {
-		t.keepsReserve = true
-	}
 	for _, th := range tokenHeaders {
 		limit, ok := headerCount(h, th.limit)
 		if !ok || limit <= 0 {
 			continue
 		}
+		t.keepsReserve = t.keepsReserve || th.keepsReserve
 		b := &t.b[th.dim]
 		b.fill(now)
 		if b.limit <= 0 {
